@@ -1,0 +1,71 @@
+"""memstack: memory for LLM chat apps and agents, per user, at a bounded token cost.
+
+    from memstack import Memory
+    memory = Memory()                                   # SQLite under MEMSTACK_HOME
+    memory.add({"role": "user", "content": "我叫李四"}, user_id="u1", thread_id="s1")
+    ctx = memory.context(user_id="u1", thread_id="s1", query="我叫什么？", strategy="window", k=2)
+    client.chat.completions.create(model=..., messages=ctx.to_openai())
+"""
+
+from .backends import open_store
+from .budget import pack, trim, window
+from .errors import (
+    BudgetError,
+    InvalidInput,
+    JobError,
+    MemstackError,
+    MissingDependency,
+    RuntimeFailure,
+    SchemaError,
+    StoreError,
+    UnknownName,
+    UsageError,
+)
+from .layers import build_layer, layer_names, register_layer
+from .memory import JobReport, Memory
+from .stores import CheckpointStore, HistoryStore, JobQueue, StateStore, Store
+from .tokens import TokenCounter, get_counter, register_counter
+from .types import Checkpoint, Context, Dropped, Message, Scope, Section, ThreadInfo, ToolCall, Turn, group_turns
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetError",
+    "Checkpoint",
+    "CheckpointStore",
+    "Context",
+    "Dropped",
+    "HistoryStore",
+    "InvalidInput",
+    "JobError",
+    "JobQueue",
+    "JobReport",
+    "Memory",
+    "MemstackError",
+    "Message",
+    "MissingDependency",
+    "RuntimeFailure",
+    "SchemaError",
+    "Scope",
+    "Section",
+    "StateStore",
+    "Store",
+    "StoreError",
+    "ThreadInfo",
+    "TokenCounter",
+    "ToolCall",
+    "Turn",
+    "UnknownName",
+    "UsageError",
+    "__version__",
+    "build_layer",
+    "get_counter",
+    "group_turns",
+    "layer_names",
+    "open_store",
+    "pack",
+    "register_counter",
+    "register_layer",
+    "trim",
+    "window",
+]

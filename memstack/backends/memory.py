@@ -1,0 +1,239 @@
+"""In-memory backend: every store in Python dicts behind one lock; lost when the process ends."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..errors import InvalidInput
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, utcnow
+
+Key = tuple[str, str, str, str]
+
+
+def json_copy(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy that also proves the value is JSON-serialisable (as durable stores require)."""
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"value is not JSON-serialisable: {exc}") from exc
+
+
+@dataclass
+class _JobRow:
+    requested: int = 0
+    done: int = 0
+    cursor: int = 0
+    attempts: int = 0
+    owner: str | None = None
+    lease_until: datetime | None = None
+    not_before: datetime | None = None
+    last_error: str | None = None
+    since: datetime | None = None
+
+
+def _user_match(key: Key, scope: Scope) -> bool:
+    return key[0] == scope.tenant and key[1] == scope.user_id
+
+
+class MemoryStore:
+    """All four stores in one object (it satisfies each Protocol through its attributes)."""
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._lock = threading.RLock()
+        self._messages: dict[Key, list[Message]] = {}
+        self._ids: dict[Key, set[str]] = {}
+        self._seq = 0
+        self._state: dict[tuple[Key, str], dict[str, Any]] = {}
+        self._checkpoints: dict[Key, list[Checkpoint]] = {}
+        self._jobs: dict[tuple[Key, str], _JobRow] = {}
+        self.history = _History(self)
+        self.state = _State(self)
+        self.checkpoints = _Checkpoints(self)
+        self.jobs = _Jobs(self)
+
+    def delete_user(self, scope: Scope) -> int:
+        with self._lock:
+            n = 0
+            for key in [k for k in self._messages if _user_match(k, scope)]:
+                n += len(self._messages.pop(key))
+                self._ids.pop(key, None)
+            for table in (self._state, self._jobs):
+                for k in [k for k in table if _user_match(k[0], scope)]:
+                    del table[k]
+                    n += 1
+            for k in [k for k in self._checkpoints if _user_match(k, scope)]:
+                n += len(self._checkpoints.pop(k))
+            return n
+
+    def close(self) -> None:
+        pass
+
+
+class _History:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+        key = scope.require_thread().key
+        s = self._s
+        with s._lock:
+            log = s._messages.setdefault(key, [])
+            ids = s._ids.setdefault(key, set())
+            stored = []
+            for m in messages:
+                if m.id in ids:
+                    continue
+                s._seq += 1
+                stored_m = replace(m, seq=s._seq)
+                log.append(stored_m)
+                ids.add(m.id)
+                stored.append(stored_m)
+            for layer in enqueue:
+                row = s._jobs.setdefault((key, layer), _JobRow())
+                if row.requested <= row.done:
+                    row.since = utcnow()
+                row.requested += 1
+            return stored
+
+    def read(
+        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+    ) -> list[Message]:
+        key = scope.require_thread().key
+        with self._s._lock:
+            out = list(self._s._messages.get(key, ()))
+        if after is not None:
+            out = [m for m in out if m.seq is not None and m.seq > after]
+        if until is not None:
+            until = aware(until, field_name="until")
+            out = [m for m in out if m.timestamp <= until]
+        if roles is not None:
+            out = [m for m in out if m.role in roles]
+        if last is not None:
+            out = out[-last:] if last > 0 else []
+        return out
+
+    def threads(self, scope: Scope) -> list[ThreadInfo]:
+        with self._s._lock:
+            items = [(k, list(v)) for k, v in self._s._messages.items() if _user_match(k, scope) and v]
+        infos = [
+            ThreadInfo(k[3], k[2] or None, len(v), min(m.timestamp for m in v), max(m.timestamp for m in v))
+            for k, v in items
+            if scope.agent_id is None or k[2] == scope.agent_id
+        ]
+        return sorted(infos, key=lambda t: (t.last_at, t.thread_id), reverse=True)
+
+    def delete_thread(self, scope: Scope) -> int:
+        key = scope.require_thread().key
+        s = self._s
+        with s._lock:
+            n = len(s._messages.pop(key, []))
+            s._ids.pop(key, None)
+            s._checkpoints.pop(key, None)
+            for k in [k for k in s._state if k[0] == key]:
+                del s._state[k]
+            for k in [k for k in s._jobs if k[0] == key]:
+                del s._jobs[k]
+            return n
+
+
+class _State:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def get(self, scope: Scope, name: str = "state") -> dict[str, Any] | None:
+        with self._s._lock:
+            value = self._s._state.get((scope.key, name))
+            return copy.deepcopy(value) if value is not None else None
+
+    def put(self, scope: Scope, value: Mapping[str, Any], name: str = "state") -> None:
+        data = json_copy(value)
+        with self._s._lock:
+            self._s._state[(scope.key, name)] = data
+
+    def delete(self, scope: Scope, name: str = "state") -> bool:
+        with self._s._lock:
+            return self._s._state.pop((scope.key, name), None) is not None
+
+
+class _Checkpoints:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def save(self, scope: Scope, data: Mapping[str, Any], *, keep: int = 10, at: datetime | None = None) -> Checkpoint:
+        if keep < 1:
+            raise InvalidInput("keep must be at least 1", field="keep")
+        cp = Checkpoint(uuid.uuid4().hex, scope.require_thread(), aware(at) if at else utcnow(), json_copy(data))
+        with self._s._lock:
+            lst = self._s._checkpoints.setdefault(scope.key, [])
+            lst.append(cp)
+            del lst[:-keep]
+        return cp
+
+    def latest(self, scope: Scope) -> Checkpoint | None:
+        lst = self.list(scope)
+        return lst[0] if lst else None
+
+    def list(self, scope: Scope) -> list[Checkpoint]:
+        with self._s._lock:
+            return list(reversed(self._s._checkpoints.get(scope.require_thread().key, [])))
+
+
+class _Jobs:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+        now = utcnow()
+        with self._s._lock:
+            ready = [
+                (row.since or now, key, layer, row)
+                for (key, layer), row in self._s._jobs.items()
+                if (scope is None or _user_match(key, scope))
+                and row.requested > row.done
+                and (row.lease_until is None or row.lease_until <= now)
+                and (row.not_before is None or row.not_before <= now)
+            ]
+            if not ready:
+                return None
+            _, key, layer, row = min(ready, key=lambda r: r[0])
+            row.owner, row.lease_until = worker, now + timedelta(seconds=lease_seconds)
+            sc = Scope(tenant=key[0], user_id=key[1], agent_id=key[2] or None, thread_id=key[3] or None)
+            return Job(sc, layer, row.requested, row.cursor, row.attempts, worker, row.last_error)
+
+    def complete(self, job: Job, *, cursor: int) -> None:
+        with self._s._lock:
+            row = self._s._jobs.get((job.scope.key, job.layer))
+            if row is None:  # the thread or user was deleted meanwhile
+                return
+            row.done = max(row.done, job.version)
+            row.cursor = max(row.cursor, cursor)
+            row.attempts, row.last_error, row.not_before = 0, None, None
+            if row.owner == job.worker:
+                row.owner, row.lease_until = None, None
+
+    def fail(self, job: Job, error: str, *, retry_in: float) -> None:
+        with self._s._lock:
+            row = self._s._jobs.get((job.scope.key, job.layer))
+            if row is None:
+                return
+            row.attempts += 1
+            row.last_error = error
+            row.not_before = utcnow() + timedelta(seconds=retry_in)
+            if row.owner == job.worker:
+                row.owner, row.lease_until = None, None
+
+    def pending(self, scope: Scope | None = None) -> int:
+        with self._s._lock:
+            return sum(
+                1
+                for (key, _), row in self._s._jobs.items()
+                if row.requested > row.done and (scope is None or _user_match(key, scope))
+            )

@@ -1,0 +1,240 @@
+"""The ``memstack`` command: a thin shell over Memory. Usage errors exit 2 with one line.
+
+The store comes from ``--db URL``, else ``--home DIR`` (SQLite file inside), else MEMSTACK_HOME,
+else the user's data directory. Every command takes ``--json`` and ``--tenant``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .backends import open_store
+from .errors import InvalidInput, MemstackError, UsageError
+from .memory import Memory
+from .types import parse_time
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--home", help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
+    p.add_argument("--db", help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
+    p.add_argument("--tenant", default="default", help="tenant (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints the whole usage)
+        self.exit(EXIT_USAGE, f"memstack: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="memstack", description="Memory for LLM chat apps: history, windows, budgets, per user.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("add", help="store a message")
+    p.add_argument("--user", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--role", required=True, choices=["user", "assistant", "system"])
+    p.add_argument("--at", help="ISO 8601 timestamp of the message (default: now)")
+    p.add_argument("--agent")
+    p.add_argument("text", help="the message text, or - to read it from stdin")
+    p.set_defaults(run=cmd_add)
+
+    p = sub.add_parser("context", help="print the context for the next model call")
+    p.add_argument("--user", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--agent")
+    p.add_argument("--query", help="the user's next message (not stored)")
+    p.add_argument("--at", help="reference time, ISO 8601 (default: now)")
+    p.add_argument("--strategy", default="full", help="a layer or comma-separated stack of layers (default: %(default)s)")
+    p.add_argument("--k", type=int, help="turns kept by the window layer")
+    p.add_argument("--max-tokens", type=int, default=4000, help="token budget of the whole context (default: %(default)s)")
+    p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
+    p.set_defaults(run=cmd_context)
+
+    p = sub.add_parser("threads", help="list a user's threads")
+    p.add_argument("--user", required=True)
+    p.add_argument("--agent")
+    p.set_defaults(run=cmd_threads)
+
+    p = sub.add_parser("history", help="print a thread's messages")
+    p.add_argument("--user", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--agent")
+    p.add_argument("--last", type=int)
+    p.set_defaults(run=cmd_history)
+
+    p = sub.add_parser("forget", help="delete a thread, or a user with everything they own")
+    p.add_argument("--user", required=True)
+    p.add_argument("--thread")
+    p.add_argument("--agent")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(run=cmd_forget)
+
+    p = sub.add_parser("export", help="write a user's messages as JSON lines to stdout")
+    p.add_argument("--user", required=True)
+    p.set_defaults(run=cmd_export)
+
+    p = sub.add_parser("import", help="store messages from a JSON-lines export (- for stdin)")
+    p.add_argument("file")
+    p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("worker", help="run the write queue (layers' slow work)")
+    p.add_argument("--once", action="store_true", help="drain what is ready and exit")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
+    p.set_defaults(run=cmd_worker)
+
+    p = sub.add_parser("demo", help="replay a bundled Chinese conversation and show each strategy's context")
+    p.add_argument("--keep", action="store_true", help="store the demo under --home/MEMSTACK_HOME instead of a temporary directory")
+    p.set_defaults(run=cmd_demo)
+
+    for p in sub.choices.values():
+        _common(p)
+    return parser
+
+
+def _memory(args: argparse.Namespace, **kwargs: Any) -> Memory:
+    return Memory(open_store(args.db, home=args.home) if (args.db or args.home) else None, tenant=args.tenant, **kwargs)
+
+
+def _read_text(value: str) -> str:
+    if value != "-":
+        return value
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"stdin is not valid UTF-8 (byte {exc.start})", field="text") from exc
+
+
+def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        out = text()
+        if out:
+            print(out)
+
+
+def cmd_add(args: argparse.Namespace) -> None:
+    text = _read_text(args.text)
+    at = parse_time(args.at) if args.at else None
+    with _memory(args) as mem:
+        stored = mem.add({"role": args.role, "content": text}, user_id=args.user, thread_id=args.thread, agent_id=args.agent, at=at)
+    data = [m.to_dict() | {"seq": m.seq} for m in stored]
+    _emit(args, {"stored": data}, lambda: "\n".join(f"stored {m.id} ({m.role}, {m.timestamp.isoformat()})" for m in stored))
+
+
+def cmd_context(args: argparse.Namespace) -> None:
+    at = parse_time(args.at) if args.at else None
+    with _memory(args, layers=args.strategy, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
+        ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k)
+    _emit(args, ctx.to_dict(), lambda: _render_context(ctx))
+
+
+def _render_context(ctx) -> str:
+    lines = [f"[{m.role}] {m.text}" for m in ctx.messages]
+    parts = ", ".join(f"{k} {v}" for k, v in ctx.sections.items() if v)
+    lines.append(f"-- {ctx.tokens} tokens ({ctx.counter}; {parts}), budget {ctx.max_tokens}")
+    for d in ctx.dropped:
+        lines.append(f"-- dropped {len(d.message_ids)} message(s), {d.tokens} tokens: {d.layer}: {d.reason}")
+    return "\n".join(lines)
+
+
+def cmd_threads(args: argparse.Namespace) -> None:
+    with _memory(args) as mem:
+        infos = mem.threads(user_id=args.user, agent_id=args.agent)
+    data = [{"thread_id": t.thread_id, "agent_id": t.agent_id, "messages": t.messages, "first_at": t.first_at.isoformat(), "last_at": t.last_at.isoformat()} for t in infos]
+    _emit(args, data, lambda: "\n".join(f"{t.thread_id}\t{t.messages} messages\t{t.first_at.isoformat()} .. {t.last_at.isoformat()}" for t in infos))
+
+
+def cmd_history(args: argparse.Namespace) -> None:
+    with _memory(args) as mem:
+        msgs = mem.history(user_id=args.user, thread_id=args.thread, agent_id=args.agent, last=args.last)
+    _emit(args, [m.to_dict() for m in msgs], lambda: "\n".join(f"{m.timestamp.isoformat()} [{m.role}] {m.text}" for m in msgs))
+
+
+def cmd_forget(args: argparse.Namespace) -> None:
+    what = f"thread {args.thread!r} of user {args.user!r}" if args.thread else f"user {args.user!r} and everything they own"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"refusing to delete {what} without confirmation: pass --yes")
+        answer = input(f"Delete {what} (tenant {args.tenant!r})? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            _emit(args, {"deleted": 0}, lambda: "nothing deleted")
+            return
+    with _memory(args) as mem:
+        n = mem.forget(user_id=args.user, thread_id=args.thread, agent_id=args.agent)
+    _emit(args, {"deleted": n}, lambda: f"deleted {what}: {n} records")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    with _memory(args) as mem:
+        for rec in mem.export(user_id=args.user):
+            print(json.dumps(rec, ensure_ascii=False))
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{args.file} is not valid UTF-8 (byte {exc.start})") from exc
+    records = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(f"{args.file}:{i}: not JSON: {exc.msg}") from exc
+    with _memory(args) as mem:
+        n = mem.import_(records)
+    _emit(args, {"imported": n, "records": len(records)}, lambda: f"imported {n} of {len(records)} messages")
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    with _memory(args) as mem:
+        if args.once:
+            report = mem.flush()
+            _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {report.ran} jobs, {report.failed} failed")
+            return
+        try:
+            while True:
+                mem.run_jobs()
+                time.sleep(args.poll)
+        except KeyboardInterrupt:
+            pass
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+
+    run_demo(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        args.run(args)
+    except UsageError as exc:
+        print(f"memstack: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemstackError as exc:
+        print(f"memstack: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:
+        print(f"memstack: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, FileNotFoundError) else EXIT_FAILURE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""``memstack demo``: replay a bundled Chinese conversation and show the context each strategy builds.
+
+Runs on the embedded defaults (a SQLite file, the estimator), with no server, key or network, and
+finishes. The conversation is dated (two sessions a week apart) and read back with ``at``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .backends import DB_FILENAME, default_home
+from .memory import Memory
+from .types import Context, parse_time
+
+USER = "user_001"
+QUERY = "我的后端使用什么技术？"
+
+#: (title, strategy, options, max_tokens): the articles' strategies, one by one and layered.
+STRATEGIES: list[tuple[str, str, dict[str, Any], int | None]] = [
+    ("全量历史 full history", "full", {}, None),
+    ("滑动窗口 sliding window, k=2 turns", "window", {"k": 2}, None),
+    ("Token 裁剪 token-budget trim, 150 tokens (cl100k_base)", "trim", {"counter": "cl100k_base"}, 150),
+    ("窗口 + 裁剪 window k=4 then trim, 150 tokens", "window,trim", {"k": 4}, 150),
+]
+
+
+def demo_records() -> list[dict[str, Any]]:
+    text = resources.files("memstack").joinpath("data/demo_zh.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def replay(memory: Memory, records: list[dict[str, Any]]) -> int:
+    """Add the bundled conversation, message by message, as an app would (dates kept)."""
+    n = 0
+    for rec in records:
+        message = {k: v for k, v in rec.items() if k != "thread_id"}
+        n += len(memory.add(message, user_id=USER, thread_id=rec["thread_id"]))
+    return n
+
+
+def show(title: str, ctx: Context) -> None:
+    print(f"\n=== {title}")
+    for m in ctx.messages:
+        print(f"  [{m.role}] {m.text}")
+    parts = ", ".join(f"{k} {v}" for k, v in ctx.sections.items() if v)
+    print(f"  -> {len(ctx.messages)} messages, {ctx.tokens} tokens ({ctx.counter}: {parts})")
+    for d in ctx.dropped:
+        print(f"  -> dropped {len(d.message_ids)} messages ({d.tokens} tokens): {d.layer}, {d.reason}")
+
+
+def run_demo(args: argparse.Namespace) -> None:
+    if args.db:
+        target: str | Path = args.db
+    else:
+        home = Path(args.home).expanduser() if args.home else default_home() if args.keep else Path(tempfile.mkdtemp(prefix="memstack-demo-"))
+        target = home / DB_FILENAME
+    records = demo_records()
+    print(f"memstack demo: store {target}")
+    with Memory(str(target), tenant=args.tenant) as memory:
+        memory.forget(user_id=USER)
+        added = replay(memory, records)
+        threads = memory.threads(user_id=USER)
+        print(f"replayed {added} messages into {len(threads)} threads of {USER}: " + ", ".join(f"{t.thread_id} ({t.messages})" for t in threads))
+        at = parse_time(records[[r["thread_id"] for r in records].index("s2") - 1]["timestamp"])
+        print(f"\nthread s1 as of {at.isoformat()}, next question: {QUERY}")
+        for title, strategy, options, budget in STRATEGIES:
+            ctx = memory.context(user_id=USER, thread_id="s1", query=QUERY, at=at, strategy=strategy, max_tokens=budget, **options)
+            show(title, ctx)
+        report = memory.flush()
+        print(f"\nwrite queue: {report.ran} jobs ran, {report.failed} failed")
+    _restart_check(target, at)
+
+
+def _restart_check(target: str | Path, at: datetime) -> None:
+    """The articles' history3 check: a new process on the same file continues the conversation."""
+    with Memory(str(target)) as memory:
+        n = len(memory.history(user_id=USER, thread_id="s1"))
+        ctx = memory.context(user_id=USER, thread_id="s1", query="我叫什么名字？", at=at, strategy="window", k=1, max_tokens=None)
+        print(f"\nafter a restart: thread s1 still holds {n} messages; the window continues from them:")
+        for m in ctx.messages:
+            print(f"  [{m.role}] {m.text}")

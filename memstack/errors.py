@@ -1,0 +1,98 @@
+"""One error tree for memstack; foreign exceptions are translated once, at the boundary.
+
+    MemstackError
+    ├── UsageError                 the caller's mistake: fix the call, retrying will not help
+    │   ├── InvalidInput           bad message, scope, time, size or encoding
+    │   ├── BudgetError            a token budget too small for what must be kept
+    │   ├── UnknownName            an unregistered layer, counter, backend or preset
+    │   └── MissingDependency      an optional extra is not installed (names the pip line)
+    └── RuntimeFailure             the world failed: retrying may help
+        ├── StoreError             a storage backend failed or is unreachable
+        │   └── SchemaError        a store's schema is newer than this code, or corrupt
+        └── JobError               a write-side job failed (kept queued for retry)
+
+Every error has a stable ``code`` (used by the CLI's JSON output and, later, the HTTP API).
+"""
+
+from __future__ import annotations
+
+
+class MemstackError(Exception):
+    """Base of every error raised by memstack."""
+
+    code = "memstack_error"
+
+
+class UsageError(MemstackError):
+    """The caller's mistake; the same call will fail again."""
+
+    code = "usage_error"
+
+
+class InvalidInput(UsageError, ValueError):
+    """A value failed validation (message, scope, timestamp, size, encoding)."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class BudgetError(UsageError):
+    """A token budget cannot hold what must be kept (e.g. the system prompt alone)."""
+
+    code = "budget_too_small"
+
+
+class UnknownName(UsageError, KeyError):
+    """A name that no registry knows (layer, token counter, backend URL scheme)."""
+
+    code = "unknown_name"
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingDependency(UsageError, ImportError):
+    """An optional dependency is missing; the message carries the exact install command."""
+
+    code = "missing_dependency"
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.install = f'pip install "memstack[{extra}]"'
+        super().__init__(f"{package} is not installed; install it with: {self.install}")
+
+
+class RuntimeFailure(MemstackError):
+    """Something outside the caller's control failed; retrying may succeed."""
+
+    code = "runtime_failure"
+
+
+class StoreError(RuntimeFailure):
+    """A storage backend failed (I/O error, lost connection, locked database)."""
+
+    code = "store_error"
+
+
+class SchemaError(StoreError):
+    """A store's schema is unknown to this version of memstack."""
+
+    code = "schema_error"
+
+
+class JobError(RuntimeFailure):
+    """A write-side job failed; it stays queued and is retried with backoff."""
+
+    code = "job_error"
+
+
+def require(module: str, *, extra: str, package: str | None = None):
+    """Import an optional dependency or raise MissingDependency naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependency(package or module, extra) from exc

@@ -1,0 +1,80 @@
+"""The layer contract: a cheap read side that shapes the context, an optional write side run by jobs.
+
+A layer's ``read`` receives the conversation as shaped by the layers before it and returns the
+messages to keep, the memory sections to add to the system prompt, and what it dropped and why.
+A layer that also implements ``Writer.write`` gets a durable job after every ``add()``; writes
+must be idempotent (keyed by source message ids), since a job killed mid-way runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+from ..tokens import TokenCounter
+from ..types import Dropped, Message, Scope, Section
+
+if TYPE_CHECKING:
+    from ..stores import Store
+
+LayerScope = Literal["thread", "user"]
+HistoryNeed = Literal["none", "tail", "all"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """What a layer's read side may use: whose context, the next user message, the reference time,
+    the tokens it may spend, and the counter that measures them."""
+
+    scope: Scope
+    query: str | None
+    at: datetime
+    budget: int | None
+    counter: TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class LayerOutput:
+    messages: list[Message]
+    sections: list[Section] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRequest:
+    """New messages of one thread for a layer's write side; ``final`` asks it not to wait for a
+    fuller batch (flush)."""
+
+    scope: Scope
+    messages: Sequence[Message]
+    final: bool
+    store: Store
+
+
+@runtime_checkable
+class Layer(Protocol):
+    name: str
+    #: whose memory it keeps: one thread's, or the user's across threads
+    scope: LayerScope
+    #: how much of the thread the read side needs: none, a recent tail, or all of it
+    history: HistoryNeed
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput: ...
+
+
+@runtime_checkable
+class Writer(Protocol):
+    def write(self, request: WriteRequest) -> int | None:
+        """Process ``request.messages``; return the seq of the last message consumed (None: all)."""
+        ...
+
+
+def dropped_between(layer: str, before: Sequence[Message], after: Sequence[Message], reason: str, counter: TokenCounter) -> list[Dropped]:
+    """A Dropped record for the messages in ``before`` that are not in ``after`` (by id)."""
+    kept = {m.id for m in after if not m.metadata.get("partial")}
+    gone = [m for m in before if m.id not in kept]
+    if not gone:
+        return []
+    return [Dropped(layer, reason, tuple(m.id for m in gone), sum(counter.count_message(m) for m in gone))]

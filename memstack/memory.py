@@ -1,0 +1,414 @@
+"""Memory: a history store, a stack of layers and a token budget -> add() and context().
+
+``add()`` validates everything first, then stores the messages and enqueues the layers' write-side
+work in one transaction, and returns: slow work (embedding, model calls) runs later from the
+durable job queue, drained by ``flush()``, a background worker thread, or ``memstack worker``.
+``context()`` runs the layers' cheap read sides and fits the result into ``max_tokens`` exactly
+under the chosen token counter, reporting what each part costs and what was dropped and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from . import layers as layer_registry
+from .backends import open_store
+from .backends.memory import json_copy
+from .budget import pack, trim
+from .errors import BudgetError, InvalidInput, MemstackError
+from .layers.base import Layer, LayerOutput, ReadRequest, Writer, WriteRequest
+from .stores import Store
+from .tokens import TokenCounter, get_counter
+from .types import Context, Dropped, Job, Message, Scope, Section, ThreadInfo, aware, utcnow
+
+log = logging.getLogger("memstack")
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+#: At most this share of the budget goes to memory sections; the rest is conversation.
+SECTIONS_SHARE = 0.5
+_TAIL_START = 256
+
+MessageLike = Message | Mapping[str, Any] | str
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class JobReport:
+    """What a run of the write queue did."""
+
+    ran: int = 0
+    failed: int = 0
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Memory:
+    """Per-user conversation memory over one store.
+
+    ``store``: a Store, a URL (``sqlite:///file.db``, ``postgresql://...``, ``memory://``) or None
+    for the SQLite file under MEMSTACK_HOME. ``layers``: the default stack (names or a
+    comma-separated string); its layers with a write side get a job after every ``add``.
+    ``options`` configure layers by parameter name (``{"k": 4}`` sets the window's k).
+    """
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        layers: Sequence[str] | str = ("full",),
+        max_tokens: int | None = 4000,
+        counter: str | TokenCounter | None = None,
+        tenant: str = "default",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        options: Mapping[str, Any] | None = None,
+        lease_seconds: float = 300.0,
+        background: bool = False,
+    ) -> None:
+        self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
+        self.layers = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers)
+        self.max_tokens = max_tokens
+        self.counter = get_counter(counter)
+        self.tenant = tenant
+        self.max_message_bytes = max_message_bytes
+        self.options = dict(options or {})
+        self.lease_seconds = lease_seconds
+        self._built: dict[tuple[str, tuple], Layer] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        Scope(user_id="probe", tenant=tenant)  # validates the tenant
+        for name in self.layers:
+            self._layer(name, {})
+        if background:
+            self.start_worker()
+
+    # ---- scopes and layers -----------------------------------------------------------------
+
+    def scope(self, user_id: str, thread_id: str | None = None, *, tenant: str | None = None, agent_id: str | None = None) -> Scope:
+        return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant or self.tenant, agent_id=agent_id)
+
+    def _layer(self, name: str, options: Mapping[str, Any]) -> Layer:
+        merged = {**self.options, **options}
+        key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
+        if key not in self._built:
+            self._built[key] = layer_registry.build_layer(name, **merged)
+        return self._built[key]
+
+    def _writers(self) -> list[str]:
+        return [name for name in self.layers if isinstance(self._layer(name, {}), Writer)]
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        messages: MessageLike | Iterable[MessageLike],
+        *,
+        user_id: str,
+        thread_id: str,
+        tenant: str | None = None,
+        agent_id: str | None = None,
+        at: datetime | None = None,
+    ) -> list[Message]:
+        """Store messages (Message objects, OpenAI-shaped dicts, or plain strings as user messages).
+
+        ``at`` dates the dicts and strings that carry no timestamp (default: now). Everything is
+        validated before anything is written; returns the stored messages (duplicates by id are
+        skipped). The layers' write-side work is queued in the same transaction.
+        """
+        scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        stamp = aware(at, field_name="at") if at is not None else utcnow()
+        batch = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
+        if not batch:
+            raise InvalidInput("no messages to add", field="messages")
+        stored = self.store.history.append(scope, batch, enqueue=self._writers())
+        if self._worker is not None:
+            self._wake.set()
+        return stored
+
+    def _coerce(self, value: MessageLike, stamp: datetime) -> Message:
+        if isinstance(value, Message):
+            return value
+        if isinstance(value, str):
+            return Message(role="user", content=value, timestamp=stamp)
+        if isinstance(value, Mapping):
+            return Message.from_dict(value) if value.get("timestamp") else Message.from_dict(value, timestamp=stamp)
+        raise InvalidInput(f"cannot make a message from {type(value).__name__}", field="messages")
+
+    def _validate(self, message: Message) -> Message:
+        raw = message.text + "".join(c.arguments for c in message.tool_calls)
+        try:
+            size = len(raw.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"message content is not valid UTF-8 text (at character {exc.start})", field="content") from exc
+        if size > self.max_message_bytes:
+            raise InvalidInput(f"message content is {size} bytes, over the limit of {self.max_message_bytes}", field="content")
+        if "\x00" in raw:
+            raise InvalidInput("message content contains a NUL character", field="content")
+        if message.metadata:
+            json_copy(message.metadata)
+        return message
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def context(
+        self,
+        *,
+        user_id: str,
+        thread_id: str,
+        query: str | None = None,
+        at: datetime | None = None,
+        strategy: str | Sequence[str] | None = None,
+        max_tokens: int | None = _UNSET,
+        counter: str | TokenCounter | None = None,
+        tenant: str | None = None,
+        agent_id: str | None = None,
+        **options: Any,
+    ) -> Context:
+        """The messages to send next: system messages, one system message of memory sections,
+        the conversation as the layers shaped it, and ``query`` (the user's next message, not yet
+        stored) last. Never more than ``max_tokens`` under ``counter``; only messages dated at or
+        before ``at`` (default: now) are seen."""
+        scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        when = aware(at, field_name="at") if at is not None else utcnow()
+        tokens = get_counter(counter) if counter is not None else self.counter
+        budget = self.max_tokens if max_tokens is _UNSET else max_tokens
+        if budget is not None and budget < 0:
+            raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        names = self.layers if strategy is None else layer_registry.parse_stack(strategy) if isinstance(strategy, str) else list(strategy)
+        stack = [self._layer(n, options) for n in names]
+        query_msg = Message(role="user", content=query, timestamp=when) if query is not None and query.strip() else None
+        if query_msg is not None:
+            self._validate(query_msg)
+        query_cost = tokens.count_message(query_msg) if query_msg else 0
+        request = ReadRequest(scope, query if query_msg else self._last_user_text(scope, when), when, None if budget is None else max(0, budget - query_cost), tokens)
+        out = self._run_stack(stack, request)
+        return _assemble(out, query_msg, budget, tokens)
+
+    def _last_user_text(self, scope: Scope, when: datetime) -> str | None:
+        for m in reversed(self.store.history.read(scope, until=when, last=20)):
+            if m.role == "user":
+                return m.text
+        return None
+
+    def _run_stack(self, stack: list[Layer], request: ReadRequest) -> LayerOutput:
+        need = {layer.history for layer in stack}
+        if "all" in need:
+            return _pipeline(stack, request, self.store.history.read(request.scope, until=request.at))
+        if "tail" not in need:
+            return _pipeline(stack, request, [])
+        n = _TAIL_START
+        while True:
+            loaded = self.store.history.read(request.scope, until=request.at, last=n)
+            if len(loaded) < n:
+                return _pipeline(stack, request, loaded)
+            out = _pipeline(stack, request, self._with_earlier_system(request, loaded))
+            if _tail_is_enough(loaded, out.messages):
+                return out
+            n *= 4
+
+    def _with_earlier_system(self, request: ReadRequest, tail: list[Message]) -> list[Message]:
+        """System messages stored before the tail, then the tail: instructions are never cut off."""
+        first = tail[0].seq or 0
+        earlier = [m for m in self.store.history.read(request.scope, until=request.at, roles=("system",)) if (m.seq or 0) < first]
+        return earlier + tail
+
+    def history(self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None) -> list[Message]:
+        """A thread's stored messages in order (up to ``at``; only the ``last`` n if given)."""
+        return self.store.history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), until=at, last=last)
+
+    def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
+        return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
+
+    # ---- deleting, export, import ----------------------------------------------------------
+
+    def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> int:
+        """Delete one thread (with everything keyed to it), or the whole user in every store."""
+        scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        if thread_id is not None:
+            return self.store.history.delete_thread(scope)
+        return self.store.delete_user(scope)
+
+    def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every message of the user, thread by thread, as JSON-ready records (see ``import_``)."""
+        user = self.scope(user_id, tenant=tenant)
+        for info in sorted(self.store.history.threads(user), key=lambda t: (t.first_at, t.thread_id)):
+            scope = user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+            for m in self.store.history.read(scope):
+                yield {"tenant": scope.tenant, "user_id": scope.user_id, "agent_id": scope.agent_id, "thread_id": scope.thread_id, **m.to_dict()}
+
+    def import_(self, records: Iterable[Mapping[str, Any]], *, tenant: str | None = None) -> int:
+        """Store exported records (dates, ids and metadata kept); all are validated before any is
+        written; re-importing the same records adds nothing. Returns messages stored."""
+        batches: list[tuple[Scope, list[Message]]] = []
+        for i, rec in enumerate(records, 1):
+            try:
+                scope = self.scope(rec.get("user_id"), rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))  # type: ignore[arg-type]
+                scope.require_thread()
+                fields = {k: v for k, v in rec.items() if k not in ("tenant", "user_id", "agent_id", "thread_id")}
+                message = self._validate(Message.from_dict(fields))
+            except InvalidInput as exc:
+                raise InvalidInput(f"record {i}: {exc}", field=exc.field) from exc
+            if batches and batches[-1][0] == scope:
+                batches[-1][1].append(message)
+            else:
+                batches.append((scope, [message]))
+        writers = self._writers()
+        return sum(len(self.store.history.append(scope, msgs, enqueue=writers)) for scope, msgs in batches)
+
+    # ---- the write queue -------------------------------------------------------------------
+
+    def run_jobs(self, *, final: bool = False, max_jobs: int | None = None, user_id: str | None = None, worker: str | None = None) -> JobReport:
+        """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran)."""
+        worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        scope = self.scope(user_id) if user_id else None
+        ran = failed = 0
+        errors: list[str] = []
+        while max_jobs is None or ran + failed < max_jobs:
+            job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope)
+            if job is None:
+                break
+            error = self._run_job(job, final)
+            if error is None:
+                ran += 1
+            else:
+                failed += 1
+                errors.append(error)
+        return JobReport(ran, failed, tuple(errors))
+
+    def flush(self, *, user_id: str | None = None) -> JobReport:
+        """Run every ready job now, without waiting for batches to fill."""
+        return self.run_jobs(final=True, user_id=user_id)
+
+    def _run_job(self, job: Job, final: bool) -> str | None:
+        try:
+            layer = self._layer(job.layer, {})
+            messages = self.store.history.read(job.scope, after=job.cursor)
+            consumed = layer.write(WriteRequest(job.scope, messages, final, self.store)) if isinstance(layer, Writer) else None
+            cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
+            self.store.jobs.complete(job, cursor=cursor or 0)
+            return None
+        except Exception as exc:  # recorded on the job and retried with backoff: never lost
+            error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
+            retry = min(3600.0, 2.0 ** (job.attempts + 1))
+            log.warning("job failed (attempt %d, retry in %.0fs): %s", job.attempts + 1, retry, error)
+            try:
+                self.store.jobs.fail(job, error, retry_in=retry)
+            except MemstackError:
+                log.exception("could not record the failure; the lease will expire and the job rerun")
+            return error
+
+    def start_worker(self, *, poll_seconds: float = 1.0) -> None:
+        """Drain the queue in a daemon thread, woken by every ``add`` (and every ``poll_seconds``)."""
+        if self._worker is not None:
+            return
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                self._wake.clear()
+                try:
+                    self.run_jobs(worker=f"{socket.gethostname()}:{os.getpid()}:bg")
+                except MemstackError:
+                    log.exception("background worker: store failure; retrying")
+                self._wake.wait(poll_seconds)
+
+        self._worker = threading.Thread(target=loop, name="memstack-worker", daemon=True)
+        self._worker.start()
+
+    def stop_worker(self, *, drain: bool = True) -> None:
+        if self._worker is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        self._worker.join()
+        self._worker = None
+        if drain:
+            self.run_jobs()
+
+    def close(self) -> None:
+        """Stop the background worker (finishing queued work) and close the store."""
+        self.stop_worker()
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_list(messages: MessageLike | Iterable[MessageLike]) -> list[MessageLike]:
+    if isinstance(messages, (Message, str, Mapping)):
+        return [messages]
+    return list(messages)
+
+
+def _pipeline(stack: list[Layer], request: ReadRequest, messages: list[Message]) -> LayerOutput:
+    sections: list[Section] = []
+    dropped: list[Dropped] = []
+    for layer in stack:
+        out = layer.read(request, messages)
+        messages = out.messages
+        sections += out.sections
+        dropped += out.dropped
+    return LayerOutput(messages, sections, dropped)
+
+
+def _tail_is_enough(loaded: list[Message], kept: list[Message]) -> bool:
+    """True when loading older messages cannot change the result of tail layers: a user message
+    of the loaded tail was dropped, and it precedes every kept conversation message."""
+    kept_ids = {m.id for m in kept if m.role != "system"}
+    for m in loaded:
+        if m.id in kept_ids:
+            return False
+        if m.role == "user":
+            return True
+    return False
+
+
+def render_sections(sections: Sequence[Section]) -> str:
+    return "\n\n".join(f"## {s.name}\n{s.text}" for s in sections)
+
+
+def _assemble(out: LayerOutput, query: Message | None, budget: int | None, counter: TokenCounter) -> Context:
+    """Order the parts, fit sections into their share and the whole into the budget, report."""
+    system = [m for m in out.messages if m.role == "system"]
+    convo = [m for m in out.messages if m.role != "system"]
+    tail = [query] if query else []
+    dropped = list(out.dropped)
+    fixed = counter.count_messages(system) + counter.count_messages(tail)
+    if budget is not None and fixed > budget:
+        raise BudgetError(f"system messages and the query need {fixed} tokens, over max_tokens={budget}")
+    sections = out.sections
+    if budget is not None and sections:
+        sections, left_out = pack(sections, int((budget - fixed) * SECTIONS_SHARE), counter)
+        dropped += [Dropped(s.name, "memory section over its share of the budget", s.source_ids, counter.count(s.text)) for s in left_out]
+    memory = [Message(role="system", content=render_sections(sections), id="memstack-memory")] if sections else []
+    while memory and budget is not None and fixed + counter.count_messages(memory) > budget:
+        worst = max(range(len(sections)), key=lambda i: (sections[i].priority, i))
+        dropped.append(Dropped(sections[worst].name, "memory section over the budget", sections[worst].source_ids, counter.count(sections[worst].text)))
+        sections = sections[:worst] + sections[worst + 1 :]
+        memory = [Message(role="system", content=render_sections(sections), id="memstack-memory")] if sections else []
+    if budget is not None:
+        room = budget - fixed - counter.count_messages(memory)
+        fitted = trim(convo, room, counter, include_system=False) if counter.count_messages(convo) > room else convo
+        if len(fitted) < len(convo):
+            kept = {m.id for m in fitted}
+            gone = [m for m in convo if m.id not in kept]
+            dropped.append(Dropped("budget", f"over max_tokens={budget}", tuple(m.id for m in gone), counter.count_messages(gone)))
+        convo = fitted
+    final = system + memory + convo + tail
+    report = {
+        "system": counter.count_messages(system),
+        "memory": counter.count_messages(memory),
+        "history": counter.count_messages(convo),
+        "query": counter.count_messages(tail),
+    }
+    report.update({f"memory:{s.name}": counter.count(s.text) for s in sections})
+    return Context(tuple(final), counter.count_messages(final), report, tuple(dropped), budget, counter.name)

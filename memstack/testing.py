@@ -1,0 +1,310 @@
+"""Contract test suites that every storage backend passes (shipped, so plugin authors can use them).
+
+Subclass ``StoreContract`` in a pytest module and implement ``new_store`` (a fresh, empty store);
+durable backends also set ``durable = True`` and implement ``reopen`` (close, then open the same
+location, as a restarted process would)::
+
+    class TestMyStore(StoreContract):
+        durable = True
+        def new_store(self): ...
+        def reopen(self, store): ...
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from .errors import InvalidInput
+from .stores import Store
+from .types import Message, Scope, ToolCall
+
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone(timedelta(hours=8)))
+
+
+def msg(role: str, text: str, minutes: int = 0, **kw) -> Message:
+    return Message(role=role, content=text, timestamp=T0 + timedelta(minutes=minutes), **kw)  # type: ignore[arg-type]
+
+
+A = Scope(user_id="user_001", thread_id="t1")
+A2 = Scope(user_id="user_001", thread_id="t2")
+B = Scope(user_id="user_002", thread_id="t1")
+OTHER_TENANT = Scope(user_id="user_001", thread_id="t1", tenant="acme")
+AGENT = Scope(user_id="user_001", thread_id="t1", agent_id="planner")
+
+
+class StoreContract:
+    """Behaviour every Store (history, state, checkpoints, jobs, delete_user) must show."""
+
+    durable = False
+    #: claims take the longest-waiting job first (the SQL and memory backends)
+    fair_claims = True
+
+    def new_store(self) -> Store:
+        raise NotImplementedError
+
+    def reopen(self, store: Store) -> Store:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self):
+        s = self.new_store()
+        yield s
+        s.close()
+
+    # ---- history ---------------------------------------------------------------------------
+
+    def test_append_then_read_in_order(self, store):
+        stored = store.history.append(A, [msg("user", "我叫李四"), msg("assistant", "你好李四！", 1)])
+        assert [m.seq is not None for m in stored] == [True, True]
+        assert stored[0].seq < stored[1].seq
+        got = store.history.read(A)
+        assert [m.text for m in got] == ["我叫李四", "你好李四！"]
+        assert [m.id for m in got] == [m.id for m in stored]
+
+    def test_unknown_thread_reads_empty(self, store):
+        assert store.history.read(Scope(user_id="nobody", thread_id="none")) == []
+        assert store.history.threads(Scope(user_id="nobody")) == []
+
+    def test_message_fields_round_trip(self, store):
+        call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "北京"}')
+        original = [
+            Message(role="system", content="你是助手", timestamp=T0),
+            Message(role="user", content=({"type": "text", "text": "看图"}, {"type": "image_url", "image_url": {"url": "http://x/a.png"}}), name="li", timestamp=T0, metadata={"source": "app", "n": 1}),
+            Message(role="assistant", content="", tool_calls=(call,), timestamp=T0 + timedelta(seconds=1)),
+            Message(role="tool", content='{"temp": 21}', tool_call_id="call_1", timestamp=T0 + timedelta(seconds=2)),
+            Message(role="assistant", content="北京21度 🌤 " + "长" * 5000, timestamp=T0 + timedelta(seconds=3)),
+        ]
+        store.history.append(A, original)
+        got = store.history.read(A)
+        for a, b in zip(original, got, strict=True):
+            # the instant is kept; a backend may normalise the offset (PostgreSQL returns UTC)
+            assert {**b.to_dict(), "timestamp": b.timestamp} == {**a.to_dict(), "timestamp": a.timestamp}
+            assert b.timestamp.utcoffset() is not None
+
+    def test_append_is_idempotent_by_id(self, store):
+        m = msg("user", "你好")
+        assert len(store.history.append(A, [m])) == 1
+        assert store.history.append(A, [m]) == []
+        assert len(store.history.read(A)) == 1
+
+    def test_read_after_until_last(self, store):
+        stored = store.history.append(A, [msg("user", f"第{i}条", i) for i in range(6)])
+        assert [m.text for m in store.history.read(A, last=2)] == ["第4条", "第5条"]
+        assert store.history.read(A, last=0) == []
+        assert [m.text for m in store.history.read(A, after=stored[3].seq)] == ["第4条", "第5条"]
+        assert [m.text for m in store.history.read(A, until=T0 + timedelta(minutes=1))] == ["第0条", "第1条"]
+        assert [m.text for m in store.history.read(A, until=T0 + timedelta(minutes=4), last=1)] == ["第4条"]
+
+    def test_read_by_role(self, store):
+        store.history.append(A, [msg("system", "规则", 0), msg("user", "问", 1), msg("assistant", "答", 2), msg("system", "新规则", 3)])
+        assert [m.text for m in store.history.read(A, roles=["system"])] == ["规则", "新规则"]
+        assert [m.text for m in store.history.read(A, roles=["system"], last=1)] == ["新规则"]
+        assert [m.text for m in store.history.read(A, roles=["user", "assistant"], until=T0 + timedelta(minutes=1))] == ["问"]
+        assert store.history.read(A, roles=[]) == []
+
+    def test_thread_required_for_history(self, store):
+        with pytest.raises(InvalidInput):
+            store.history.append(Scope(user_id="user_001"), [msg("user", "x")])
+
+    def test_threads_of_a_user(self, store):
+        store.history.append(A, [msg("user", "a", 0), msg("assistant", "b", 1)])
+        store.history.append(A2, [msg("user", "c", 5)])
+        store.history.append(B, [msg("user", "d", 9)])
+        store.history.append(OTHER_TENANT, [msg("user", "e", 9)])
+        infos = store.history.threads(Scope(user_id="user_001"))
+        assert [(t.thread_id, t.messages) for t in infos] == [("t2", 1), ("t1", 2)]
+        assert infos[1].first_at == T0 and infos[1].last_at == T0 + timedelta(minutes=1)
+
+    def test_isolation_between_users_tenants_agents(self, store):
+        for i, sc in enumerate([A, B, OTHER_TENANT, AGENT]):
+            store.history.append(sc, [msg("user", f"secret {i}")])
+        assert [m.text for m in store.history.read(A)] == ["secret 0"]
+        assert [m.text for m in store.history.read(B)] == ["secret 1"]
+        assert [m.text for m in store.history.read(OTHER_TENANT)] == ["secret 2"]
+        assert [m.text for m in store.history.read(AGENT)] == ["secret 3"]
+        assert [t.agent_id for t in store.history.threads(Scope(user_id="user_001", agent_id="planner"))] == ["planner"]
+
+    def test_delete_thread(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        store.history.append(A2, [msg("user", "y")])
+        store.state.put(A, {"k": 1})
+        store.checkpoints.save(A, {"step": 1})
+        assert store.history.delete_thread(A) == 1
+        assert store.history.read(A) == []
+        assert store.state.get(A) is None and store.checkpoints.latest(A) is None
+        assert store.jobs.pending(A) == 0
+        assert [m.text for m in store.history.read(A2)] == ["y"]
+
+    def test_concurrent_appends_lose_nothing(self, store):
+        def writer(w: int) -> None:
+            for i in range(25):
+                store.history.append(A, [msg("user", f"w{w}-{i}")])
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        texts = [m.text for m in store.history.read(A)]
+        assert len(texts) == 100
+        for w in range(4):
+            mine = [t for t in texts if t.startswith(f"w{w}-")]
+            assert mine == [f"w{w}-{i}" for i in range(25)]
+
+    # ---- state -----------------------------------------------------------------------------
+
+    def test_state_get_put_delete(self, store):
+        user = Scope(user_id="user_001")
+        assert store.state.get(user) is None
+        store.state.put(user, {"name": "李四", "prefs": {"sport": ["跑步"]}})
+        store.state.put(A, {"step": 2})
+        store.state.put(user, {"n": 1}, name="profile")
+        assert store.state.get(user) == {"name": "李四", "prefs": {"sport": ["跑步"]}}
+        assert store.state.get(A) == {"step": 2}
+        assert store.state.get(user, "profile") == {"n": 1}
+        store.state.put(user, {"name": "王五"})
+        assert store.state.get(user) == {"name": "王五"}
+        assert store.state.get(Scope(user_id="user_001", tenant="acme")) is None
+        assert store.state.delete(user) is True
+        assert store.state.delete(user) is False
+        assert store.state.get(user) is None and store.state.get(user, "profile") == {"n": 1}
+
+    def test_state_rejects_non_json(self, store):
+        with pytest.raises(InvalidInput):
+            store.state.put(A, {"when": object()})
+        assert store.state.get(A) is None
+
+    def test_state_returns_a_copy(self, store):
+        store.state.put(A, {"list": [1]})
+        got = store.state.get(A)
+        got["list"].append(2)
+        assert store.state.get(A) == {"list": [1]}
+
+    # ---- checkpoints -----------------------------------------------------------------------
+
+    def test_checkpoints_latest_and_retention(self, store):
+        assert store.checkpoints.latest(A) is None
+        for i in range(5):
+            store.checkpoints.save(A, {"step": i}, keep=3, at=T0 + timedelta(seconds=i))
+        store.checkpoints.save(B, {"step": 99})
+        assert store.checkpoints.latest(A).data == {"step": 4}
+        assert [c.data["step"] for c in store.checkpoints.list(A)] == [4, 3, 2]
+        assert store.checkpoints.latest(A).created_at == T0 + timedelta(seconds=4)
+        assert store.checkpoints.latest(B).data == {"step": 99}
+
+    # ---- jobs ------------------------------------------------------------------------------
+
+    def test_append_enqueues_in_the_same_call(self, store):
+        assert store.jobs.pending() == 0
+        store.history.append(A, [msg("user", "x")], enqueue=["probe", "other"])
+        assert store.jobs.pending(A) == 2
+        assert store.jobs.pending(B) == 0
+
+    def test_jobs_coalesce_and_lease(self, store):
+        for i in range(3):
+            store.history.append(A, [msg("user", f"x{i}")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        assert job is not None and job.layer == "probe" and job.scope.key == A.key
+        assert job.version == 3 and job.cursor == 0
+        assert store.jobs.claim(worker="w2") is None  # leased
+        last = store.history.read(A)[-1].seq
+        store.jobs.complete(job, cursor=last)
+        assert store.jobs.pending() == 0 and store.jobs.claim(worker="w2") is None
+        store.history.append(A, [msg("user", "y")], enqueue=["probe"])
+        again = store.jobs.claim(worker="w2")
+        assert again.cursor == last and again.version == 4
+
+    def test_request_during_run_stays_pending(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        store.history.append(A, [msg("user", "y")], enqueue=["probe"])
+        store.jobs.complete(job, cursor=1)
+        assert store.jobs.pending() == 1
+        assert store.jobs.claim(worker="w1").version == 2
+
+    def test_expired_lease_is_reclaimed(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        first = store.jobs.claim(worker="dead", lease_seconds=0.0)
+        assert first is not None
+        second = store.jobs.claim(worker="alive")
+        assert second is not None and second.worker == "alive" and second.version == first.version
+
+    def test_failed_job_waits_and_counts_attempts(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        store.jobs.fail(job, "model returned malformed JSON", retry_in=3600)
+        assert store.jobs.claim(worker="w1") is None
+        assert store.jobs.pending() == 1
+        store.jobs.fail(job, "again", retry_in=0)
+        retry = store.jobs.claim(worker="w1")
+        assert retry.attempts == 2 and retry.last_error == "again"
+
+    def test_longest_waiting_job_first(self, store):
+        if not self.fair_claims:
+            pytest.skip("this backend does not order claims")
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        store.history.append(B, [msg("user", "y")], enqueue=["probe"])
+        first = store.jobs.claim(worker="w")
+        store.jobs.complete(first, cursor=1)
+        store.history.append(A, [msg("user", "z")], enqueue=["probe"])
+        assert first.scope.key == A.key
+        assert store.jobs.claim(worker="w").scope.key == B.key
+
+    def test_claim_filtered_by_user(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        assert store.jobs.claim(worker="w", scope=B) is None
+        assert store.jobs.claim(worker="w", scope=A) is not None
+
+    # ---- deletion --------------------------------------------------------------------------
+
+    def populate(self, store, scope: Scope) -> None:
+        store.history.append(scope, [msg("user", "我叫李四"), msg("assistant", "你好李四！", 1)], enqueue=["probe"])
+        store.history.append(scope.thread("t9"), [msg("user", "another thread")])
+        store.state.put(scope.user(), {"name": "李四"})
+        store.state.put(scope, {"step": 1})
+        store.checkpoints.save(scope, {"step": 1})
+
+    def test_delete_user_removes_everything_and_nothing_else(self, store):
+        victims = [A, Scope(user_id="user_001", thread_id="t1", agent_id="planner")]
+        survivors = [B, OTHER_TENANT, Scope(user_id="user_0011", thread_id="t1"), Scope(user_id="user_00", thread_id="t1")]
+        for sc in victims + survivors:
+            self.populate(store, sc)
+        assert store.delete_user(A) > 0
+        for sc in victims:
+            assert store.history.read(sc) == [] and store.history.read(sc.thread("t9")) == []
+            assert store.history.threads(sc.user()) == []
+            assert store.state.get(sc.user()) is None and store.state.get(sc) is None
+            assert store.checkpoints.latest(sc) is None and store.jobs.pending(sc) == 0
+        for sc in survivors:
+            assert [m.text for m in store.history.read(sc)] == ["我叫李四", "你好李四！"]
+            assert store.state.get(sc.user()) == {"name": "李四"}
+            assert store.checkpoints.latest(sc).data == {"step": 1}
+            assert store.jobs.pending(sc) == 1
+        assert store.delete_user(A) == 0
+
+    # ---- durability ------------------------------------------------------------------------
+
+    def test_reopen_keeps_everything(self, store):
+        if not self.durable:
+            pytest.skip("not a durable backend")
+        first = store.history.append(A, [msg("user", "我叫李四"), msg("assistant", "你好李四！", 1)], enqueue=["probe"])
+        store.state.put(A.user(), {"name": "李四"})
+        store.checkpoints.save(A, {"step": 7})
+        job = store.jobs.claim(worker="w")
+        store.jobs.complete(job, cursor=first[-1].seq)
+        store.history.append(A, [msg("user", "我叫什么？", 2)], enqueue=["probe"])
+        reopened = self.reopen(store)
+        try:
+            texts = [m.text for m in reopened.history.read(A)]
+            assert texts == ["我叫李四", "你好李四！", "我叫什么？"]
+            assert reopened.state.get(A.user()) == {"name": "李四"}
+            assert reopened.checkpoints.latest(A).data == {"step": 7}
+            again = reopened.jobs.claim(worker="w2")
+            assert again is not None and again.cursor == first[-1].seq
+            more = reopened.history.append(A, [msg("assistant", "你叫李四", 3)])
+            assert more[0].seq > max(m.seq for m in first)
+        finally:
+            reopened.close()

@@ -1,0 +1,227 @@
+"""Token counters per model family, and a fast CJK-aware estimator (the default).
+
+Models count tokens differently (the articles' point): a budget is only exact under the counter of
+the model that will read the prompt. Every counter here is additive over messages: the cost of a
+list is the sum of ``count_message`` over it, so budgets can be fitted in one pass.
+
+- ``estimate``: a calibrated estimator, no dependencies, no tables (see BENCHMARKS.md for its error)
+- ``cl100k_base`` / ``o200k_base``: OpenAI encodings, offline (``bpe-openai`` carries both)
+- model names map to their encoding (``gpt-4o`` -> o200k_base, ``gpt-4`` -> cl100k_base, ...)
+- ``register_counter(name, factory)`` adds more (the local GGUF model's tokenizer registers here)
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
+
+from .errors import UnknownName
+from .types import Message
+
+#: Tokens every message costs beyond its text (role and separators, as OpenAI's chat format).
+MESSAGE_OVERHEAD = 3
+#: Tokens a non-text content part (an image) is counted as: OpenAI's low-detail image cost.
+IMAGE_PART_TOKENS = 85
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of text and of messages; ``count_message`` is what budgets add up."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def count_message(self, message: Message) -> int: ...
+
+
+class BaseCounter:
+    """Message accounting shared by every counter; subclasses implement ``count(text)``."""
+
+    name = "base"
+    cache_size = 65536
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        raise NotImplementedError
+
+    def count_message(self, message: Message) -> int:
+        key = (message.id, message.text)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        n = self._count_message(message)
+        with self._lock:
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            self._cache[key] = n
+        return n
+
+    def _count_message(self, message: Message) -> int:
+        n = MESSAGE_OVERHEAD + self.count(message.text)
+        if message.name:
+            n += 1 + self.count(message.name)
+        for call in message.tool_calls:
+            n += 3 + self.count(call.name) + self.count(call.arguments)
+        if message.tool_call_id:
+            n += 1
+        if isinstance(message.content, tuple):
+            n += IMAGE_PART_TOKENS * sum(1 for p in message.content if p.get("type") != "text")
+        return n
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        return sum(self.count_message(m) for m in messages)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff"
+
+
+class Estimator(BaseCounter):
+    """A CJK-aware token estimate without tables: one regex pass, a fixed cost per shape.
+
+    Each match of ``SHAPES`` is one shape, and its named group names the class constant it costs:
+    a CJK character, a CJK punctuation mark, an ASCII word by length (1-6, 7-10, 11+ letters, its
+    leading space included), an English contraction, a group of up to three digits, the space
+    before a number, a run of ASCII symbols, a line break, a run of spaces, an emoji, anything else.
+    Single spaces cost nothing (they ride on the next word, as in the BPE encodings).
+
+    The costs were fitted by least squares against ``cl100k_base`` on real chat messages (English
+    dialogues, long assistant answers with lists and code, Chinese chats), then scaled by ``SCALE``
+    so that whole conversations are slightly over-estimated rather than under-estimated (budgets
+    must not overflow). ``o200k_base`` needs fewer tokens for Chinese, so this estimate overstates
+    it there. Refit with ``bench/calibrate_tokens.py``; its held-out errors are in BENCHMARKS.md.
+    Subclasses may override any constant; weights are read once, when a counter is built.
+    """
+
+    name = "estimate"
+    #: A multiplier on every cost below: the safety margin over the unbiased fit.
+    SCALE = 1.0
+    WORD = 0.987
+    WORD_MEDIUM = 1.211
+    WORD_LONG = 1.352
+    CJK = 1.163
+    CONTRACTION = 1.177
+    ASCII_SYMBOL = 0.931
+    NEWLINE = 0.947
+    DIGITS = 1.317
+    SPACE_DIGITS = 0.658
+    SPACES = 0.844
+    CJK_PUNCT = 1.615
+    EMOJI = 4.6
+    OTHER = 0.919
+
+    SHAPES = re.compile(
+        r"(?P<WORD>[A-Za-z]{1,6}+(?![A-Za-z]))"
+        r"|(?P<WORD_MEDIUM>[A-Za-z]{7,10}+(?![A-Za-z]))"
+        r"|(?P<WORD_LONG>[A-Za-z]++)"
+        rf"|(?P<CJK>[{_CJK}])"
+        r"|(?P<CONTRACTION>['\u2019](?:s|t|re|ve|m|ll|d)(?![A-Za-z]))"
+        r"|(?P<ASCII_SYMBOL>[!-/:-@\[-`{-~]++[\r\n]*+)"
+        r"|(?P<NEWLINE>\s*\n)"
+        r"|(?P<DIGITS>[0-9]{1,3})"
+        r"|(?P<SPACE_DIGITS> (?=[0-9]))"
+        r"|(?P<SPACES>[ \t]{2,}+)"
+        r"|(?P<CJK_PUNCT>[\u3000-\u303f\uff00-\uffef])"
+        r"|(?P<EMOJI>[\U00010000-\U0010ffff])"
+        r"|(?P<OTHER>\S)"
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        weights = [0.0] * (self.SHAPES.groups + 1)
+        for shape, index in self.SHAPES.groupindex.items():
+            weights[index] = float(getattr(self, shape)) * self.SCALE
+        self._weights = tuple(weights)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        weights = self._weights
+        total = 0.0
+        for m in self.SHAPES.finditer(text):
+            total += weights[m.lastindex]
+        return max(1, round(total))
+
+
+class EncodingCounter(BaseCounter):
+    """Exact counts under an OpenAI BPE encoding, computed offline with ``bpe-openai``."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__()
+        import bpe_openai
+
+        try:
+            self._encoding = bpe_openai.get_encoding(encoding)
+        except Exception as exc:  # bpe_openai raises plain exceptions for unknown names
+            raise UnknownName(f"unknown encoding {encoding!r}") from exc
+        self.name = encoding
+
+    def count(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=())) if text else 0
+
+
+_FACTORIES: dict[str, Callable[[], TokenCounter]] = {
+    "estimate": Estimator,
+    "cl100k_base": lambda: EncodingCounter("cl100k_base"),
+    "o200k_base": lambda: EncodingCounter("o200k_base"),
+}
+_MODEL_PREFIXES: list[tuple[str, str]] = [
+    ("gpt-4o", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-5", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("text-embedding-3", "cl100k_base"),
+    ("text-embedding-ada", "cl100k_base"),
+]
+_instances: dict[str, TokenCounter] = {}
+_instances_lock = threading.Lock()
+
+DEFAULT_COUNTER = "estimate"
+
+
+def register_counter(name: str, factory: Callable[[], TokenCounter]) -> None:
+    """Make ``get_counter(name)`` build counters with ``factory`` (built once, on first use)."""
+    _FACTORIES[name] = factory
+    _instances.pop(name, None)
+
+
+def counter_names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def resolve_counter_name(name: str) -> str:
+    """Map a model name (``openai:gpt-4o-mini``, ``gpt-4``) or encoding name to a registered counter."""
+    bare = name.split(":", 1)[1] if ":" in name and name.split(":", 1)[0] not in _FACTORIES else name
+    if bare in _FACTORIES:
+        return bare
+    for prefix, encoding in _MODEL_PREFIXES:
+        if bare.startswith(prefix):
+            return encoding
+    raise UnknownName(f"no token counter for {name!r}; known: {', '.join(counter_names())} or an OpenAI model name")
+
+
+def get_counter(name: str | TokenCounter | None = None) -> TokenCounter:
+    """The shared counter for ``name`` (default: the estimator); counters are cached per name."""
+    if name is None:
+        name = DEFAULT_COUNTER
+    if not isinstance(name, str):
+        return name
+    key = resolve_counter_name(name)
+    with _instances_lock:
+        if key not in _instances:
+            _instances[key] = _FACTORIES[key]()
+        return _instances[key]

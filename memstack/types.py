@@ -1,0 +1,354 @@
+"""Value types shared by every module: frozen dataclasses, validated on construction, no I/O.
+
+Messages follow the OpenAI chat shape (role, content as text or content parts, name, tool_calls,
+tool_call_id) plus an id, an explicit timezone-aware timestamp and free metadata. A Scope names
+whose data a record is; it is part of every store key.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from .errors import InvalidInput
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+MAX_ID_LENGTH = 256
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware (UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    """A new random message id (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+def aware(value: datetime, *, field_name: str = "timestamp") -> datetime:
+    """Return ``value`` if it carries a time zone; naive datetimes are ambiguous and rejected."""
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{field_name} must be a datetime, got {type(value).__name__}", field=field_name)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{field_name} must be timezone-aware (e.g. 2024-05-01T10:00:00+08:00)", field=field_name)
+    return value
+
+
+def parse_time(text: str, *, field_name: str = "at") -> datetime:
+    """Parse an ISO 8601 date or datetime; one without an offset is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput(f"{field_name}: not an ISO 8601 date/time: {text!r}", field=field_name) from exc
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _check_id(value: object, name: str, *, required: bool) -> None:
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} is required and must be a non-empty string", field=name)
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidInput(f"{name} is longer than {MAX_ID_LENGTH} characters", field=name)
+    if any(ord(c) < 32 for c in value):
+        raise InvalidInput(f"{name} must not contain control characters", field=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose data: tenant > user > (agent) > thread. ``user_id`` is required for every record.
+
+    ``thread_id`` None means user-level (e.g. a user's state across threads); ``agent_id`` None
+    means no particular agent. Both are part of store keys as given.
+    """
+
+    user_id: str
+    thread_id: str | None = None
+    tenant: str = "default"
+    agent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_id(self.user_id, "user_id", required=True)
+        _check_id(self.tenant, "tenant", required=True)
+        _check_id(self.thread_id, "thread_id", required=False)
+        _check_id(self.agent_id, "agent_id", required=False)
+
+    def thread(self, thread_id: str) -> Scope:
+        """The same user (and agent) in another thread."""
+        return replace(self, thread_id=thread_id)
+
+    def user(self) -> Scope:
+        """The user-level scope (no thread)."""
+        return replace(self, thread_id=None)
+
+    def require_thread(self) -> Scope:
+        if self.thread_id is None:
+            raise InvalidInput("thread_id is required here", field="thread_id")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """(tenant, user_id, agent_id or '', thread_id or ''): the key every store indexes on."""
+        return (self.tenant, self.user_id, self.agent_id or "", self.thread_id or "")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call requested by the assistant (OpenAI ``tool_calls`` item)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any]) -> ToolCall:
+        try:
+            fn = data["function"]
+            args = fn.get("arguments", "{}")
+            return cls(id=str(data["id"]), name=str(fn["name"]), arguments=args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InvalidInput(f"malformed tool call: {data!r}", field="tool_calls") from exc
+
+
+Content = str | tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message in the OpenAI shape, with id, timestamp and metadata.
+
+    ``seq`` is assigned by the history store (increasing in append order within a store) and is
+    None on messages that have not been stored.
+    """
+
+    role: Role
+    content: Content = ""
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    id: str = field(default_factory=new_id)
+    timestamp: datetime = field(default_factory=utcnow)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidInput(f"unknown role {self.role!r}; expected one of {', '.join(ROLES)}", field="role")
+        if isinstance(self.content, list):
+            object.__setattr__(self, "content", tuple(self.content))
+        if not isinstance(self.content, (str, tuple)):
+            raise InvalidInput("content must be a string or a list of content parts", field="content")
+        if isinstance(self.content, tuple):
+            for part in self.content:
+                if not isinstance(part, Mapping) or "type" not in part:
+                    raise InvalidInput("each content part must be an object with a 'type'", field="content")
+        if isinstance(self.tool_calls, list):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not self.text.strip() and not self.tool_calls and not self._has_non_text_parts():
+            raise InvalidInput(f"{self.role} message content is empty", field="content")
+        if self.role == "tool" and not self.tool_call_id:
+            raise InvalidInput("a tool message needs tool_call_id", field="tool_call_id")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidInput("only assistant messages carry tool_calls", field="tool_calls")
+        _check_id(self.id, "id", required=True)
+        aware(self.timestamp)
+
+    def _has_non_text_parts(self) -> bool:
+        return isinstance(self.content, tuple) and any(p.get("type") != "text" for p in self.content)
+
+    @property
+    def text(self) -> str:
+        """The text of the content (text parts joined by newlines)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as an OpenAI chat API dict (no id, timestamp or metadata)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content if isinstance(self.content, str) else [dict(p) for p in self.content]}
+        if self.name:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
+            if not self.text:
+                out["content"] = None
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Lossless JSON-ready dict (OpenAI fields plus id, timestamp, metadata)."""
+        out = self.to_openai()
+        out["content"] = self.content if isinstance(self.content, str) else [dict(p) for p in self.content]
+        out["id"] = self.id
+        out["timestamp"] = self.timestamp.isoformat()
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **overrides: Any) -> Message:
+        """Build a Message from an OpenAI-shaped dict (``to_dict`` output round-trips)."""
+        if not isinstance(data, Mapping):
+            raise InvalidInput("a message must be a JSON object")
+        kwargs: dict[str, Any] = {"role": data.get("role"), "content": data.get("content") or ""}
+        if data.get("name"):
+            kwargs["name"] = data["name"]
+        if data.get("tool_calls"):
+            kwargs["tool_calls"] = tuple(ToolCall.from_openai(tc) for tc in data["tool_calls"])
+        if data.get("tool_call_id"):
+            kwargs["tool_call_id"] = data["tool_call_id"]
+        if data.get("id"):
+            kwargs["id"] = str(data["id"])
+        ts = data.get("timestamp")
+        if ts:
+            kwargs["timestamp"] = ts if isinstance(ts, datetime) else parse_time(str(ts), field_name="timestamp")
+        if data.get("metadata"):
+            kwargs["metadata"] = dict(data["metadata"])
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+def as_message(value: Message | Mapping[str, Any]) -> Message:
+    """Accept a Message or an OpenAI-shaped dict."""
+    return value if isinstance(value, Message) else Message.from_dict(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A user message with everything that answers it (assistant replies, tool calls and results).
+
+    A turn with ``user`` None holds messages that came before any user message (e.g. a greeting).
+    """
+
+    messages: tuple[Message, ...]
+
+    @property
+    def user(self) -> Message | None:
+        first = self.messages[0] if self.messages else None
+        return first if first is not None and first.role == "user" else None
+
+
+def group_turns(messages: Iterable[Message]) -> list[Turn]:
+    """Split non-system messages into turns; each turn starts at a user message."""
+    turns: list[list[Message]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "user" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return [Turn(tuple(t)) for t in turns]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """A thread of a user, as listed by a history store."""
+
+    thread_id: str
+    agent_id: str | None
+    messages: int
+    first_at: datetime
+    last_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A saved snapshot of a thread's state (JSON-serialisable ``data``)."""
+
+    id: str
+    scope: Scope
+    created_at: datetime
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A claimed unit of write-side work: run ``layer`` over a thread's messages after ``cursor``.
+
+    One job row exists per (scope, layer); ``version`` counts the requests seen when claimed.
+    """
+
+    scope: Scope
+    layer: str
+    version: int
+    cursor: int
+    attempts: int
+    worker: str
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A block of memory text for the system prompt, produced by a layer's read side.
+
+    Lower ``priority`` values are kept first when the budget is short.
+    """
+
+    name: str
+    text: str
+    priority: int = 50
+    source_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Something left out of a context, and why (for the context report)."""
+
+    layer: str
+    reason: str
+    message_ids: tuple[str, ...] = ()
+    tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer, "reason": self.reason, "message_ids": list(self.message_ids), "tokens": self.tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What to send to a chat API next, with a report of its cost and of what was dropped."""
+
+    messages: tuple[Message, ...]
+    tokens: int
+    sections: Mapping[str, int]
+    dropped: tuple[Dropped, ...]
+    max_tokens: int | None
+    counter: str
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return [m.to_openai() for m in self.messages]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.to_openai(),
+            "tokens": self.tokens,
+            "max_tokens": self.max_tokens,
+            "counter": self.counter,
+            "sections": dict(self.sections),
+            "dropped": [d.to_dict() for d in self.dropped],
+        }
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+def scope_of(user_id: str, thread_id: str | None = None, *, tenant: str = "default", agent_id: str | None = None) -> Scope:
+    """Shorthand for Scope(...) with keyword arguments in the order people think of them."""
+    return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant, agent_id=agent_id)
+
+
+def messages_from(values: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    return [as_message(v) for v in values]

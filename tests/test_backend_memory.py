@@ -1,0 +1,7 @@
+from memstack.backends.memory import MemoryStore
+from memstack.testing import StoreContract
+
+
+class TestMemoryStore(StoreContract):
+    def new_store(self):
+        return MemoryStore()
