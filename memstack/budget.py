@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from itertools import accumulate
 from typing import Literal
 
 from .errors import BudgetError, InvalidInput
@@ -119,27 +118,22 @@ def _drop_unanswered_calls(msgs: list[Message]) -> list[Message]:
 
 
 def _first(msgs: list[Message], budget: int, counter: TokenCounter, *, partial: str | None, splitter: Callable[[str], list[str]]) -> list[Message]:
-    """The longest prefix within budget (plus a partial message at the boundary if allowed)."""
-    costs = list(accumulate(counter.count_message(m) for m in msgs))
-    n = _prefix_len(costs, budget)
+    """The longest prefix within budget (plus a partial message at the boundary if allowed).
+
+    Counts only up to the first message that does not fit: O(kept), not O(all)."""
+    used = n = 0
+    for m in msgs:
+        cost = counter.count_message(m)
+        if used + cost > budget:
+            break
+        used += cost
+        n += 1
     kept = msgs[:n]
     if partial and n < len(msgs):
-        used = costs[n - 1] if n else 0
         cut = _partial(msgs[n], budget - used, counter, from_end=partial == "last", splitter=splitter)
         if cut is not None:
             kept.append(cut)
     return kept
-
-
-def _prefix_len(cumulative: list[int], budget: int) -> int:
-    lo, hi = 0, len(cumulative)
-    while lo < hi:  # first index whose cumulative cost exceeds the budget
-        mid = (lo + hi) // 2
-        if cumulative[mid] <= budget:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def _partial(message: Message, budget: int, counter: TokenCounter, *, from_end: bool, splitter: Callable[[str], list[str]]) -> Message | None:

@@ -7,11 +7,11 @@ in the same transaction as the messages (add() is durable and atomic: both or ne
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from .types import Checkpoint, Job, Message, Scope, ThreadInfo
+from .types import Checkpoint, Job, Message, Scope, Scored, SearchFilter, ThreadInfo, Unit
 
 
 @runtime_checkable
@@ -89,8 +89,82 @@ class JobQueue(Protocol):
         ...
 
 
+@runtime_checkable
+class UnitStore(Protocol):
+    """Retrievable units (text + metadata) with a BM25 keyword index over them, per user.
+
+    Keys are (tenant, user_id, agent_id, unit id); ``put`` replaces a unit with the same id.
+    Searches and reads see only the scope's tenant+user (and agent, when the scope names one).
+    """
+
+    def put(self, units: Sequence[Unit]) -> None: ...
+
+    def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
+        """The units with these ids in the scope's user, in the order of ``ids`` (missing ones skipped)."""
+        ...
+
+    def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
+        """Delete units by id in the user, or (ids None) all of the scope's thread, or of the user."""
+        ...
+
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
+        """Every unit (of the scope's user, or of the whole store) in batches, for re-indexing."""
+        ...
+
+    def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
+        """BM25 over segmented text (Chinese by jieba, English by words): best first, scores in [0, 1]."""
+        ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Embeddings of units for nearest-neighbour search, per user, one model and dimension at a time.
+
+    Scores are in [0, 1] (cosine mapped by (1 + cos) / 2), higher is closer, sorted best first.
+    """
+
+    def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
+        """Store one vector per unit (an (n, d) array); raises InvalidInput on a wrong dimension or
+        a different model than the index holds (call ``reset`` to change models)."""
+        ...
+
+    def search(self, scope: Scope, vector: Any, *, k: int, where: SearchFilter | None = None) -> list[Scored]: ...
+
+    def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
+        """Delete by unit id in the user, or (ids None) the scope's thread, or the whole user."""
+        ...
+
+    def info(self) -> tuple[str | None, int | None, int]:
+        """(model, dimension, vectors stored): model and dimension are None while empty."""
+        ...
+
+    def reset(self) -> None:
+        """Drop every vector (before re-embedding with another model)."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingCache(Protocol):
+    """Vectors already computed, keyed by scope (thread), model and a hash of the text, so that a
+    rerun job or repeated text costs no model call. Deleting the thread or user deletes them."""
+
+    def get(self, scope: Scope, model: str, hashes: Sequence[str]) -> dict[str, Any]:
+        """{hash: vector} for the hashes found."""
+        ...
+
+    def put(self, scope: Scope, model: str, vectors: Mapping[str, Any]) -> None: ...
+
+    def delete(self, scope: Scope) -> int:
+        """Delete the scope's thread's entries, or the whole user's when thread_id is None."""
+        ...
+
+
 class Store(Protocol):
-    """One backend's stores, sharing a connection; ``delete_user`` erases a user everywhere."""
+    """One backend's stores, sharing a connection; ``delete_user`` erases a user everywhere.
+
+    Backends that support retrieval (memory, SQLite, PostgreSQL) also have ``units``
+    (UnitStore), ``vectors`` (VectorIndex) and ``embeddings`` (EmbeddingCache).
+    """
 
     history: HistoryStore
     state: StateStore

@@ -345,6 +345,91 @@ class Context:
         return len(self.messages)
 
 
+UNIT_KINDS: tuple[str, ...] = ("turn", "round", "chunk", "fact", "summary", "note")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A retrievable piece of memory: a turn, a user/assistant round, a chunk of a long turn, or
+    (with the LLM layers) an extracted fact or summary that points back to its source messages.
+
+    ``scope`` is the thread it came from (tenant, user, agent, thread); ``round`` counts user
+    turns in that thread from 1; ``source_ids`` are the message ids its text was taken from.
+    """
+
+    id: str
+    scope: Scope
+    text: str
+    timestamp: datetime
+    kind: str = "round"
+    round: int | None = None
+    category: str | None = None
+    source_ids: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "unit id", required=True)
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidInput("unit text is empty", field="text")
+        if self.kind not in UNIT_KINDS:
+            raise InvalidInput(f"unknown unit kind {self.kind!r}; expected one of {', '.join(UNIT_KINDS)}", field="kind")
+        self.scope.require_thread()
+        aware(self.timestamp)
+        if isinstance(self.source_ids, list):
+            object.__setattr__(self, "source_ids", tuple(self.source_ids))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Restricts a search within one user's memories: threads, categories, kinds, a time range
+    (``since`` <= timestamp < ``until``). Empty fields do not restrict."""
+
+    thread_ids: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("thread_ids", "categories", "kinds"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+            elif not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        if self.since is not None:
+            aware(self.since, field_name="since")
+        if self.until is not None:
+            aware(self.until, field_name="until")
+
+    def matches(self, unit: Unit) -> bool:
+        """The same predicate the indexes apply, for in-process filtering and tests."""
+        return (
+            (not self.thread_ids or unit.scope.thread_id in self.thread_ids)
+            and (not self.categories or unit.category in self.categories)
+            and (not self.kinds or unit.kind in self.kinds)
+            and (self.since is None or unit.timestamp >= self.since)
+            and (self.until is None or unit.timestamp < self.until)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A unit id with a score in [0, 1], higher is more relevant; what indexes return."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved unit with its fused score and how each retriever ranked it (1-based)."""
+
+    unit: Unit
+    score: float
+    ranks: Mapping[str, int] = field(default_factory=dict)
+
+
 def scope_of(user_id: str, thread_id: str | None = None, *, tenant: str = "default", agent_id: str | None = None) -> Scope:
     """Shorthand for Scope(...) with keyword arguments in the order people think of them."""
     return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant, agent_id=agent_id)

@@ -58,10 +58,14 @@ class MemoryStore:
         self.state = _State(self)
         self.checkpoints = _Checkpoints(self)
         self.jobs = _Jobs(self)
+        self.units = MemoryUnits()
+        self.vectors = NumpyVectorIndex()
+        self.embeddings = MemoryEmbeddingCache()
 
     def delete_user(self, scope: Scope) -> int:
         with self._lock:
-            n = 0
+            user = scope.user()
+            n = self.units.delete(user) + self.vectors.delete(user) + self.embeddings.delete(user)
             for key in [k for k in self._messages if _user_match(k, scope)]:
                 n += len(self._messages.pop(key))
                 self._ids.pop(key, None)
@@ -137,6 +141,9 @@ class _History:
             n = len(s._messages.pop(key, []))
             s._ids.pop(key, None)
             s._checkpoints.pop(key, None)
+            s.units.delete(scope)
+            s.vectors.delete(scope)
+            s.embeddings.delete(scope)
             for k in [k for k in s._state if k[0] == key]:
                 del s._state[k]
             for k in [k for k in s._jobs if k[0] == key]:
@@ -237,3 +244,7 @@ class _Jobs:
                 for (key, _), row in self._s._jobs.items()
                 if row.requested > row.done and (scope is None or _user_match(key, scope))
             )
+
+
+from .memory_units import MemoryUnits  # noqa: E402
+from .memory_vectors import MemoryEmbeddingCache, NumpyVectorIndex  # noqa: E402

@@ -111,6 +111,12 @@ MIGRATIONS: list[tuple[str, Migration]] = [
 ]
 
 
+#: Tables with (tenant, user_id, agent_id, thread_id) columns: delete_user and delete_thread
+#: clear them in one transaction. Modules that add tables extend these lists.
+USER_TABLES: list[str] = ["memstack_messages", "memstack_state", "memstack_checkpoints", "memstack_jobs"]
+THREAD_TABLES: list[str] = ["memstack_state", "memstack_checkpoints", "memstack_jobs"]
+
+
 # ---- connection, errors and schema ----------------------------------------------------------
 
 
@@ -351,11 +357,14 @@ class PostgresStore:
         self.state = _State(self._db)
         self.checkpoints = _Checkpoints(self._db)
         self.jobs = _Jobs(self._db)
+        self.units = PostgresUnits(self._db)
+        self.vectors = PgVectorIndex(self._db)
+        self.embeddings = PgEmbeddingCache(self._db)
 
     def delete_user(self, scope: Scope) -> int:
         with self._db.transaction("deleting a user") as cur:
             deleted = 0
-            for table in ("memstack_messages", "memstack_state", "memstack_checkpoints", "memstack_jobs"):
+            for table in USER_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {USER_MATCH}", (scope.tenant, scope.user_id))
                 deleted += cur.rowcount
             return deleted
@@ -447,7 +456,7 @@ class _History:
             lock_thread(cur, self._db.schema, key)
             cur.execute(f"DELETE FROM memstack_messages WHERE {KEY_MATCH}", key)
             deleted = cur.rowcount
-            for table in ("memstack_state", "memstack_checkpoints", "memstack_jobs"):
+            for table in THREAD_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {KEY_MATCH}", key)
             return deleted
 
@@ -592,3 +601,12 @@ class _Jobs:
             cur.execute(f"SELECT count(*) FROM memstack_jobs WHERE requested > done {user_filter}", params)
             row = cur.fetchone()
             return row[0] if row else 0
+
+
+# Retrieval storage lives in its own modules; their migrations follow the core's.
+from .pg_units import UNIT_MIGRATIONS, UNIT_TABLES, PostgresUnits  # noqa: E402
+from .pg_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, PgEmbeddingCache, PgVectorIndex  # noqa: E402
+
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS
+USER_TABLES += UNIT_TABLES + VECTOR_TABLES
+THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES

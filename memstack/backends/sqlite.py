@@ -76,6 +76,11 @@ MIGRATIONS: list[Migration] = [
     ("001_core", _m001_core),
 ]
 
+#: Tables with (tenant, user_id, agent_id, thread_id) columns: delete_user and delete_thread
+#: clear them all in one transaction. Modules that add tables extend these lists.
+USER_TABLES: list[str] = ["messages", "state", "checkpoints", "jobs"]
+THREAD_TABLES: list[str] = ["state", "checkpoints", "jobs"]
+
 KEY = "tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ?"
 USER = "tenant = ? AND user_id = ?"
 
@@ -139,6 +144,9 @@ class SQLiteStore:
         self.state = _State(self)
         self.checkpoints = _Checkpoints(self)
         self.jobs = _Jobs(self)
+        self.units = SQLiteUnits(self)
+        self.vectors = SQLiteVectorIndex(self)
+        self.embeddings = SQLiteEmbeddingCache(self)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -168,7 +176,7 @@ class SQLiteStore:
 
     def delete_user(self, scope: Scope) -> int:
         with self.write() as db:
-            return sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in ("messages", "state", "checkpoints", "jobs"))
+            return sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in USER_TABLES)
 
     def close(self) -> None:
         with self._lock:
@@ -273,7 +281,7 @@ class _History:
         key = scope.require_thread().key
         with self._s.write() as db:
             n = db.execute(f"DELETE FROM messages WHERE {KEY}", key).rowcount
-            for table in ("state", "checkpoints", "jobs"):
+            for table in THREAD_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE {KEY}", key)
         return n
 
@@ -378,3 +386,12 @@ class _Jobs:
             sql += f" AND {USER}"
             params = [scope.tenant, scope.user_id]
         return self._s.query(sql, params)[0][0]
+
+
+# Retrieval storage lives in its own modules; their migrations follow the core's.
+from .sqlite_units import UNIT_MIGRATIONS, UNIT_TABLES, SQLiteUnits  # noqa: E402
+from .sqlite_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, SQLiteEmbeddingCache, SQLiteVectorIndex  # noqa: E402
+
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS
+USER_TABLES += UNIT_TABLES + VECTOR_TABLES
+THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES

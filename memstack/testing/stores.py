@@ -1,4 +1,4 @@
-"""Contract test suites that every storage backend passes (shipped, so plugin authors can use them).
+"""The Store contract: history, state, checkpoints, jobs and deletion, for every backend.
 
 Subclass ``StoreContract`` in a pytest module and implement ``new_store`` (a fresh, empty store);
 durable backends also set ``durable = True`` and implement ``reopen`` (close, then open the same
@@ -17,9 +17,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from .errors import InvalidInput
-from .stores import Store
-from .types import Message, Scope, ToolCall
+from ..errors import InvalidInput
+from ..stores import Store
+from ..types import Message, Scope, ToolCall
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone(timedelta(hours=8)))
 

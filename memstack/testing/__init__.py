@@ -1,0 +1,12 @@
+"""Contract test suites that every backend passes (shipped, so plugin authors can use them).
+
+Subclass one in a pytest module and implement its factory methods:
+
+- ``StoreContract``: history, state, checkpoints, jobs and delete_user of a Store
+- ``UnitStoreContract``: units and their BM25 keyword search (``memstack.testing.units``)
+- ``VectorIndexContract``: nearest-neighbour search (``memstack.testing.vectors``)
+"""
+
+from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, StoreContract, msg
+
+__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg"]
