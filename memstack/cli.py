@@ -92,12 +92,39 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
     p.set_defaults(run=cmd_worker)
 
+    p = sub.add_parser("search", help="search a user's memories across threads")
+    p.add_argument("--user", required=True)
+    p.add_argument("--agent")
+    p.add_argument("--k", type=int, default=8, help="results at most (default: %(default)s)")
+    p.add_argument("--at", help="reference time for dates in the query, ISO 8601 (default: now)")
+    p.add_argument("--thread", action="append", help="only these threads (repeatable)")
+    p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.add_argument("query")
+    p.set_defaults(run=cmd_search)
+
+    p = sub.add_parser("reindex", help="re-embed every memory (after changing the embedder)")
+    p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.set_defaults(run=cmd_reindex)
+
+    p = sub.add_parser("bench", help="benchmarks")
+    bench = p.add_subparsers(dest="bench", required=True)
+    p = bench.add_parser("recall", help="recall of evidence per token on a public benchmark file")
+    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn"])
+    p.add_argument("--data", required=True, help="the benchmark file (.json or .json.gz)")
+    p.add_argument("--method", default="default", choices=["default", "hybrid", "bm25", "dense"])
+    p.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default: %(default)s)")
+    p.add_argument("--limit", type=int, help="questions at most")
+    p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.set_defaults(run=cmd_bench_recall)
+    _common(p)
+
     p = sub.add_parser("demo", help="replay a bundled Chinese conversation and show each strategy's context")
     p.add_argument("--keep", action="store_true", help="store the demo under --home/MEMSTACK_HOME instead of a temporary directory")
     p.set_defaults(run=cmd_demo)
 
-    for p in sub.choices.values():
-        _common(p)
+    for name, p in sub.choices.items():
+        if name != "bench":
+            _common(p)
     return parser
 
 
@@ -212,6 +239,43 @@ def cmd_worker(args: argparse.Namespace) -> None:
                 time.sleep(args.poll)
         except KeyboardInterrupt:
             pass
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    from .types import SearchFilter
+
+    at = parse_time(args.at) if args.at else None
+    where = SearchFilter(thread_ids=tuple(args.thread)) if args.thread else None
+    options = {"embedder": args.embedder} if args.embedder else {}
+    with _memory(args) as mem:
+        hits = mem.search(args.query, user_id=args.user, agent_id=args.agent, k=args.k, at=at, where=where, **options)
+    data = [
+        {"id": h.unit.id, "score": round(h.score, 6), "text": h.unit.text, "thread_id": h.unit.scope.thread_id, "timestamp": h.unit.timestamp.isoformat(), "source_ids": list(h.unit.source_ids), "ranks": dict(h.ranks)}
+        for h in hits
+    ]
+    _emit(args, data, lambda: "\n".join(f"{h.score:.4f}  [{h.unit.timestamp.date()} {h.unit.scope.thread_id}] {h.unit.text}" for h in hits) or "no relevant memories")
+
+
+def cmd_reindex(args: argparse.Namespace) -> None:
+    from .layers.retrieval import reindex
+
+    with _memory(args) as mem:
+        n = reindex(mem.store, args.embedder, progress=None if args.json else lambda done: print(f"\r{done} units", end="", file=sys.stderr))
+    _emit(args, {"reindexed": n}, lambda: f"\nreindexed {n} units")
+
+
+def cmd_bench_recall(args: argparse.Namespace) -> None:
+    from .evaluation.recall import format_report, run, stderr_progress
+
+    try:
+        ks = [int(x) for x in args.k.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InvalidInput(f"--k: not a list of integers: {args.k!r}") from exc
+    if not ks or min(ks) < 1:
+        raise InvalidInput("--k: give positive cut-offs, e.g. 1,5,10")
+    report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=stderr_progress)
+    print(file=sys.stderr)
+    _emit(args, report, lambda: format_report(report))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:

@@ -26,7 +26,7 @@ from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Writer, WriteRequest
 from .stores import Store
 from .tokens import TokenCounter, get_counter
-from .types import Context, Dropped, Job, Message, Scope, Section, ThreadInfo, aware, utcnow
+from .types import Context, Dropped, Hit, Job, Message, Scope, SearchFilter, Section, ThreadInfo, aware, utcnow
 
 log = logging.getLogger("memstack")
 
@@ -94,7 +94,7 @@ class Memory:
         return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant or self.tenant, agent_id=agent_id)
 
     def _layer(self, name: str, options: Mapping[str, Any]) -> Layer:
-        merged = {**self.options, **options}
+        merged = {"store": self.store, "counter": self.counter, **self.options, **options}
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
@@ -186,15 +186,21 @@ class Memory:
         if query_msg is not None:
             self._validate(query_msg)
         query_cost = tokens.count_message(query_msg) if query_msg else 0
-        request = ReadRequest(scope, query if query_msg else self._last_user_text(scope, when), when, None if budget is None else max(0, budget - query_cost), tokens)
+        last_user = None if query_msg else self._last_user(scope, when)
+        request = ReadRequest(
+            scope,
+            query if query_msg else (last_user.text if last_user else None),
+            when,
+            None if budget is None else max(0, budget - query_cost),
+            tokens,
+            frozenset([last_user.id]) if last_user else frozenset(),
+        )
         out = self._run_stack(stack, request)
         return _assemble(out, query_msg, budget, tokens)
 
-    def _last_user_text(self, scope: Scope, when: datetime) -> str | None:
-        for m in reversed(self.store.history.read(scope, until=when, last=20)):
-            if m.role == "user":
-                return m.text
-        return None
+    def _last_user(self, scope: Scope, when: datetime) -> Message | None:
+        found = self.store.history.read(scope, until=when, last=1, roles=("user",))
+        return found[0] if found else None
 
     def _run_stack(self, stack: list[Layer], request: ReadRequest) -> LayerOutput:
         need = {layer.history for layer in stack}
@@ -218,6 +224,24 @@ class Memory:
         earlier = [m for m in self.store.history.read(request.scope, until=request.at, roles=("system",)) if (m.seq or 0) < first]
         return earlier + tail
 
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        k: int | None = None,
+        at: datetime | None = None,
+        where: SearchFilter | None = None,
+        tenant: str | None = None,
+        agent_id: str | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """The user's memories most relevant to ``query`` across all threads (the retrieval
+        layer's search), best first; [] when nothing is relevant."""
+        scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
+        layer = self._layer("retrieval", options)
+        return layer.search(scope, query, k=k, at=aware(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
+
     def history(self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None) -> list[Message]:
         """A thread's stored messages in order (up to ``at``; only the ``last`` n if given)."""
         return self.store.history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), until=at, last=last)
@@ -230,9 +254,10 @@ class Memory:
     def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> int:
         """Delete one thread (with everything keyed to it), or the whole user in every store."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        outside = sum(layer.forget(scope) for layer in (self._layer(n, {}) for n in self.layers) if hasattr(layer, "forget"))
         if thread_id is not None:
-            return self.store.history.delete_thread(scope)
-        return self.store.delete_user(scope)
+            return outside + self.store.history.delete_thread(scope)
+        return outside + self.store.delete_user(scope)
 
     def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         """Every message of the user, thread by thread, as JSON-ready records (see ``import_``)."""
@@ -289,7 +314,7 @@ class Memory:
         try:
             layer = self._layer(job.layer, {})
             messages = self.store.history.read(job.scope, after=job.cursor)
-            consumed = layer.write(WriteRequest(job.scope, messages, final, self.store)) if isinstance(layer, Writer) else None
+            consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
             cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
             self.store.jobs.complete(job, cursor=cursor or 0)
             return None

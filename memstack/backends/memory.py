@@ -64,7 +64,7 @@ class MemoryStore:
 
     def delete_user(self, scope: Scope) -> int:
         with self._lock:
-            user = scope.user()
+            user = Scope(user_id=scope.user_id, tenant=scope.tenant)  # every agent of the user
             n = self.units.delete(user) + self.vectors.delete(user) + self.embeddings.delete(user)
             for key in [k for k in self._messages if _user_match(k, scope)]:
                 n += len(self._messages.pop(key))

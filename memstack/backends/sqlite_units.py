@@ -1,11 +1,279 @@
-"""SQLite unit store with BM25 keyword search over jieba-segmented text (FTS5). PLACEHOLDER: being written."""
+"""SQLite unit store: units in the store's file with a per-user inverted index for exact BM25.
+
+Ranking is the shared BM25 of ``memory_units`` (per-user statistics, same scores and order),
+computed in SQL over three tables kept consistent by triggers:
+
+- ``units``: one row per unit, with its terms as JSON ``{term: tf}`` and its length;
+- ``unit_terms`` (WITHOUT ROWID, key owner, term, n): the postings, one row per distinct term
+  of a unit, so a query reads only the user's postings of its own terms;
+- ``unit_owners``: one row per (tenant, user, agent) holding units, with its unit and token counts.
+
+Inserting or deleting a ``units`` row updates the other two in the same statement, so the store's
+``delete_user`` and ``delete_thread`` (which delete from ``units``) clear the index too, and an
+owner row goes when its last unit goes. Rows are never updated in place: ``put`` deletes and
+inserts. FTS5 was measured and not used: its bm25() takes N, document frequencies and average
+length over the whole table (every user's units), and it is slower here: with 100k units of one
+user among 1M (28 terms each), a 3-term query took 5.8 ms p50 with an FTS5 table restricted by a
+user token in MATCH against 1.7 ms with these postings (idle 2-core machine). The price is space
+and write time: the postings took 750 MB for those 1M units against 290 MB for FTS5, and ``put``
+stores about 2,400 units/s in batches of 1,000.
+Timestamps are kept as ISO text (exact round trip, offset included) and UTC microseconds.
+"""
 
 from __future__ import annotations
 
-UNIT_MIGRATIONS: list = []
-UNIT_TABLES: list[str] = []
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..text import analyze_query
+from ..types import Scope, Scored, SearchFilter, Unit
+from .memory import json_copy
+from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts
+
+if TYPE_CHECKING:
+    from .sqlite import SQLiteStore
+
+_SCHEMA = (
+    """CREATE TABLE unit_owners (
+        owner INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        units INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (tenant, user_id, agent_id)
+    )""",
+    """CREATE TABLE units (
+        n INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL, thread_id TEXT NOT NULL,
+        id TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL, ts_us INTEGER NOT NULL,
+        kind TEXT NOT NULL, round INTEGER, category TEXT, source_ids TEXT NOT NULL, metadata TEXT NOT NULL,
+        owner INTEGER NOT NULL, terms TEXT NOT NULL, length INTEGER NOT NULL,
+        UNIQUE (tenant, user_id, agent_id, id)
+    )""",
+    "CREATE INDEX units_thread ON units (tenant, user_id, agent_id, thread_id)",
+    "CREATE INDEX units_owner ON units (owner, n)",
+    """CREATE TABLE unit_terms (
+        owner INTEGER NOT NULL, term TEXT NOT NULL, n INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,
+        PRIMARY KEY (owner, term, n)
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER units_indexed AFTER INSERT ON units BEGIN
+        INSERT INTO unit_terms SELECT NEW.owner, key, NEW.n, value, NEW.length FROM json_each(NEW.terms);
+        UPDATE unit_owners SET units = units + 1, tokens = tokens + NEW.length WHERE owner = NEW.owner;
+    END""",
+    """CREATE TRIGGER units_unindexed AFTER DELETE ON units BEGIN
+        DELETE FROM unit_terms WHERE owner = OLD.owner AND term IN (SELECT key FROM json_each(OLD.terms)) AND n = OLD.n;
+        UPDATE unit_owners SET units = units - 1, tokens = tokens - OLD.length WHERE owner = OLD.owner;
+        DELETE FROM unit_owners WHERE owner = OLD.owner AND units = 0;
+    END""",
+)
+
+
+def _m002_units(db: sqlite3.Connection) -> None:
+    for statement in _SCHEMA:
+        db.execute(statement)
+
+
+UNIT_MIGRATIONS = [("002_units", _m002_units)]
+#: Only ``units`` carries the key columns; its triggers clear unit_terms and unit_owners.
+UNIT_TABLES = ["units"]
+
+COLUMNS = "tenant, user_id, agent_id, thread_id, id, text, ts, kind, round, category, source_ids, metadata"
+INSERT_COLUMNS = f"{COLUMNS}, ts_us, terms, length, owner"
+CHUNK = 500  # ids per statement, well under SQLite's limit on bound parameters
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _us(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _row(unit: Unit) -> tuple[Any, ...]:
+    """Values for ``INSERT_COLUMNS`` but the owner (segmenting the text: done before taking the lock)."""
+    counts = term_counts(unit)
+    return (
+        *unit.scope.key,
+        unit.id,
+        unit.text,
+        unit.timestamp.isoformat(),
+        unit.kind,
+        unit.round,
+        unit.category,
+        json.dumps(list(unit.source_ids), ensure_ascii=False),
+        json.dumps(json_copy(unit.metadata), ensure_ascii=False),
+        _us(unit.timestamp),
+        json.dumps(counts, ensure_ascii=False),
+        counts.total(),
+    )
+
+
+def _unit(row: Sequence[Any]) -> Unit:
+    tenant, user_id, agent_id, thread_id, id_, text, ts, kind, round_, category, source_ids, metadata = row[:12]
+    return Unit(
+        id=id_,
+        scope=Scope(tenant=tenant, user_id=user_id, agent_id=agent_id or None, thread_id=thread_id),
+        text=text,
+        timestamp=datetime.fromisoformat(ts),
+        kind=kind,
+        round=round_,
+        category=category,
+        source_ids=tuple(json.loads(source_ids)),
+        metadata=json.loads(metadata),
+    )
+
+
+def _corpus(scope: Scope) -> tuple[str, list[Any]]:
+    """SQL restricting ``units`` to the scope's user (and agent), usable with its unique index."""
+    if scope.agent_id is not None:
+        return "tenant = ? AND user_id = ? AND agent_id = ?", [scope.tenant, scope.user_id, scope.agent_id]
+    agents = "SELECT agent_id FROM unit_owners WHERE tenant = ? AND user_id = ?"
+    return f"tenant = ? AND user_id = ? AND agent_id IN ({agents})", [scope.tenant, scope.user_id, scope.tenant, scope.user_id]
+
+
+def _filters(where: SearchFilter | None) -> tuple[str, list[Any]]:
+    """SearchFilter as SQL over ``units u`` (the same predicate as ``SearchFilter.matches``)."""
+    if where is None:
+        return "", []
+    sql, params = [], []
+    for column, values in (("thread_id", where.thread_ids), ("category", where.categories), ("kind", where.kinds)):
+        if values:
+            sql.append(f"u.{column} IN ({','.join('?' * len(values))})")
+            params += list(values)
+    if where.since is not None:
+        sql.append("u.ts_us >= ?")
+        params.append(_us(where.since))
+    if where.until is not None:
+        sql.append("u.ts_us < ?")
+        params.append(_us(where.until))
+    return " AND ".join(sql), params
+
+
+def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), CHUNK):
+        yield unique[start : start + CHUNK]
 
 
 class SQLiteUnits:
-    def __init__(self, store) -> None:
+    """The UnitStore of a SQLiteStore (its connection, lock and write transactions)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
         self._s = store
+
+    def put(self, units: Sequence[Unit]) -> None:
+        units = check_units(units)
+        rows = [_row(unit) for unit in units]
+        with self._s.write() as db:
+            for unit in units:
+                db.execute("DELETE FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND id = ?", (*unit.scope.key[:3], unit.id))
+            owners = {unit.scope.key[:3]: 0 for unit in units}
+            for key in owners:
+                owners[key] = db.execute(
+                    "INSERT INTO unit_owners (tenant, user_id, agent_id) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET units = units RETURNING owner", key
+                ).fetchone()[0]
+            db.executemany(
+                f"INSERT INTO units ({INSERT_COLUMNS}) VALUES ({','.join('?' * 16)})",
+                [(*row, owners[unit.scope.key[:3]]) for unit, row in zip(units, rows, strict=True)],
+            )
+
+    def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
+        """Units in the order of ``ids``; an id several of the user's agents hold gives each of them."""
+        corpus, params = _corpus(scope)
+        found: dict[str, list[Unit]] = {}
+        for chunk in _chunks(ids):
+            rows = self._s.query(
+                f"SELECT {COLUMNS} FROM units WHERE {corpus} AND id IN ({','.join('?' * len(chunk))}) ORDER BY agent_id", [*params, *chunk]
+            )
+            for row in rows:
+                found.setdefault(row[4], []).append(_unit(row))
+        return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
+
+    def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
+        """By id in the user (the scope's agent, or every agent when it names none); with ids None,
+        the scope's thread (its exact key, as the history store's) or else all of the user's."""
+        corpus, params = _corpus(scope)
+        with self._s.write() as db:
+            if ids is not None:
+                return sum(
+                    db.execute(f"DELETE FROM units WHERE {corpus} AND id IN ({','.join('?' * len(chunk))})", [*params, *chunk]).rowcount
+                    for chunk in _chunks(ids)
+                )
+            if scope.thread_id is not None:
+                return db.execute("DELETE FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ?", scope.key).rowcount
+            return db.execute(f"DELETE FROM units WHERE {corpus}", params).rowcount
+
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
+        """Batches in insertion order (per agent for a user), read page by page: units put during
+        iteration may or may not be seen, and none is seen twice."""
+        check_batch(batch)
+        if scope is None:
+            yield from self._pages("", [], batch)
+            return
+        sql, params = _with_agent("SELECT owner FROM unit_owners WHERE tenant = ? AND user_id = ?", scope)
+        for (owner,) in self._s.query(sql + " ORDER BY owner", params):
+            yield from self._pages("owner = ? AND", [owner], batch)
+
+    def _pages(self, condition: str, params: list[Any], batch: int) -> Iterator[list[Unit]]:
+        after = 0
+        while True:
+            rows = self._s.query(f"SELECT {COLUMNS}, n FROM units WHERE {condition} n > ? ORDER BY n LIMIT ?", [*params, after, batch])
+            if not rows:
+                return
+            yield [_unit(row) for row in rows]
+            after = rows[-1][-1]
+
+    def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
+        """Best first, ties by id (then agent); see ``memory_units`` for the scores."""
+        check_k(k)
+        terms = analyze_query(query)
+        if not terms or k == 0:
+            return []
+        owners = self._s.query(*_with_agent("SELECT owner, units, tokens FROM unit_owners WHERE tenant = ? AND user_id = ?", scope))
+        units = sum(row[1] for row in owners)
+        if not units:
+            return []
+        ids = [row[0] for row in owners]
+        marks = ",".join("?" * len(ids))
+        df = Counter(
+            dict(
+                self._s.query(
+                    f"SELECT term, count(*) FROM unit_terms WHERE owner IN ({marks}) AND term IN ({','.join('?' * len(terms))}) GROUP BY term",
+                    [*ids, *terms],
+                )
+            )
+        )
+        weights = [(t, idf(df[t], units)) for t in terms]
+        avglen = sum(row[2] for row in owners) / units or 1.0
+        filters, filter_params = _filters(where)
+        # without filters, only units scoring at least the k-th best score need their id read
+        keep = f"WHERE {filters}" if filters else "WHERE s.score >= coalesce((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET ?), 0)"
+        rows = self._s.query(
+            f"""WITH w(term, idf) AS (VALUES {",".join("(?, ?)" for _ in weights)}),
+                s AS MATERIALIZED (
+                    SELECT t.n AS n, round(sum(w.idf * t.tf * ? / (t.tf + ? * (? + ? * t.length / ?))) / ? * {SCALE}) / {SCALE} AS score
+                    FROM w CROSS JOIN unit_terms t ON t.owner IN ({marks}) AND t.term = w.term
+                    GROUP BY t.n)
+                SELECT u.id, s.score FROM s JOIN units u ON u.n = s.n {keep}
+                ORDER BY s.score DESC, u.id, u.agent_id LIMIT ?""",
+            [
+                *(x for pair in weights for x in pair),
+                K1 + 1,
+                K1,
+                1 - B,
+                B,
+                avglen,
+                best_score(w for _, w in weights),
+                *ids,
+                *(filter_params if filters else [k - 1]),
+                k,
+            ],
+        )
+        return [Scored(unit_id, score) for unit_id, score in rows]
+
+
+def _with_agent(sql: str, scope: Scope) -> tuple[str, list[Any]]:
+    if scope.agent_id is None:
+        return sql, [scope.tenant, scope.user_id]
+    return sql + " AND agent_id = ?", [scope.tenant, scope.user_id, scope.agent_id]
+

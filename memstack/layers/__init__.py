@@ -7,6 +7,7 @@ the same way, or through the ``memstack.layers`` entry-point group.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -17,6 +18,8 @@ from .base import Layer, LayerOutput, ReadRequest, Writer, WriteRequest
 
 LayerFactory = Callable[..., Layer]
 _REGISTRY: dict[str, LayerFactory] = {}
+#: built-in layers with heavy imports (models, numpy), loaded on first use
+_LAZY: dict[str, str] = {"retrieval": "memstack.layers.retrieval"}
 _plugins_loaded = False
 
 
@@ -36,12 +39,14 @@ def _load_plugins() -> None:
 
 def layer_names() -> list[str]:
     _load_plugins()
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(_LAZY))
 
 
 def build_layer(name: str, **options: Any) -> Layer:
     """A layer instance from the registry, given the options its factory accepts."""
     _load_plugins()
+    if name not in _REGISTRY and name in _LAZY:
+        importlib.import_module(_LAZY[name])
     try:
         factory = _REGISTRY[name]
     except KeyError:

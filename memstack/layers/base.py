@@ -33,6 +33,8 @@ class ReadRequest:
     at: datetime
     budget: int | None
     counter: TokenCounter
+    #: ids of messages already in the context (e.g. the stored message the query came from)
+    exclude_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +46,15 @@ class LayerOutput:
 
 @dataclass(frozen=True, slots=True)
 class WriteRequest:
-    """New messages of one thread for a layer's write side; ``final`` asks it not to wait for a
+    """New messages of one thread for a layer's write side: those after ``cursor`` (the seq the
+    layer consumed last time; 0 at the thread's start). ``final`` asks it not to wait for a
     fuller batch (flush)."""
 
     scope: Scope
     messages: Sequence[Message]
     final: bool
     store: Store
+    cursor: int = 0
 
 
 @runtime_checkable

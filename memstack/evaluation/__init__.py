@@ -1,0 +1,1 @@
+"""Measuring memory quality on public benchmarks (recall of evidence per retrieved token)."""

@@ -1,0 +1,150 @@
+"""Vector retrieval memory across sessions: every round is embedded and indexed after it is added,
+and the rounds most relevant to the next question come back into the context, with their dates.
+
+Write side (a job after every add): cut the new messages into units (a round each, or sentence
+chunks of a long round), embed them through the store's embedding cache, store the units (with
+their BM25 terms) and their vectors. The last round is re-read by the next job, so a reply that
+arrives later joins its question's unit (same ids: an upsert). Read side: hybrid search for the
+query, minus what the context already shows, fitted into the layer's share of the budget; when
+nothing is relevant the section is left out and the bare question goes to the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..errors import UsageError
+from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
+from ..retrieval.render import fit_hits, render_hits
+from ..retrieval.search import Searcher, SearchSettings
+from ..retrieval.units import rounds, units_for_round
+from ..stores import Store, VectorIndex
+from ..tokens import TokenCounter, get_counter
+from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section
+from . import register_layer
+from .base import LayerOutput, ReadRequest, WriteRequest
+
+SECTION_TITLES = {"zh": "相关历史记忆", "en": "Relevant memories"}
+
+
+@dataclass
+class Retrieval:
+    """Hybrid (BM25 + dense) retrieval over all of a user's threads.
+
+    ``top_k`` units at most, within ``share`` of the context budget; ``embedder`` is a provider
+    string or an Embedder (default: the local multilingual e5); ``method`` hybrid, bm25 or dense.
+    """
+
+    store: Store
+    embedder: str | Embedder | None = None
+    #: a vector index outside the store (e.g. MilvusVectorIndex); default: the store's own
+    vectors: VectorIndex | None = None
+    top_k: int = 8
+    method: str = "hybrid"
+    share: float = 0.4
+    chunk_tokens: int = 200
+    #: tokens of the previous reply that lead a round in (0: none)
+    lead_tokens: int = 40
+    #: plain ranking without relevance floor or time handling (the benchmark's baselines)
+    baseline: bool = False
+    counter: TokenCounter | str | None = None
+    name: str = "retrieval"
+    scope: str = "user"
+    history: str = "none"
+    _searcher: Searcher | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for attr in ("units", "vectors", "embeddings"):
+            if not hasattr(self.store, attr):
+                raise UsageError(f"the {type(self.store).__name__} backend has no {attr} index; retrieval needs sqlite, postgresql or memory")
+        if not 0 < self.share <= 1:
+            raise UsageError("share must be in (0, 1]")
+        self.counter = get_counter(self.counter)
+        self.index: VectorIndex = self.vectors if self.vectors is not None else self.store.vectors
+
+    @property
+    def searcher(self) -> Searcher:
+        if self._searcher is None:
+            model = get_embedder(self.embedder)
+            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline))
+        return self._searcher
+
+    # ---- read side ---------------------------------------------------------------------------
+
+    def search(self, scope: Scope, query: str, *, k: int | None = None, at: datetime | None = None, where: SearchFilter | None = None) -> list[Hit]:
+        return self.searcher.search(scope, query, k=k or self.top_k, at=at, where=where)
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        if not request.query:
+            return LayerOutput(messages)
+        shown = {m.id for m in messages} | set(request.exclude_ids)
+        hits = [h for h in self.search(request.scope, request.query, at=request.at) if not set(h.unit.source_ids) <= shown]
+        budget = None if request.budget is None else int(request.budget * self.share)
+        lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
+        kept = fit_hits(hits, budget, request.counter, lang)
+        dropped = [Dropped(self.name, "retrieved memory over its share of the budget", h.unit.source_ids, request.counter.count(h.unit.text)) for h in hits[len(kept) :]]
+        if not kept:
+            return LayerOutput(messages, dropped=dropped)
+        sources = tuple(i for h in kept for i in h.unit.source_ids)
+        section = Section(SECTION_TITLES[lang], render_hits(kept, lang), priority=40, source_ids=sources)
+        return LayerOutput(messages, [section], dropped)
+
+    # ---- write side --------------------------------------------------------------------------
+
+    def write(self, request: WriteRequest) -> int | None:
+        groups = rounds(request.messages)
+        if not groups:
+            return None
+        scope = request.scope
+        # After the thread's start the batch begins with the round before the last one written:
+        # it leads in the next round and is already indexed with its own lead-in.
+        context_only = 1 if request.cursor > 0 and len(groups) > 1 else 0
+        round_no = self._rounds_before(request.store, scope, groups[context_only][0].seq or 0)
+        units = []
+        for i in range(context_only, len(groups)):
+            if groups[i][0].role == "user":
+                round_no += 1
+            previous = groups[i - 1] if i > 0 else ()
+            units += units_for_round(scope, groups[i], round_no, self.counter, chunk_tokens=self.chunk_tokens, previous=previous, lead_tokens=self.lead_tokens)
+        if units:
+            embedder = CachedEmbedder(self.searcher.embedder, request.store.embeddings)
+            vectors = embedder.embed_documents(scope, [u.text for u in units])
+            request.store.units.put(units)
+            self.index.upsert(units, vectors, model=self.searcher.embedder.name)
+        # the next job re-reads the last two rounds: the last may still be answered, and the one
+        # before leads it in
+        keep = groups[-2][0].seq if len(groups) > 1 else groups[-1][0].seq
+        return (keep - 1) if keep else None
+
+    @staticmethod
+    def _rounds_before(store: Store, scope: Scope, seq: int) -> int:
+        return sum(1 for m in store.history.read(scope, roles=("user",)) if (m.seq or 0) < seq)
+
+    def forget(self, scope: Scope) -> int:
+        """Erase the scope's thread (or user) from a vector index kept outside the store."""
+        return self.index.delete(scope) if self.index is not self.store.vectors else 0
+
+
+def reindex(store: Store, embedder: str | Embedder | None = None, *, index: VectorIndex | None = None, batch: int = 256, progress: Any = None) -> int:
+    """Re-embed every unit of the store with ``embedder`` into ``index`` (default: the store's
+    own), after a change of model: the index is emptied first. Returns the units embedded."""
+    model = get_embedder(embedder)
+    index = index if index is not None else store.vectors
+    index.reset()
+    cached = CachedEmbedder(model, store.embeddings)
+    done = 0
+    for units in store.units.iterate(batch=batch):
+        by_scope: dict[Scope, list] = {}
+        for u in units:
+            by_scope.setdefault(u.scope, []).append(u)
+        for scope, group in by_scope.items():
+            index.upsert(group, cached.embed_documents(scope, [u.text for u in group]), model=model.name)
+        done += len(units)
+        if progress:
+            progress(done)
+    return done
+
+
+register_layer("retrieval", Retrieval)

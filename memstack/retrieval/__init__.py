@@ -1,0 +1,1 @@
+"""Retrieval memory across sessions: units from messages, hybrid search, rendering with dates."""

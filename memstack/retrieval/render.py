@@ -1,0 +1,93 @@
+"""Rendering retrieved units for the prompt: chosen by relevance under a token budget, shown in
+time order under one date line per day, each message once (overlapping units are merged, so a
+lead-in already shown in full is not repeated). Pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+
+from ..tokens import TokenCounter
+from ..types import Hit
+from .units import language
+
+WEEKDAYS = {"zh": "一二三四五六日", "en": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]}
+HEADERS = {
+    "zh": "以下是从历史对话中检索到的相关记忆（按时间排序）：",
+    "en": "Relevant memories from earlier conversations (oldest first):",
+}
+GAP = " … "
+
+
+@dataclass
+class _Message:
+    """The parts of one message that the hits show: (offset in the message, text) segments."""
+
+    label: str
+    when: datetime
+    thread: str
+    seq: int
+    segments: list[tuple[int, str]] = field(default_factory=list)
+
+    def text(self) -> str:
+        out, end = "", None
+        for offset, text in sorted(self.segments):
+            if end is None:
+                out = ("…" if offset > 0 else "") + text
+            elif offset > end:
+                out += GAP + text
+            elif offset + len(text) > end:
+                out += text[end - offset :]
+            end = max(end or 0, offset + len(text))
+        return out
+
+
+def date_line(when: datetime, lang: str) -> str:
+    day = WEEKDAYS[lang][when.weekday()]
+    return f"[{when.date().isoformat()} 周{day}]" if lang == "zh" else f"[{when.date().isoformat()} {day}]"
+
+
+def _messages(hits: Sequence[Hit]) -> list[_Message]:
+    """The hits as messages, each once (spans of one message merged; units without spans whole),
+    threads in the order they started, messages of a thread in append order."""
+    found: dict[str, _Message] = {}
+    for hit in hits:
+        u = hit.unit
+        thread = u.scope.thread_id or ""
+        spans = u.metadata.get("spans")
+        if not spans:
+            found.setdefault(f"unit:{u.id}", _Message("", u.timestamp, thread, -1, [(0, u.text)]))
+            continue
+        for message_id, seq, label, offset, start, end in spans:
+            m = found.setdefault(message_id, _Message(label, u.timestamp, thread, seq or 0))
+            m.when = min(m.when, u.timestamp)
+            m.segments.append((offset, u.text[start:end]))
+    started: dict[str, datetime] = {}
+    for m in found.values():
+        started[m.thread] = min(started.get(m.thread, m.when), m.when)
+    return sorted(found.values(), key=lambda m: (started[m.thread], m.thread, m.seq, m.when))
+
+
+def render_hits(hits: Sequence[Hit], lang: str | None = None) -> str:
+    """The hits' messages in time order under one date line per day, after a one-line header."""
+    if not hits:
+        return ""
+    lang = lang or language("".join(h.unit.text for h in hits))
+    lines = [HEADERS[lang]]
+    for day, group in groupby(_messages(hits), key=lambda m: date_line(m.when, lang)):
+        lines.append(day)
+        lines.extend(f"{m.label}: {m.text()}" if m.label else m.text() for m in group)
+    return "\n".join(lines)
+
+
+def fit_hits(hits: Sequence[Hit], budget: int | None, counter: TokenCounter, lang: str | None = None) -> list[Hit]:
+    """The most relevant hits (in the given order) whose rendering fits ``budget`` tokens."""
+    if budget is None:
+        return list(hits)
+    kept: list[Hit] = []
+    for hit in hits:
+        if counter.count(render_hits([*kept, hit], lang)) <= budget:
+            kept.append(hit)
+    return kept

@@ -1,0 +1,147 @@
+"""Hybrid search over one user's units: BM25 and dense vectors fused by rank, time-aware, with a
+relevance floor so that an unrelated question retrieves nothing.
+
+Steps, each a small function: find a time range in the query ("上周", "last May") relative to the
+request's ``at``; ask the keyword and vector indexes for candidates (inside the range when there
+is one, topped up from outside it); fuse by weighted reciprocal rank; keep candidates that pass
+the relevance floor; hydrate the units; break ties by recency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import numpy as np
+
+from ..errors import InvalidInput
+from ..providers.embeddings import Embedder
+from ..stores import UnitStore, VectorIndex
+from ..timeparse import parse_time_range
+from ..types import Hit, Scope, Scored, SearchFilter
+from .fusion import Fused, rrf
+
+METHODS = ("hybrid", "bm25", "dense")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """How hybrid search ranks: candidates per retriever, fusion weights, the relevance floor."""
+
+    method: str = "hybrid"
+    candidates: int = 50
+    weights: tuple[tuple[str, float], ...] = (("bm25", 1.0), ("dense", 1.0))
+    #: a dense hit counts as relevant when its cosine similarity beats the query's similarity to
+    #: unrelated background text by this margin (e5 similarities are compressed near 0.8)
+    dense_margin: float = 0.02
+    #: a keyword hit counts as relevant when its normalised BM25 score reaches this
+    bm25_floor: float = 0.0
+    #: drop candidates below the floors above (off for the plain baselines of the benchmark)
+    relevance_floor: bool = True
+    #: restrict to a time range named in the query ("上周", "last May"), topping up from outside
+    use_time: bool = True
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise InvalidInput(f"unknown search method {self.method!r}; expected one of {', '.join(METHODS)}", field="method")
+
+
+class Searcher:
+    """Searches one store's units (keyword) and vector index (dense) with one embedder."""
+
+    def __init__(self, units: UnitStore, vectors: VectorIndex, embedder: Embedder, settings: SearchSettings | None = None) -> None:
+        self.units = units
+        self.vectors = vectors
+        self.embedder = embedder
+        self.settings = settings or SearchSettings()
+        self._background: np.ndarray | None = None
+
+    def search(self, scope: Scope, query: str, *, k: int = 10, at: datetime | None = None, where: SearchFilter | None = None) -> list[Hit]:
+        """The user's most relevant units for ``query``, best first; [] when nothing is relevant."""
+        if k <= 0 or not query.strip():
+            return []
+        user = scope.user()
+        where = where or SearchFilter()
+        span = parse_time_range(query, at) if at is not None and self.settings.use_time else None
+        fused = self._fused(user, query, where, span)
+        hits = self._hydrate(user, fused[: max(k, 1) * 2])
+        return hits[:k]
+
+    # ---- candidates --------------------------------------------------------------------------
+
+    def _fused(self, user: Scope, query: str, where: SearchFilter, span) -> list[Fused]:
+        if span is None:
+            return self._relevant(self._rank(user, query, where))
+        inside = replace(where, since=_later(where.since, span.since), until=_earlier(where.until, span.until))
+        # the question names the period: everything said then is a candidate, floors aside
+        first = self._relevant(self._rank(user, query, inside), floors=False)
+        rest = [f for f in self._relevant(self._rank(user, query, where)) if f.id not in {x.id for x in first}]
+        return first + rest
+
+    def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[dict[str, list[Scored]], dict[str, float]]:
+        s = self.settings
+        rankings: dict[str, list[Scored]] = {}
+        floors: dict[str, float] = {}
+        if s.method in ("hybrid", "bm25"):
+            rankings["bm25"] = self.units.keyword_search(user, query, k=s.candidates, where=where)
+            floors["bm25"] = s.bm25_floor
+        if s.method in ("hybrid", "dense"):
+            qv = self.embedder.embed_query(query)
+            rankings["dense"] = self.vectors.search(user, qv, k=s.candidates, where=where)
+            floors["dense"] = self._background_score(qv) + s.dense_margin
+        return rankings, floors
+
+    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True) -> list[Fused]:
+        rankings, limits = ranked
+        if not (floors and self.settings.relevance_floor):
+            limits = {}
+        kept = {
+            name: [x for x in items if name not in limits or x.score >= limits[name]]
+            for name, items in rankings.items()
+        }
+        return rrf(kept, weights=dict(self.settings.weights))
+
+    def _background_score(self, qv: np.ndarray) -> float:
+        """The query's best similarity to unrelated background text, as a [0, 1] score."""
+        if self._background is None:
+            self._background = self.embedder.embed_documents(BACKGROUND)
+        cos = float(np.max(self._background @ np.asarray(qv, dtype=np.float32)))
+        return (1.0 + cos) / 2.0
+
+    # ---- units -------------------------------------------------------------------------------
+
+    def _hydrate(self, user: Scope, fused: Sequence[Fused]) -> list[Hit]:
+        by_id = {u.id: u for u in self.units.get(user, [f.id for f in fused])}
+        hits = [Hit(by_id[f.id], f.score, dict(f.ranks)) for f in fused if f.id in by_id]
+        return sorted(hits, key=lambda h: (-round(h.score, 9), -h.unit.timestamp.timestamp(), h.unit.id))
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _earlier(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+#: Everyday text about nothing in particular, in both languages: a query's similarity to these is
+#: what "unrelated" looks like for the embedder in use.
+BACKGROUND: list[str] = [
+    "今天天气不错，出去走走吧。",
+    "好的，谢谢你。",
+    "这个问题我需要再想一想。",
+    "我们明天再聊。",
+    "你好，很高兴认识你。",
+    "最近有点忙，没什么特别的事情。",
+    "嗯嗯，我知道了。",
+    "这件事情说来话长。",
+    "The weather is nice today.",
+    "Thanks, that sounds good.",
+    "Let me think about it for a moment.",
+    "See you tomorrow.",
+    "Hello, nice to meet you.",
+    "Nothing much happened this week.",
+    "Okay, got it.",
+    "It's a long story.",
+]

@@ -1,0 +1,167 @@
+"""Cutting a thread's messages into retrievable units: one per user/assistant round, or chunks of
+at most ``chunk_tokens`` (sentence boundaries) when a round is long. Pure functions.
+
+A unit's id is derived from its round's first message id and its chunk number, so rebuilding the
+same round gives the same ids (writes are idempotent); its ``source_ids`` are the messages its text
+was taken from, which is what recall is measured against.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..budget import split_text
+from ..tokens import TokenCounter
+from ..types import Message, Scope, Unit, group_turns
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+LABELS = {"zh": {"user": "用户", "assistant": "助手"}, "en": {"user": "User", "assistant": "Assistant"}}
+
+
+def language(text: str) -> str:
+    """'zh' when a tenth or more of the characters are Chinese, else 'en'."""
+    if not text:
+        return "en"
+    return "zh" if len(_CJK.findall(text)) * 10 >= len(text) else "en"
+
+
+def speaker(message: Message, lang: str) -> str:
+    return message.name or LABELS[lang].get(message.role, message.role)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A stretch of one message's text: ``text`` starts at character ``offset`` of the message."""
+
+    message: Message
+    label: str
+    text: str
+    offset: int = 0
+
+
+def round_pieces(messages: Sequence[Message], lang: str) -> list[Piece]:
+    """The speakable text of a round, message by message (tool traffic and empty text left out)."""
+    return [Piece(m, speaker(m, lang), m.text) for m in messages if m.role in ("user", "assistant") and m.text.strip()]
+
+
+#: A span of a unit's text: [message id, message seq, speaker label, offset in the message,
+#: start and end in the unit's text]. Rendering merges spans of one message across units.
+Span = list
+
+
+def render_pieces(pieces: Sequence[Piece]) -> tuple[str, list[Span]]:
+    """"Label: text" lines (consecutive pieces of one message share a line) and their spans."""
+    out = ""
+    spans: list[Span] = []
+    for p in pieces:
+        last = spans[-1] if spans else None
+        if last is not None and last[0] == p.message.id and last[3] + (last[5] - last[4]) == p.offset:
+            out += p.text
+            last[5] = len(out)
+            continue
+        if last is not None:
+            out = out.rstrip()
+            last[5] = min(last[5], len(out))
+        text = p.text.lstrip()
+        out += ("\n" if out else "") + f"{p.label}: "
+        spans.append([p.message.id, p.message.seq, p.label, p.offset + len(p.text) - len(text), len(out), len(out) + len(text)])
+        out += text
+    out = out.rstrip()
+    if spans:
+        spans[-1][5] = min(spans[-1][5], len(out))
+    return out, spans
+
+
+def sentence_pieces(piece: Piece) -> list[Piece]:
+    """A piece cut at sentence ends, each sentence with its offset in the message."""
+    out, offset = [], piece.offset
+    for sentence in split_text(piece.text):
+        if sentence.strip():
+            out.append(Piece(piece.message, piece.label, sentence, offset))
+        offset += len(sentence)
+    return out
+
+
+def chunk_pieces(pieces: Sequence[Piece], counter: TokenCounter, chunk_tokens: int) -> list[list[Piece]]:
+    """Greedy packing of sentence pieces into chunks of at most ``chunk_tokens`` (a sentence longer
+    than that stands alone)."""
+    sentences = [piece for p in pieces for piece in sentence_pieces(p)]
+    chunks: list[list[Piece]] = []
+    current: list[Piece] = []
+    used = 0
+    for s in sentences:
+        cost = counter.count(s.text) + (2 if not current or current[-1].message.id != s.message.id else 0)
+        if current and used + cost > chunk_tokens:
+            chunks.append(current)
+            current, used = [], 0
+            cost = counter.count(s.text) + 2
+        current.append(s)
+        used += cost
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def lead_in(previous: Sequence[Message], lang: str, counter: TokenCounter, max_tokens: int) -> Piece | None:
+    """The end of the previous round's last message (its last sentences, at most ``max_tokens``):
+    what the round answers ("你喜欢哪种菜系呢？" before "我比较喜欢川菜和粤菜")."""
+    replies = [m for m in previous if m.role in ("user", "assistant") and m.text.strip()]
+    if not replies or max_tokens <= 0:
+        return None
+    last = replies[-1]
+    kept: list[Piece] = []
+    for sentence in reversed(sentence_pieces(Piece(last, speaker(last, lang), last.text))):
+        if counter.count("".join(p.text for p in [sentence, *kept])) > max_tokens:
+            break
+        kept.insert(0, sentence)
+    return Piece(last, kept[0].label, "".join(p.text for p in kept), kept[0].offset) if kept else None
+
+
+def units_for_round(
+    scope: Scope,
+    messages: Sequence[Message],
+    round_no: int,
+    counter: TokenCounter,
+    *,
+    chunk_tokens: int = 200,
+    previous: Sequence[Message] = (),
+    lead_tokens: int = 40,
+) -> list[Unit]:
+    """The units of one round: the whole round if it fits ``chunk_tokens``, else its chunks; the
+    first is led in by the end of the ``previous`` round's reply (see ``lead_in``)."""
+    lang = language("".join(m.text for m in messages))
+    pieces = round_pieces(messages, lang)
+    if not pieces:
+        return []
+    whole, _ = render_pieces(pieces)
+    groups = [list(pieces)] if counter.count(whole) <= chunk_tokens else chunk_pieces(pieces, counter, chunk_tokens)
+    lead = lead_in(previous, lang, counter, lead_tokens) if messages[0].role == "user" else None
+    if lead is not None:
+        groups[0] = [lead, *groups[0]]
+    first = messages[0]
+    category = next((m.metadata.get("category") for m in messages if m.metadata.get("category")), None)
+    units = []
+    for i, group in enumerate(groups):
+        sources = tuple(dict.fromkeys(p.message.id for p in group))
+        text, spans = render_pieces(group)
+        units.append(
+            Unit(
+                id=f"{first.id}:{i}",
+                scope=scope,
+                text=text,
+                timestamp=group[0].message.timestamp,
+                kind="round" if len(groups) == 1 else "chunk",
+                round=round_no,
+                category=str(category) if category else None,
+                source_ids=sources,
+                metadata={"lang": lang, "spans": spans},
+            )
+        )
+    return units
+
+
+def rounds(messages: Sequence[Message]) -> list[list[Message]]:
+    """Messages grouped into rounds (a user message and what answers it); system messages skipped."""
+    return [list(t.messages) for t in group_turns(messages)]

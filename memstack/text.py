@@ -1,0 +1,138 @@
+"""Text analysis for keyword search: Chinese and English mixed text into normalised search terms.
+
+``segment`` is what the unit stores index; ``analyze_query`` is what they search with. Both are
+pure and deterministic for a given jieba dictionary, so terms stored at write time match terms
+computed at query time (change the analysis, and the stores must be re-indexed from ``iterate``).
+
+- Text is NFKC-normalised (full-width letters, digits and punctuation become ASCII) and casefolded.
+- Runs of Chinese characters go to jieba's search-engine mode (``cut_for_search``: the words of
+  precise mode plus the shorter dictionary words inside long ones, so 流浪地球 also yields 流浪 and
+  地球), without HMM new-word guessing (it splits names differently in different contexts). On
+  MemoryBank-CN (35 questions) BM25 Recall@1/@5 is .471/.857 with these terms; precise mode gives
+  .457/.771, HMM on .443/.857, and keeping stopwords .486/.771.
+- Other runs split into words of letters and digits; English words lose a possessive 's, "n't"
+  becomes "not", and plain ASCII words are stemmed with Snowball's English stemmer (running, runs
+  -> run: on 4 LoCoMo conversations BM25 Recall@5 went from .527 to .564); numbers keep their
+  digits without leading zeros (05 -> 5).
+- Punctuation is dropped, and so are stopwords of both languages: a short list of function words,
+  particles, pronouns and question words. Negations (不, 没, 没有, not, no, never) are kept.
+
+jieba loads its dictionary (about a second) once per process, on first use, quietly and under a
+lock; it uses a private ``jieba.Tokenizer`` so that words an application adds to jieba's global
+tokenizer cannot change how stored text was segmented.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+import warnings
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jieba import Tokenizer
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_RUNS = re.compile(f"([{_HAN}]+)")
+_WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_CONTRACTIONS = {"won": "will", "ca": "can", "sha": "shall"}
+_CLITICS = frozenset({"s", "m", "re", "ve", "ll", "d"})
+
+
+def _wordlist(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+ZH_STOPWORDS = _wordlist(
+    """
+    的 地 得 之 了 着 过 是 在 和 与 及 或 而 并 也 都 就 还 又 才 把 被 让 给 对 从 向 跟 同 将 于 以 为 则
+    我 你 您 他 她 它 我们 你们 他们 她们 它们 咱们 自己 我的 你的
+    这 那 这个 那个 这些 那些 这样 那样 这种 那种 这里 那里 这么 那么 其 其中 此
+    吗 呢 吧 啊 呀 哦 噢 喔 嗯 哈 哈哈 啦 嘛 哇 呐 么 呗 哟 诶 欸
+    什么 哪 哪个 哪些 哪里 哪儿 怎么 怎么样 怎样 如何 为什么 多少 几 谁 是否
+    一个 一些 一下 一点 有点 很 非常 挺 太 比较 真的 就是 还是 但是 可是 不过 因为 所以 如果 虽然 然后
+    """
+)
+
+EN_STOPWORDS = _wordlist(
+    """
+    a an the and or but if then so than as of to in on at by for with from into onto about over under
+    is am are was were be been being do does did doing done have has had having
+    i me my mine myself we us our ours you your yours he him his she her hers it its they them their theirs
+    this that these those there here what which who whom whose when where why how
+    can could will would shall should may might must just also very too really quite
+    oh ok okay hi hello hey yes yeah please thanks thank s t d ll m re ve
+    """
+)
+
+_lock = threading.Lock()
+_tokenizer: Tokenizer | None = None
+
+
+def _jieba() -> Tokenizer:
+    """The process's private jieba tokenizer, loaded on first use without logging."""
+    global _tokenizer
+    if _tokenizer is None:
+        with _lock:
+            if _tokenizer is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # jieba imports the deprecated pkg_resources
+                    import jieba
+                logging.getLogger("jieba").setLevel(logging.WARNING)
+                tokenizer = jieba.Tokenizer()
+                tokenizer.initialize()
+                _tokenizer = tokenizer
+    return _tokenizer
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer().stemWord(word)
+
+
+def _han_terms(run: str) -> list[str]:
+    return [w for w in _jieba().cut_for_search(run, HMM=False) if w not in ZH_STOPWORDS]
+
+
+def _word_terms(word: str) -> list[str]:
+    """One word of a non-Chinese run as terms: none for a stopword, two for "don't" (do, not)."""
+    base, _, clitic = word.replace("’", "'").partition("'")
+    if clitic == "t" and base.endswith("n"):
+        base = base[:-1]
+        return [*_word_terms(_CONTRACTIONS.get(base, base)), "not"]
+    if clitic and clitic not in _CLITICS:
+        return [t for part in word.replace("’", "'").split("'") for t in _word_terms(part)]
+    if base in EN_STOPWORDS:
+        return []
+    if base.isdigit():
+        return [base.lstrip("0") or "0"]
+    if base.isascii() and base.isalpha():
+        return [_stem(base)]
+    return [base]
+
+
+def segment(text: str) -> list[str]:
+    """Search terms of ``text`` in order (repeats kept: they count as term frequency)."""
+    terms: list[str] = []
+    for i, run in enumerate(_RUNS.split(unicodedata.normalize("NFKC", text).casefold())):
+        if i % 2:  # the split's odd pieces are the Chinese runs
+            terms += _han_terms(run)
+        else:
+            for word in _WORDS.findall(run):
+                terms += _word_terms(word)
+    return terms
+
+
+def analyze_query(text: str) -> list[str]:
+    """The distinct search terms of a query, in order: each counts once, however often it is asked."""
+    return list(dict.fromkeys(segment(text)))

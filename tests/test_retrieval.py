@@ -1,0 +1,117 @@
+"""Retrieval memory end to end on the real local embedder and the SQLite default: the articles'
+examples, write-back through the job queue, isolation, deletion, and the search command."""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memstack import Memory
+from memstack.types import SearchFilter
+
+T0 = datetime(2026, 9, 1, 20, 0, tzinfo=timezone(timedelta(hours=8)))
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory):
+    m = Memory(tmp_path_factory.mktemp("r") / "m.db", layers=["window", "retrieval"])
+    yield m
+    m.close()
+
+
+def save(mem, user, text, thread="t", at=T0, reply=None):
+    msgs = [{"role": "user", "content": text}] + ([{"role": "assistant", "content": reply}] if reply else [])
+    mem.add(msgs, user_id=user, thread_id=thread, at=at)
+
+
+def test_the_articles_sports_example_is_scoped_to_the_user(mem):
+    for text, cat in (("我喜欢吃火锅", "preference"), ("我平时喜欢跑步", "hobby"), ("我正在学习LangChain", "learning")):
+        mem.add({"role": "user", "content": text, "metadata": {"category": cat}}, user_id="user_001", thread_id="notes", at=T0)
+    save(mem, "user_002", "我平时喜欢打篮球", thread="notes")
+    assert mem.store.jobs.pending() > 0  # nothing was embedded inside add()
+    mem.flush()
+    hits = mem.search("我喜欢什么运动？", user_id="user_001", at=T0 + timedelta(days=1))
+    assert hits and "我平时喜欢跑步" in hits[0].unit.text
+    assert all(h.unit.scope.user_id == "user_001" for h in hits)
+    assert not any("篮球" in h.unit.text for h in hits)
+    hobby = mem.search("我喜欢什么运动？", user_id="user_001", at=T0 + timedelta(days=1), where=SearchFilter(categories=("hobby",)))
+    assert [h.unit.category for h in hobby] == ["hobby"]
+
+
+def test_a_fact_from_ten_sessions_ago_is_recalled(mem):
+    user = "engineer"
+    save(mem, user, "我的职业是软件工程师", thread="s0", at=T0, reply="了解，你是软件工程师。")
+    chatter = ["今天去超市买了苹果", "周末看了一部电影", "我养了一只猫叫咪咪", "最近在读《三体》", "明天要去北京出差", "晚饭吃了饺子", "我在学弹吉他", "下雨了没带伞", "给妈妈打了电话"]
+    for i, text in enumerate(chatter, 1):
+        save(mem, user, text, thread=f"s{i}", at=T0 + timedelta(days=i), reply="好的")
+    mem.flush()
+    ctx = mem.context(user_id=user, thread_id="s10", query="我的职业是什么？", at=T0 + timedelta(days=11), strategy="window,retrieval")
+    memory_text = "\n".join(m.text for m in ctx.messages if m.role == "system")
+    assert "软件工程师" in memory_text and "2026-09-01" in memory_text
+    assert ctx.messages[-1].text == "我的职业是什么？"
+    assert ctx.sections["memory"] > 0
+
+
+def test_an_unrelated_question_injects_nothing(mem):
+    user = "foodie"
+    for i, text in enumerate(["我喜欢吃火锅", "我平时喜欢跑步", "我正在学习LangChain"]):
+        save(mem, user, text, thread="notes", at=T0 + timedelta(minutes=i))
+    mem.flush()
+    for question in ("量子纠缠的基本原理是什么？", "What is the capital of Australia?"):
+        ctx = mem.context(user_id=user, thread_id="new", query=question, at=T0 + timedelta(days=1), strategy="window,retrieval")
+        assert [m.text for m in ctx.messages] == [question], question
+        assert mem.search(question, user_id=user, at=T0 + timedelta(days=1)) == []
+
+
+def test_a_reply_joins_its_question_and_the_window_is_not_repeated(mem):
+    user = "joiner"
+    save(mem, user, "我的车牌号是京A12345", thread="car", at=T0)
+    mem.flush()
+    mem.add({"role": "assistant", "content": "记住了，京A12345。"}, user_id=user, thread_id="car", at=T0 + timedelta(minutes=1))
+    mem.flush()
+    hits = mem.search("我的车牌号是多少？", user_id=user, at=T0 + timedelta(days=1))
+    assert len(hits) == 1 and hits[0].unit.text == "用户: 我的车牌号是京A12345\n助手: 记住了，京A12345。"
+    ctx = mem.context(user_id=user, thread_id="car", query="我的车牌号是多少？", at=T0 + timedelta(days=1), strategy="window,retrieval")
+    assert not any(m.role == "system" for m in ctx.messages)  # already in the window: not repeated
+
+
+def test_time_in_the_question_prefers_that_period(mem):
+    user = "traveller"
+    save(mem, user, "我去了杭州旅游", thread="a", at=datetime(2026, 8, 3, 10, tzinfo=timezone.utc))
+    save(mem, user, "我去了成都旅游", thread="b", at=datetime(2026, 8, 26, 10, tzinfo=timezone.utc))
+    mem.flush()
+    at = datetime(2026, 9, 1, 10, tzinfo=timezone.utc)  # a Tuesday; last week = Aug 24-30
+    assert "成都" in mem.search("我上周去哪里旅游了？", user_id=user, at=at)[0].unit.text
+    assert "成都" in mem.search("Where did I travel last week?", user_id=user, at=at)[0].unit.text
+    assert "杭州" in mem.search("我8月3日去哪里旅游了？", user_id=user, at=at)[0].unit.text
+
+
+def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
+    with Memory(tmp_path / "f.db", layers=["retrieval"]) as m:
+        save(m, "gone", "我的密码提示是小狗的名字", thread="x")
+        save(m, "stays", "我的密码提示是小猫的名字", thread="x")
+        m.flush()
+        assert m.search("密码提示", user_id="gone")
+        m.forget(user_id="gone")
+        assert m.search("密码提示", user_id="gone") == []
+        assert m.store.vectors.info()[2] == 1
+        assert m.search("密码提示", user_id="stays")
+        rows = m.store.query("SELECT count(*) FROM sqlite_master WHERE type = 'table'")[0][0]
+        assert rows > 0
+        for table in [r[0] for r in m.store.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%user_id%'")]:
+            assert m.store.query(f"SELECT count(*) FROM {table} WHERE user_id = 'gone'")[0][0] == 0, table
+
+
+def test_search_command(tmp_path):
+    env = {**os.environ, "MEMSTACK_HOME": str(tmp_path)}
+    with Memory(tmp_path / "memstack.db", layers=["retrieval"]) as m:
+        for text in ("我喜欢吃火锅", "我平时喜欢跑步", "我正在学习LangChain"):
+            save(m, "user_001", text, thread="notes")
+        m.flush()
+    out = subprocess.run([sys.executable, "-m", "memstack", "search", "--user", "user_001", "--k", "2", "--json", "我喜欢什么运动？"], capture_output=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    data = json.loads(out.stdout)
+    assert len(data) <= 2 and "跑步" in data[0]["text"] and 0 <= data[0]["score"] <= 1
