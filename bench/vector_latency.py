@@ -42,6 +42,7 @@ KINDS = ("round", "fact", "summary")
 CATEGORIES = tuple(f"c{i}" for i in range(8))
 MODEL = "bench-e5-small"
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+WARM_UP = 20  # queries run before measuring, not measured
 
 
 @dataclass
@@ -176,12 +177,14 @@ def load_sqlite(data: Data, path: Path, batch: int = 20_000) -> float:
     return time.perf_counter() - started
 
 
-def bench_sqlite(data: Data, path: Path, qs: np.ndarray, truth: list[list[str]]) -> dict[str, Any]:
+def bench_sqlite(path: Path, qs: np.ndarray, warm: np.ndarray, truth: list[list[str]]) -> dict[str, Any]:
     store = SQLiteStore(path)
     scope = Scope(user_id=BIG)
     started = time.perf_counter()
-    store.vectors.search(scope, qs[0], k=10)
+    store.vectors.search(scope, warm[0], k=10)
     first = time.perf_counter() - started
+    for q in warm[1:]:
+        store.vectors.search(scope, q, k=10)
     times, results = run_queries(lambda q, w: ids_of(store.vectors.search(scope, q, k=10, where=w)), qs)
     cached = store.vectors._cache._entries[("default", BIG)][1].nbytes
     store.close()
@@ -319,19 +322,20 @@ def load_pg(data: Data, dsn: str, schema: str) -> tuple[Any, dict[str, float]]:
         timings["shared_buffers_mb"] = conn.execute(
             "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
         ).fetchone()[0]
-        timings["index_mb"] = conn.execute("SELECT pg_relation_size('memstack_vectors_hnsw') / 2^20").fetchone()[0]
-        timings["table_mb"] = conn.execute("SELECT pg_table_size('memstack_vectors') / 2^20").fetchone()[0]
+        sizes = "SELECT sum({}(relid)) / 2^20 FROM pg_partition_tree('{}')"  # summed over the partitions
+        timings["index_mb"] = conn.execute(sizes.format("pg_relation_size", "memstack_vectors_hnsw")).fetchone()[0]
+        timings["table_mb"] = conn.execute(sizes.format("pg_table_size", "memstack_vectors")).fetchone()[0]
     return store, {k: round(float(v), 1) for k, v in timings.items()}
 
 
-def bench_pg(store: Any, data: Data, qs: np.ndarray, truth: list[list[str]]) -> dict[str, Any]:
+def bench_pg(store: Any, data: Data, qs: np.ndarray, warm: np.ndarray, truth: list[list[str]]) -> dict[str, Any]:
     from memstack.backends.pg_vectors import PgVectorIndex
 
     exact, hnsw = PgVectorIndex(store._db, exact_below=10**9), PgVectorIndex(store._db, exact_below=0)
     out: dict[str, Any] = {}
     for label, user, n in (("big_user", BIG, len(qs)), ("small_user", "user_000001", len(qs) // 4)):
         scope, some = Scope(user_id=user), qs[:n]
-        for q in qs[-20:]:  # warm the caches with queries that are not measured
+        for q in warm:
             exact.search(scope, q, k=10)
             hnsw.search(scope, q, k=10)
         exact_times, exact_results = run_queries(lambda q, w, scope=scope: ids_of(exact.search(scope, q, k=10, where=w)), some)
@@ -372,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k not in ("pg_dsn", "workdir", "json")}}
     started = time.perf_counter()
-    data, qs = generate(args.total, args.per_user, args.others_size, args.dim, args.queries, args.seed)
+    data, all_queries = generate(args.total, args.per_user, args.others_size, args.dim, args.queries + WARM_UP, args.seed)
+    qs, warm = all_queries[: args.queries], all_queries[args.queries :]
     big = np.flatnonzero(data.users == 0)
     kinds = filters()
     truth = [exact_top(data, big, q, kinds[n % len(kinds)][1]) for n, q in enumerate(qs)]
@@ -390,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         path = workdir / "memstack.db"
         path.unlink(missing_ok=True)
         report["sqlite"] = {"load_s": round(load_sqlite(data, path), 1)}
-        report["sqlite"].update(bench_sqlite(data, path, qs, truth))
+        report["sqlite"].update(bench_sqlite(path, qs, warm, truth))
         report["sqlite"]["file_mb"] = round(path.stat().st_size / 2**20)
         log("sqlite", report["sqlite"])
         path.unlink()
@@ -403,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         vec_path.unlink()
     if "postgres" in engines:
         store, timings = load_pg(data, args.pg_dsn, args.pg_schema)
-        report["postgres"] = {**timings, **bench_pg(store, data, qs, truth)}
+        report["postgres"] = {**timings, **bench_pg(store, data, qs, warm, truth)}
         store.close()
         log("postgres", report["postgres"])
     report["total_s"] = round(time.perf_counter() - started, 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -72,9 +72,21 @@ def run_demo(args: argparse.Namespace) -> None:
         for title, strategy, options, budget in STRATEGIES:
             ctx = memory.context(user_id=USER, thread_id="s1", query=QUERY, at=at, strategy=strategy, max_tokens=budget, **options)
             show(title, ctx)
-        report = memory.flush()
-        print(f"\nwrite queue: {report.ran} jobs ran, {report.failed} failed")
     _restart_check(target, at)
+    _layered(target, records)
+
+
+def _layered(target: str | Path, records: list[dict[str, Any]]) -> None:
+    """The articles' layered stack: the window holds this turn, the vector store spans sessions."""
+    with Memory(str(target), layers=["window", "retrieval"]) as memory:
+        memory.forget(user_id=USER)
+        replay(memory, records)
+        report = memory.flush()
+        print(f"\nwrite queue: {report.ran} jobs ran (embedding and indexing every round), {report.failed} failed")
+        at = parse_time(records[-1]["timestamp"]) + timedelta(days=3)
+        for question in (QUERY, "我喜欢什么运动？", "量子计算的原理是什么？"):
+            ctx = memory.context(user_id=USER, thread_id="s3", query=question, at=at, k=2, max_tokens=600)
+            show(f"分层组合 window + retrieval, a new session three days later: {question}", ctx)
 
 
 def _restart_check(target: str | Path, at: datetime) -> None:

@@ -398,7 +398,8 @@ def _tail_is_enough(loaded: list[Message], kept: list[Message]) -> bool:
 
 
 def render_sections(sections: Sequence[Section]) -> str:
-    return "\n\n".join(f"## {s.name}\n{s.text}" for s in sections)
+    """One system message's text: each section as its layer wrote it (with its own heading)."""
+    return "\n\n".join(s.text for s in sections)
 
 
 def _assemble(out: LayerOutput, query: Message | None, budget: int | None, counter: TokenCounter) -> Context:

@@ -117,7 +117,7 @@ def test_hnsw_recall_on_many_rows_of_one_user(pg):
         total += 10
     assert hits / total >= 0.95
     sql = "SELECT unit_id FROM memstack_vectors WHERE tenant = 'default' AND user_id = 'user_001' ORDER BY embedding OPERATOR(public.<=>) '[1,0,0,0,0,0,0,0]' LIMIT 10"
-    assert "memstack_vectors_hnsw" in plan(pg, sql)
+    assert "_embedding_idx" in plan(pg, sql)  # the HNSW index of the user's partition
 
 
 def test_store_delete_thread_and_user_clear_vectors_and_cache(pg):

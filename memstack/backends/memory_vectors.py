@@ -56,7 +56,7 @@ class UserVectors:
 
     def _append(self, key: tuple[str, str]) -> int:
         if self.count == len(self._vectors):
-            self._grow(max(16, 2 * self.count))
+            self._grow(max(64, self.count + self.count // 4))  # +25%: a cached 100k user grows by 38 MB, not 154
         self._keys.append(key)
         self._agents.add(key[0])
         self._row[key] = self.count
@@ -110,14 +110,14 @@ class UserVectors:
             return []
         rows = self._matching(agent_id, where)
         if rows is None:
-            cosines = self._vectors[: self.count] @ query
+            cosines = dot(self._vectors[: self.count], query)
             rows = np.arange(self.count)
         elif rows.size == 0:
             return []
         elif rows.size < GATHER_BELOW * self.count:
-            cosines = self._vectors[rows] @ query
+            cosines = dot(self._vectors[rows], query)
         else:
-            cosines = (self._vectors[: self.count] @ query)[rows]
+            cosines = dot(self._vectors[: self.count], query)[rows]
         if k < cosines.size:
             kth = np.partition(cosines, cosines.size - k)[cosines.size - k]
             keep = np.flatnonzero(cosines >= kth)  # every row tied with the k-th, so ties resolve by id
@@ -171,6 +171,13 @@ class UserVectors:
         built._agents = set(agents)
         built.count = n
         return built
+
+
+def dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Row-by-vector products on this thread. BLAS would use every core, and one busy core then
+    stalls the whole product: on the loaded 2-core machine a 10k-row product took 23 ms p50
+    through BLAS and 0.55 ms this way (100k rows: 3 ms vs 5 ms when the machine is idle)."""
+    return np.einsum("ij,j->i", matrix, vector)
 
 
 def user_key(scope: Scope) -> tuple[str, str]:

@@ -26,8 +26,6 @@ from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest, WriteRequest
 
-SECTION_TITLES = {"zh": "相关历史记忆", "en": "Relevant memories"}
-
 
 @dataclass
 class Retrieval:
@@ -84,11 +82,12 @@ class Retrieval:
         budget = None if request.budget is None else int(request.budget * self.share)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         kept = fit_hits(hits, budget, request.counter, lang)
-        dropped = [Dropped(self.name, "retrieved memory over its share of the budget", h.unit.source_ids, request.counter.count(h.unit.text)) for h in hits[len(kept) :]]
+        left = [h for h in hits if h not in kept]
+        dropped = [Dropped(self.name, f"{len(left)} retrieved memories over its share of the budget", tuple(i for h in left for i in h.unit.source_ids), sum(request.counter.count(h.unit.text) for h in left))] if left else []
         if not kept:
             return LayerOutput(messages, dropped=dropped)
         sources = tuple(i for h in kept for i in h.unit.source_ids)
-        section = Section(SECTION_TITLES[lang], render_hits(kept, lang), priority=40, source_ids=sources)
+        section = Section(self.name, render_hits(kept, lang), priority=40, source_ids=sources)
         return LayerOutput(messages, [section], dropped)
 
     # ---- write side --------------------------------------------------------------------------
