@@ -115,3 +115,20 @@ def test_search_command(tmp_path):
     assert out.returncode == 0, out.stderr.decode()
     data = json.loads(out.stdout)
     assert len(data) <= 2 and "跑步" in data[0]["text"] and 0 <= data[0]["score"] <= 1
+
+
+def test_a_new_embedder_is_refused_until_reindex(tmp_path):
+    from memstack.layers.retrieval import reindex
+
+    db = tmp_path / "re.db"
+    with Memory(db, layers=["retrieval"]) as m:
+        save(m, "u", "我平时喜欢跑步", thread="a")
+        assert m.flush().failed == 0
+        assert m.store.vectors.info()[:2] == (m._layer("retrieval", {}).searcher.embedder.name, 384)
+    with Memory(db, layers=["retrieval"], options={"embedder": "use"}) as m:
+        save(m, "u", "我喜欢吃火锅", thread="b")
+        report = m.flush()
+        assert report.failed == 1 and "reindex" in report.errors[0]
+        assert reindex(m.store, "use") == 2  # both units, the failed job's included
+        assert m.store.vectors.info()[1] == 512
+        assert "跑步" in m.search("我喜欢什么运动？", user_id="u")[0].unit.text

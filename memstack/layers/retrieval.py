@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
 from ..retrieval.render import fit_hits, render_hits
 from ..retrieval.search import Searcher, SearchSettings
-from ..retrieval.units import rounds, units_for_round
+from ..retrieval.units import head, rounds, units_for_round
 from ..stores import Store, VectorIndex
 from ..tokens import TokenCounter, get_counter
 from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section
@@ -43,6 +43,9 @@ class Retrieval:
     method: str = "hybrid"
     share: float = 0.4
     chunk_tokens: int = 200
+    #: tokens of a unit that the dense index embeds (its opening; BM25 indexes all of it): the
+    #: embedding model's cost grows with every token, and a long chunk's topic shows early
+    dense_tokens: int = 128
     #: tokens of the previous reply that lead a round in (0: none)
     lead_tokens: int = 40
     #: plain ranking without relevance floor or time handling (the benchmark's baselines)
@@ -108,14 +111,33 @@ class Retrieval:
             previous = groups[i - 1] if i > 0 else ()
             units += units_for_round(scope, groups[i], round_no, self.counter, chunk_tokens=self.chunk_tokens, previous=previous, lead_tokens=self.lead_tokens)
         if units:
-            embedder = CachedEmbedder(self.searcher.embedder, request.store.embeddings)
-            vectors = embedder.embed_documents(scope, [u.text for u in units])
             request.store.units.put(units)
-            self.index.upsert(units, vectors, model=self.searcher.embedder.name)
+            self._embed(scope, units)
         # the next job re-reads the last two rounds: the last may still be answered, and the one
         # before leads it in
         keep = groups[-2][0].seq if len(groups) > 1 else groups[-1][0].seq
         return (keep - 1) if keep else None
+
+    def _embed(self, scope: Scope, units: list) -> None:
+        model = self.searcher.embedder
+        vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, [head(u.text, self.dense_tokens, self.counter) for u in units])
+        self.index.upsert(units, vectors, model=model.name)
+
+    def reindex(self, *, batch: int = 256, progress: Any = None) -> int:
+        """Empty the vector index and embed every unit of the store again (after a change of
+        embedder: a new model or dimension is refused until this runs). Returns units embedded."""
+        self.index.reset()
+        done = 0
+        for units in self.store.units.iterate(batch=batch):
+            by_scope: dict[Scope, list] = {}
+            for u in units:
+                by_scope.setdefault(u.scope, []).append(u)
+            for scope, group in by_scope.items():
+                self._embed(scope, group)
+            done += len(units)
+            if progress:
+                progress(done)
+        return done
 
     @staticmethod
     def _rounds_before(store: Store, scope: Scope, seq: int) -> int:
@@ -126,24 +148,9 @@ class Retrieval:
         return self.index.delete(scope) if self.index is not self.store.vectors else 0
 
 
-def reindex(store: Store, embedder: str | Embedder | None = None, *, index: VectorIndex | None = None, batch: int = 256, progress: Any = None) -> int:
-    """Re-embed every unit of the store with ``embedder`` into ``index`` (default: the store's
-    own), after a change of model: the index is emptied first. Returns the units embedded."""
-    model = get_embedder(embedder)
-    index = index if index is not None else store.vectors
-    index.reset()
-    cached = CachedEmbedder(model, store.embeddings)
-    done = 0
-    for units in store.units.iterate(batch=batch):
-        by_scope: dict[Scope, list] = {}
-        for u in units:
-            by_scope.setdefault(u.scope, []).append(u)
-        for scope, group in by_scope.items():
-            index.upsert(group, cached.embed_documents(scope, [u.text for u in group]), model=model.name)
-        done += len(units)
-        if progress:
-            progress(done)
-    return done
+def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, **options: Any) -> int:
+    """Re-embed every unit of the store with ``embedder`` (after a change of model)."""
+    return Retrieval(store=store, embedder=embedder, **options).reindex(progress=progress)
 
 
 register_layer("retrieval", Retrieval)

@@ -165,3 +165,18 @@ def units_for_round(
 def rounds(messages: Sequence[Message]) -> list[list[Message]]:
     """Messages grouped into rounds (a user message and what answers it); system messages skipped."""
     return [list(t.messages) for t in group_turns(messages)]
+
+
+def head(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (what the dense index embeds of a long
+    unit; keyword search always sees all of it)."""
+    if counter.count(text) <= max_tokens:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
