@@ -282,6 +282,7 @@ class VectorIndexContract:
 
     def test_delete_by_ids_within_the_user(self, index):
         self.delete_fixture(index)
+        assert index.delete(A, []) == 0
         assert index.delete(AGENT, ["a1", "missing"]) == 1
         assert index.delete(A, ["a1", "b1", "missing"]) == 2
         assert self.remaining(index, A) == ["a2", "b2"]
@@ -368,6 +369,11 @@ class EmbeddingCacheContract:
         np.testing.assert_array_equal(got["h1"], np.array([0.25, -1.5, 3.0], np.float32))
         np.testing.assert_array_equal(got["h2"], np.arange(4, dtype=np.float32))
         assert cache.get(A, MODEL, []) == {}
+
+    def test_non_finite_values_are_refused(self, cache):
+        with pytest.raises(InvalidInput):
+            cache.put(A, MODEL, {"h1": [1.0], "h2": [np.nan]})
+        assert cache.get(A, MODEL, ["h1", "h2"]) == {}
 
     def test_put_replaces(self, cache):
         cache.put(A, MODEL, {"h1": [1.0, 2.0]})
