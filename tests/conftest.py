@@ -2,3 +2,5 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+pytest_plugins = ["pgsupport"]  # the `schema` fixture for the PostgreSQL tests

@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
+from pgsupport import require_dsn
 
 from memstack.errors import InvalidInput, MissingDependency, SchemaError, StoreError
 from memstack.testing import A, StoreContract, msg
 from memstack.types import Message
 
-DSN = os.environ.get("MEMSTACK_TEST_PG_DSN", "")
-if not DSN:
-    if os.environ.get("CI"):
-        pytest.fail("MEMSTACK_TEST_PG_DSN is not set; CI must run the PostgreSQL tests (see scripts/postgres.sh)", pytrace=False)
-    pytest.skip("set MEMSTACK_TEST_PG_DSN to run the PostgreSQL backend tests", allow_module_level=True)
+DSN = require_dsn("backend")
 
 psycopg = pytest.importorskip("psycopg")
 from memstack.backends.postgres import MIGRATIONS, PostgresStore, quote_identifier  # noqa: E402
@@ -49,12 +44,6 @@ def append_one_by_one(dsn: str, schema: str, writer: int) -> None:
     finally:
         store.close()
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"memstack_test_{uuid.uuid4().hex[:12]}"
-    yield name
-    drop_schema(name)
 
 
 @pytest.fixture

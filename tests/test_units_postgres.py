@@ -7,35 +7,23 @@ missing server is a failure. Every test works in a fresh random schema, dropped 
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta, timezone
 
 import pytest
+from pgsupport import require_dsn
 
 from memstack.errors import InvalidInput
 from memstack.testing import T0, A, B, UnitStoreContract, unit
 from memstack.types import Unit
 
-DSN = os.environ.get("MEMSTACK_TEST_PG_DSN", "")
-if not DSN:
-    if os.environ.get("CI"):
-        pytest.fail("MEMSTACK_TEST_PG_DSN is not set; CI must run the PostgreSQL tests (see scripts/postgres.sh)", pytrace=False)
-    pytest.skip("set MEMSTACK_TEST_PG_DSN to run the PostgreSQL backend tests", allow_module_level=True)
+DSN = require_dsn("unit store")
 
 psycopg = pytest.importorskip("psycopg")
 from memstack.backends.postgres import MIGRATIONS, PostgresStore, quote_identifier  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"memstack_test_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {quote_identifier(name)} CASCADE")
 
 
 @pytest.fixture

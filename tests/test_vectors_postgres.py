@@ -8,36 +8,24 @@ missing server is a failure. Every test works in a fresh random schema, dropped 
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from pgsupport import require_dsn
 
 from memstack.testing import A2, AGENT, A, B, EmbeddingCacheContract, VectorIndexContract
 from memstack.testing.vectors import MODEL, axis, brute_force, ids, unit
 from memstack.types import SearchFilter
 
-DSN = os.environ.get("MEMSTACK_TEST_PG_DSN", "")
-if not DSN:
-    if os.environ.get("CI"):
-        pytest.fail("MEMSTACK_TEST_PG_DSN is not set; CI must run the PostgreSQL tests (see scripts/postgres.sh)", pytrace=False)
-    pytest.skip("set MEMSTACK_TEST_PG_DSN to run the PostgreSQL vector tests", allow_module_level=True)
+DSN = require_dsn("vector")
 
 psycopg = pytest.importorskip("psycopg")
 from memstack.backends.pg_vectors import PgVectorIndex  # noqa: E402
-from memstack.backends.postgres import PostgresStore, quote_identifier  # noqa: E402
+from memstack.backends.postgres import PostgresStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    name = f"memstack_test_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {quote_identifier(name)} CASCADE")
 
 
 @pytest.fixture
