@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 from ..types import Scope, Scored, SearchFilter, Unit
-from .vector_rules import best_first, check_model, epoch_us, latest_per_key, query_row, score, unit_rows
+from .vector_rules import best_first, check_model, epoch_us, query_row, score, upsert_batch
 
 #: below this share of matching rows the matching rows are gathered first, above it all are scored
 GATHER_BELOW = 0.15
@@ -194,11 +194,9 @@ class NumpyVectorIndex:
         self._dimension: int | None = None
 
     def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
-        units = list(units)
+        units, rows = upsert_batch(units, vectors)
         if not units:
             return
-        rows = unit_rows(vectors, len(units))
-        units, rows = latest_per_key(units, rows)
         with self._lock:
             check_model(self._model, self._dimension, model, rows.shape[1])
             self._model, self._dimension = model, rows.shape[1]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import StoreError, require
 from ..types import Scope, Scored, SearchFilter, Unit
-from .vector_rules import best_first, check_model, epoch_us, latest_per_key, query_row, score, unit_rows
+from .vector_rules import best_first, check_model, epoch_us, query_row, score, upsert_batch
 
 MAX_TOP_K = 16_384
 TIE_MARGIN = 16
@@ -124,11 +124,9 @@ class MilvusVectorIndex:
         )
 
     def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
-        units = list(units)
+        units, rows = upsert_batch(units, vectors)
         if not units:
             return
-        rows = unit_rows(vectors, len(units))
-        units, rows = latest_per_key(units, rows)
         data = [
             {
                 "id": primary_key(u),

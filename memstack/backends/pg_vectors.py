@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import StoreError
 from ..types import Scope, Scored, SearchFilter, Unit
 from .memory_vectors import cache_row
-from .vector_rules import best_first, check_model, latest_per_key, query_row, score, unit_rows
+from .vector_rules import best_first, check_model, query_row, score, upsert_batch
 
 if TYPE_CHECKING:
     from psycopg import Cursor
@@ -175,11 +175,9 @@ class PgVectorIndex:
     # ---- writing -------------------------------------------------------------------------
 
     def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
-        units = list(units)
+        units, rows = upsert_batch(units, vectors)
         if not units:
             return
-        rows = unit_rows(vectors, len(units))
-        units, rows = latest_per_key(units, rows)
         params = [(*u.scope.key, u.id, u.kind, u.category, u.timestamp, vector_text(row)) for u, row in zip(units, rows, strict=True)]
         with self._db.transaction("storing vectors") as cur:
             ext = self._extension(cur)

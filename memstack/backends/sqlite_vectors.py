@@ -38,7 +38,7 @@ import numpy as np
 
 from ..types import Scope, Scored, SearchFilter, Unit
 from .memory_vectors import UserVectors, cache_row, user_key
-from .vector_rules import check_model, epoch_us, latest_per_key, query_row, unit_rows
+from .vector_rules import check_model, epoch_us, query_row, upsert_batch
 
 if TYPE_CHECKING:
     import sqlite3
@@ -172,11 +172,9 @@ class SQLiteVectorIndex:
     # ---- writing -------------------------------------------------------------------------
 
     def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
-        units = list(units)
+        units, rows = upsert_batch(units, vectors)
         if not units:
             return
-        rows = unit_rows(vectors, len(units))
-        units, rows = latest_per_key(units, rows)
         by_user: dict[UserKey, list[int]] = {}
         for i, u in enumerate(units):
             by_user.setdefault(user_key(u.scope), []).append(i)

@@ -76,6 +76,14 @@ def latest_per_key(units: Sequence[Unit], rows: np.ndarray) -> tuple[list[Unit],
     return [units[i] for i in keep], rows[keep]
 
 
+def upsert_batch(units: Sequence[Unit], vectors: Any) -> tuple[list[Unit], np.ndarray]:
+    """The checked rows of an upsert, the last of each key kept; ([], empty) for no units."""
+    units = list(units)
+    if not units:
+        return [], np.empty((0, 0), dtype=np.float32)
+    return latest_per_key(units, unit_rows(vectors, len(units)))
+
+
 def score(cosine: float) -> float:
     """Cosine similarity mapped to [0, 1] by (1 + cos) / 2."""
     return min(1.0, max(0.0, (1.0 + float(cosine)) / 2.0))

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInput
 from ..memory import Memory
 from ..retrieval.render import render_hits
 from ..tokens import get_counter
@@ -62,7 +63,7 @@ def run(
 ) -> dict[str, Any]:
     """Run the benchmark on a fresh SQLite store in a temporary directory; returns the report."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}")
+        raise InvalidInput(f"method must be one of {', '.join(METHODS)}", field="method")
     conversations = load(dataset, path)
     ks = sorted(set(ks))
     cl100k = get_counter("cl100k_base")
