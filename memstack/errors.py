@@ -5,11 +5,16 @@
     │   ├── InvalidInput           bad message, scope, time, size or encoding
     │   ├── BudgetError            a token budget too small for what must be kept
     │   ├── UnknownName            an unregistered layer, counter, backend or preset
-    │   └── MissingDependency      an optional extra is not installed (names the pip line)
+    │   ├── MissingDependency      an optional extra is not installed (names the pip line)
+    │   ├── MissingAPIKey          a provider needs a key that is not set (names the variable)
+    │   └── ProviderRejected       a model API refused the request (bad key, model, URL or input)
     └── RuntimeFailure             the world failed: retrying may help
         ├── StoreError             a storage backend failed or is unreachable
         │   └── SchemaError        a store's schema is newer than this code, or corrupt
-        └── JobError               a write-side job failed (kept queued for retry)
+        ├── JobError               a write-side job failed (kept queued for retry)
+        ├── ProviderUnavailable    a model API timed out, was unreachable, rate-limited or failed
+        ├── ModelOutputError       a model's output still failed its schema after repair and retry
+        └── ModelIntegrityError    a local model file does not match its pinned checksum
 
 Every error has a stable ``code`` (used by the CLI's JSON output and, later, the HTTP API).
 """
@@ -86,6 +91,48 @@ class JobError(RuntimeFailure):
     """A write-side job failed; it stays queued and is retried with backoff."""
 
     code = "job_error"
+
+
+class MissingAPIKey(UsageError):
+    """A provider that needs an API key has none: the message names the environment variable."""
+
+    code = "missing_api_key"
+
+    def __init__(self, provider: str, env: str | None) -> None:
+        self.env = env
+        where = f"set {env} or pass api_key=" if env else "pass api_key="
+        super().__init__(f"{provider} needs an API key: {where}")
+
+
+class ProviderRejected(UsageError):
+    """A model API refused the request (bad key, unknown model or URL, invalid input)."""
+
+    code = "provider_rejected"
+
+
+class ProviderUnavailable(RuntimeFailure):
+    """A model API timed out, was unreachable, rate-limited us, failed (5xx) or answered nonsense."""
+
+    code = "provider_unavailable"
+
+
+class ModelOutputError(RuntimeFailure):
+    """A model's structured output failed its schema even after repair and one retry.
+
+    ``raw`` keeps the last output so that the failure can be recorded; the job stays queued.
+    """
+
+    code = "model_output_error"
+
+    def __init__(self, message: str, *, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class ModelIntegrityError(RuntimeFailure):
+    """A local model file's sha256 does not match the pinned one: it is refused, never loaded."""
+
+    code = "model_integrity_error"
 
 
 def require(module: str, *, extra: str, package: str | None = None):

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from .types import Checkpoint, Job, Message, Scope, Scored, SearchFilter, ThreadInfo, Unit
+from .types import AuditEvent, Change, Checkpoint, Job, Message, Record, Scope, Scored, SearchFilter, ThreadInfo, Unit, UsageRecord
 
 
 @runtime_checkable
@@ -159,11 +159,53 @@ class EmbeddingCache(Protocol):
         ...
 
 
+@runtime_checkable
+class RecordStore(Protocol):
+    """Model-made memory (summaries, entities, relations, state keys) with full history and an
+    audit trail, per user. Reads see only the scope's tenant+user (and agent, if named).
+
+    A user-level scope (thread_id None) addresses the user's records; a thread scope that thread's.
+    """
+
+    def current(self, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
+        """The current records of a kind at exactly this scope level, by key (all, or these keys)."""
+        ...
+
+    def history(self, scope: Scope, kind: str, key: str) -> list[Record]:
+        """Every version of one key, oldest first (the last is current unless deleted)."""
+        ...
+
+    def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
+        """Apply the changes in one transaction, each audited; returns the events (no-ops give none)."""
+        ...
+
+    def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
+        """The user's audit events (every thread), newest first."""
+        ...
+
+    def delete(self, scope: Scope, kind: str | None = None) -> int:
+        """Delete records (not audit) of the scope's thread, or (thread_id None) the user's user-level
+        records; of one kind or all. Returns rows deleted."""
+        ...
+
+
+@runtime_checkable
+class UsageLog(Protocol):
+    """Model calls per scope: tokens, latency, failures."""
+
+    def record(self, rows: Sequence[UsageRecord]) -> None: ...
+
+    def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
+        """The user's calls (every thread), oldest first."""
+        ...
+
+
 class Store(Protocol):
     """One backend's stores, sharing a connection; ``delete_user`` erases a user everywhere.
 
     Backends that support retrieval (memory, SQLite, PostgreSQL) also have ``units``
-    (UnitStore), ``vectors`` (VectorIndex) and ``embeddings`` (EmbeddingCache).
+    (UnitStore), ``vectors`` (VectorIndex) and ``embeddings`` (EmbeddingCache); the same backends
+    have ``records`` (RecordStore) and ``usage`` (UsageLog) for the model-backed layers.
     """
 
     history: HistoryStore

@@ -379,6 +379,103 @@ class Unit:
             object.__setattr__(self, "source_ids", tuple(self.source_ids))
 
 
+RECORD_KINDS: tuple[str, ...] = ("summary", "entity", "relation", "state")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A piece of model-made memory: a thread's summary, or a user's entity, relation or state key.
+
+    ``key`` is unique among the *current* records of (scope, kind): an entity's canonical name
+    (case-folded), a relation's "source\x1frelation\x1ftarget", a state key, "summary". A changed
+    value supersedes the current record: the old one keeps its row with ``invalid_at`` set, so the
+    history of every key can be read back. ``scope`` is user-level (thread_id None) for entities,
+    relations and state, a thread for summaries.
+    """
+
+    id: str
+    scope: Scope
+    kind: str
+    key: str
+    value: Mapping[str, Any]
+    source_ids: tuple[str, ...] = ()
+    #: when the fact became true: the time of the message it came from, never the clock's
+    valid_from: datetime | None = None
+    #: when it stopped being current (superseded or deleted); None while current
+    invalid_at: datetime | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in RECORD_KINDS:
+            raise InvalidInput(f"unknown record kind {self.kind!r}; expected one of {', '.join(RECORD_KINDS)}", field="kind")
+        if not isinstance(self.key, str) or not self.key:
+            raise InvalidInput("a record needs a non-empty key", field="key")
+        if isinstance(self.source_ids, list):
+            object.__setattr__(self, "source_ids", tuple(self.source_ids))
+
+    @property
+    def current(self) -> bool:
+        return self.invalid_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One write to a RecordStore: ``put`` adds a key or supersedes its current value (a put of the
+    value already current is a no-op, so a rerun job writes nothing twice); ``delete`` invalidates
+    the current record. ``at`` is when it became true (the source messages' time)."""
+
+    action: str
+    kind: str
+    key: str
+    value: Mapping[str, Any] | None = None
+    source_ids: tuple[str, ...] = ()
+    at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.action not in ("put", "delete"):
+            raise InvalidInput(f"unknown change action {self.action!r}; expected put or delete", field="action")
+        if self.kind not in RECORD_KINDS:
+            raise InvalidInput(f"unknown record kind {self.kind!r}; expected one of {', '.join(RECORD_KINDS)}", field="kind")
+        if self.action == "put" and not isinstance(self.value, Mapping):
+            raise InvalidInput("a put needs a value (a JSON object)", field="value")
+        if isinstance(self.source_ids, list):
+            object.__setattr__(self, "source_ids", tuple(self.source_ids))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """What a Change did: ``add``, ``supersede`` or ``delete`` of a key, with before/after values,
+    the source messages, the layer that made it and when it was recorded."""
+
+    id: str
+    scope: Scope
+    layer: str
+    kind: str
+    key: str
+    action: str
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+    source_ids: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call made for a scope: which layer, which model, its tokens and latency, whether
+    its output was usable (``error`` says why not)."""
+
+    scope: Scope
+    layer: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    ok: bool = True
+    error: str | None = None
+    at: datetime = field(default_factory=utcnow)
+
+
 @dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Restricts a search within one user's memories: threads, categories, kinds, a time range

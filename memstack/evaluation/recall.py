@@ -45,6 +45,21 @@ def ingest(memory: Memory, conv: Conversation) -> dict[str, str]:
     return keys
 
 
+def stored_keys(memory: Memory, conv: Conversation) -> dict[str, str] | None:
+    """The keys of a conversation already ingested into ``memory`` (a reused --db); None if not."""
+    have = {t.thread_id for t in memory.threads(user_id=conv.id)}
+    if not have or not all(s.id in have for s in conv.sessions if s.turns):
+        return None
+    keys: dict[str, str] = {}
+    for session in conv.sessions:
+        if session.turns:
+            stored = memory.history(user_id=conv.id, thread_id=session.id)
+            if len(stored) != len(session.turns):
+                return None
+            keys.update({m.id: t.key for m, t in zip(stored, session.turns, strict=True)})
+    return keys
+
+
 def _layer_options(method: str) -> dict[str, Any]:
     if method == "default":
         return {}
@@ -60,8 +75,11 @@ def run(
     limit: int | None = None,
     embedder: str | None = None,
     progress: Callable[[str], None] | None = None,
+    db: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark on a fresh SQLite store in a temporary directory; returns the report."""
+    """Run the benchmark on a fresh SQLite store in a temporary directory, or on ``db``, where
+    conversations already ingested by an earlier run are reused (only their queries run again);
+    returns the report."""
     if method not in METHODS:
         raise InvalidInput(f"method must be one of {', '.join(METHODS)}", field="method")
     conversations = load(dataset, path)
@@ -73,14 +91,16 @@ def run(
     asked = 0
     with tempfile.TemporaryDirectory(prefix="memstack-bench-") as tmp:
         options = {"embedder": embedder, **_layer_options(method)}
-        with Memory(Path(tmp) / "bench.db", layers=["retrieval"], options={k: v for k, v in options.items() if v is not None}) as memory:
+        with Memory(Path(db) if db else Path(tmp) / "bench.db", layers=["retrieval"], options={k: v for k, v in options.items() if v is not None}) as memory:
             for conv in conversations:
                 if limit is not None and asked >= limit:
                     break
-                t0 = time.perf_counter()
-                keys = ingest(memory, conv)
-                memory.flush()
-                index_seconds += time.perf_counter() - t0
+                keys = stored_keys(memory, conv) if db else None
+                if keys is None:
+                    t0 = time.perf_counter()
+                    keys = ingest(memory, conv)
+                    memory.flush()
+                    index_seconds += time.perf_counter() - t0
                 for q in conv.questions:
                     if limit is not None and asked >= limit:
                         break

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import InvalidInput, RuntimeFailure, UsageError, require
+from ..errors import InvalidInput, ProviderRejected, ProviderUnavailable, RuntimeFailure, UsageError, require  # noqa: F401  (re-exported)
 from ..stores import EmbeddingCache
 from ..types import Scope
 from .presets import IN_PROCESS, ProviderSpec, parse_provider, resolve_api_key
@@ -39,18 +39,6 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """A (dimension,) float32 unit vector for a search query."""
         ...
-
-
-class ProviderRejected(UsageError):
-    """An embedding API refused the request (bad key, unknown model or URL, invalid input)."""
-
-    code = "provider_rejected"
-
-
-class ProviderUnavailable(RuntimeFailure):
-    """An embedding API timed out, was unreachable, rate-limited us, failed (5xx) or answered nonsense."""
-
-    code = "provider_unavailable"
 
 
 def default_threads() -> int:

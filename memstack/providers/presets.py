@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..errors import InvalidInput, UnknownName, UsageError
+from ..errors import InvalidInput, MissingAPIKey, UnknownName, UsageError  # noqa: F401  (MissingAPIKey re-exported)
 
 NO_KEY = "not-needed"
 """What keyless servers (ollama, vllm, llama.cpp, LM Studio) are sent: the OpenAI SDK wants a non-empty key."""
@@ -71,17 +71,6 @@ class ProviderSpec:
     model: str | None
     base_url: str | None
     api_key_env: str | None
-
-
-class MissingAPIKey(UsageError):
-    """A provider that needs an API key has none: the message names the environment variable."""
-
-    code = "missing_api_key"
-
-    def __init__(self, provider: str, env: str | None) -> None:
-        self.env = env
-        where = f"set {env} or pass api_key=" if env else "pass api_key="
-        super().__init__(f"{provider} needs an API key: {where}")
 
 
 def parse_provider(text: str, *, base_url: str | None = None) -> ProviderSpec:
