@@ -23,7 +23,7 @@ from .backends import open_store
 from .backends.memory import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
-from .layers.base import Layer, LayerOutput, ReadRequest, Writer, WriteRequest
+from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
 from .stores import Store
 from .tokens import TokenCounter, get_counter
 from .types import Context, Dropped, Hit, Job, Message, Scope, SearchFilter, Section, ThreadInfo, aware, utcnow
@@ -83,8 +83,7 @@ class Memory:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         Scope(user_id="probe", tenant=tenant)  # validates the tenant
-        for name in self.layers:
-            self._layer(name, {})
+        self._writers()  # builds every layer and shared job now: a bad option fails here, not in a job
         if background:
             self.start_worker()
 
@@ -94,14 +93,29 @@ class Memory:
         return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant or self.tenant, agent_id=agent_id)
 
     def _layer(self, name: str, options: Mapping[str, Any]) -> Layer:
-        merged = {"store": self.store, "counter": self.counter, **self.options, **options}
+        # a job name may carry its configuration after a colon ("extract:facts,entities"), so any
+        # worker process runs it the same way
+        name, _, variant = name.partition(":")
+        merged = {"store": self.store, "counter": self.counter, "stack": tuple(self.layers), **self.options, **options, **({"variant": variant} if variant else {})}
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
         return self._built[key]
 
     def _writers(self) -> list[str]:
-        return [name for name in self.layers if isinstance(self._layer(name, {}), Writer)]
+        """The job names to enqueue after an add: each writing layer's own, or the shared job a
+        layer names (the model-backed layers share one extraction job per thread)."""
+        names: list[str] = []
+        for name in self.layers:
+            layer = self._layer(name, {})
+            job = getattr(layer, "job", None)
+            if job:
+                job = getattr(self._layer(job, {}), "job_name", job)
+            elif isinstance(layer, Writer):
+                job = name
+            if job and job not in names:
+                names.append(job)
+        return names
 
     # ---- writing ---------------------------------------------------------------------------
 
@@ -295,7 +309,7 @@ class Memory:
         ran = failed = 0
         errors: list[str] = []
         while max_jobs is None or ran + failed < max_jobs:
-            job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope)
+            job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope, waiting=final)
             if job is None:
                 break
             error = self._run_job(job, final)
@@ -315,6 +329,9 @@ class Memory:
             layer = self._layer(job.layer, {})
             messages = self.store.history.read(job.scope, after=job.cursor)
             consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
+            if isinstance(consumed, Waiting):
+                self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
+                return None
             cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
             self.store.jobs.complete(job, cursor=cursor or 0)
             return None

@@ -75,12 +75,17 @@ class JobQueue(Protocol):
     last message seq the layer consumed) and the version done; work must be idempotent.
     """
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
         """Lease one ready job (of the scope's tenant and user if given); the SQL backends take the
-        longest-waiting first."""
+        longest-waiting first. ``waiting`` also leases jobs whose layer is holding turns back for a
+        fuller batch (a flush)."""
         ...
 
-    def complete(self, job: Job, *, cursor: int) -> None: ...
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
+        """Mark the job's requests done up to its version; ``waiting``: the layer holds turns after
+        ``cursor`` back until its batch fills (only a flush, ``claim(waiting=True)``, takes it again
+        before the next request)."""
+        ...
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None: ...
 

@@ -282,8 +282,10 @@ def find_row(rows: list[JobRow], scope: Scope, layer: str) -> JobRow | None:
     return next((row for row in rows if is_row_of(row, scope) and row["layer"] == layer), None)
 
 
-def is_claimable(row: JobRow, now: datetime) -> bool:
-    return row["requested"] > row["done"] and not is_later(row["lease_until"], now) and not is_later(row["not_before"], now)
+def is_claimable(row: JobRow, now: datetime, *, waiting: bool = False) -> bool:
+    if is_later(row["lease_until"], now):
+        return False
+    return (row["requested"] > row["done"] and not is_later(row["not_before"], now)) or (waiting and bool(row.get("waiting")))
 
 
 def is_later(stamp: str | None, now: datetime) -> bool:
@@ -499,23 +501,23 @@ class _Jobs:
     def __init__(self, store: JsonlStore) -> None:
         self._s = store
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
         now = utcnow()
         with self._s.locked():
             for user_dir in self._s.user_dirs(scope):
                 rows = read_document(user_dir / JOBS_FILE) or []
-                row = next((row for row in rows if is_claimable(row, now)), None)
+                row = next((row for row in rows if is_claimable(row, now, waiting=waiting)), None)
                 if row is not None:
                     row.update(owner=worker, lease_until=(now + timedelta(seconds=lease_seconds)).isoformat())
                     write_document(user_dir / JOBS_FILE, rows)
                     return job_of(user_dir, row)
         return None
 
-    def complete(self, job: Job, *, cursor: int) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
         self._update(
             job,
             lambda row: row.update(
-                done=max(row["done"], job.version), cursor=max(row["cursor"], cursor), attempts=0, last_error=None, not_before=None
+                done=max(row["done"], job.version), cursor=max(row["cursor"], cursor), attempts=0, last_error=None, not_before=None, waiting=waiting
             ),
         )
 

@@ -36,6 +36,7 @@ class _JobRow:
     not_before: datetime | None = None
     last_error: str | None = None
     since: datetime | None = None
+    waiting: bool = False
 
 
 def _user_match(key: Key, scope: Scope) -> bool:
@@ -61,6 +62,9 @@ class MemoryStore:
         self.units = MemoryUnits()
         self.vectors = NumpyVectorIndex()
         self.embeddings = MemoryEmbeddingCache()
+        self.records = MemoryRecords()
+        self.usage = MemoryUsage()
+        self._deletions: list[dict[str, Any]] = []
 
     def delete_user(self, scope: Scope) -> int:
         with self._lock:
@@ -75,7 +79,14 @@ class MemoryStore:
                     n += 1
             for k in [k for k in self._checkpoints if _user_match(k, scope)]:
                 n += len(self._checkpoints.pop(k))
+            n += self.records.forget(user) + self.usage.forget(user)
+            self._deletions.append({"tenant": scope.tenant, "user_id": scope.user_id, "at": utcnow(), "rows": n})
             return n
+
+    def deletions(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        with self._lock:
+            return [dict(d) for d in self._deletions if d["tenant"] == tenant]
 
     def close(self) -> None:
         pass
@@ -144,6 +155,8 @@ class _History:
             s.units.delete(scope)
             s.vectors.delete(scope)
             s.embeddings.delete(scope)
+            s.records.forget(scope)
+            s.usage.forget(scope)
             for k in [k for k in s._state if k[0] == key]:
                 del s._state[k]
             for k in [k for k in s._jobs if k[0] == key]:
@@ -197,16 +210,15 @@ class _Jobs:
     def __init__(self, store: MemoryStore) -> None:
         self._s = store
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
         now = utcnow()
         with self._s._lock:
             ready = [
                 (row.since or now, key, layer, row)
                 for (key, layer), row in self._s._jobs.items()
                 if (scope is None or _user_match(key, scope))
-                and row.requested > row.done
                 and (row.lease_until is None or row.lease_until <= now)
-                and (row.not_before is None or row.not_before <= now)
+                and ((row.requested > row.done and (row.not_before is None or row.not_before <= now)) or (waiting and row.waiting))
             ]
             if not ready:
                 return None
@@ -215,12 +227,13 @@ class _Jobs:
             sc = Scope(tenant=key[0], user_id=key[1], agent_id=key[2] or None, thread_id=key[3] or None)
             return Job(sc, layer, row.requested, row.cursor, row.attempts, worker, row.last_error)
 
-    def complete(self, job: Job, *, cursor: int) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
         with self._s._lock:
             row = self._s._jobs.get((job.scope.key, job.layer))
             if row is None:  # the thread or user was deleted meanwhile
                 return
             row.done = max(row.done, job.version)
+            row.waiting = waiting
             row.cursor = max(row.cursor, cursor)
             row.attempts, row.last_error, row.not_before = 0, None, None
             if row.owner == job.worker:
@@ -246,5 +259,6 @@ class _Jobs:
             )
 
 
+from .memory_records import MemoryRecords, MemoryUsage  # noqa: E402
 from .memory_units import MemoryUnits  # noqa: E402
 from .memory_vectors import MemoryEmbeddingCache, NumpyVectorIndex  # noqa: E402

@@ -360,6 +360,8 @@ class PostgresStore:
         self.units = PostgresUnits(self._db)
         self.vectors = PgVectorIndex(self._db)
         self.embeddings = PgEmbeddingCache(self._db)
+        self.records = PostgresRecords(self._db)
+        self.usage = PostgresUsage(self._db)
 
     def delete_user(self, scope: Scope) -> int:
         with self._db.transaction("deleting a user") as cur:
@@ -367,7 +369,12 @@ class PostgresStore:
             for table in USER_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {USER_MATCH}", (scope.tenant, scope.user_id))
                 deleted += cur.rowcount
+            record_deletion(cur, scope, deleted)
             return deleted
+
+    def deletions(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        return read_deletions(self._db, tenant)
 
     def close(self) -> None:
         self._db.pool.close()
@@ -547,23 +554,22 @@ class _Jobs:
     def __init__(self, db: _Database) -> None:
         self._db = db
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
         """Lease the longest-waiting claimable job (in the scope's user, if given) to ``worker``."""
         user_filter, params = ("", []) if scope is None else (f"AND {USER_MATCH}", [scope.tenant, scope.user_id])
         with self._db.transaction("claiming a job") as cur:
             cur.execute(
                 f"""WITH picked AS (
                         SELECT {KEY_COLUMNS}, layer FROM memstack_jobs
-                        WHERE requested > done
-                          AND (lease_until IS NULL OR lease_until <= now())
-                          AND (not_before IS NULL OR not_before <= now()) {user_filter}
+                        WHERE (lease_until IS NULL OR lease_until <= now())
+                          AND ((requested > done AND (not_before IS NULL OR not_before <= now())) OR (%s AND waiting)) {user_filter}
                         ORDER BY pending_since LIMIT 1 FOR UPDATE SKIP LOCKED)
                     UPDATE memstack_jobs AS j SET owner = %s, lease_until = now() + make_interval(secs => %s)
                     FROM picked
                     WHERE (j.tenant, j.user_id, j.agent_id, j.thread_id, j.layer)
                         = (picked.tenant, picked.user_id, picked.agent_id, picked.thread_id, picked.layer)
                     RETURNING j.tenant, j.user_id, j.agent_id, j.thread_id, j.layer, j.requested, j.cursor, j.attempts, j.last_error""",
-                (*params, worker, lease_seconds),
+                (waiting, *params, worker, lease_seconds),
             )
             row = cur.fetchone()
         if row is None:
@@ -571,16 +577,16 @@ class _Jobs:
         tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error = row
         return Job(scope_from_key(tenant, user_id, agent_id, thread_id), layer, requested, cursor, attempts, worker, last_error)
 
-    def complete(self, job: Job, *, cursor: int) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
         """Record the version done and the cursor; a row deleted meanwhile is left deleted."""
         with self._db.transaction("completing a job") as cur:
             cur.execute(
                 f"""UPDATE memstack_jobs SET done = greatest(done, %s), cursor = greatest(cursor, %s),
-                        attempts = 0, last_error = NULL, not_before = NULL,
+                        attempts = 0, last_error = NULL, not_before = NULL, waiting = %s,
                         lease_until = CASE WHEN owner = %s THEN NULL ELSE lease_until END,
                         owner = CASE WHEN owner = %s THEN NULL ELSE owner END
                     WHERE {KEY_MATCH} AND layer = %s""",
-                (job.version, cursor, job.worker, job.worker, *job.scope.key, job.layer),
+                (job.version, cursor, waiting, job.worker, job.worker, *job.scope.key, job.layer),
             )
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
@@ -603,10 +609,13 @@ class _Jobs:
             return row[0] if row else 0
 
 
-# Retrieval storage lives in its own modules; their migrations follow the core's.
+# Retrieval and record storage live in their own modules; their migrations follow the core's.
+from .pg_records import RECORD_MIGRATIONS, RECORD_TABLES, PostgresRecords, PostgresUsage, read_deletions, record_deletion  # noqa: E402
 from .pg_units import UNIT_MIGRATIONS, UNIT_TABLES, PostgresUnits  # noqa: E402
 from .pg_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, PgEmbeddingCache, PgVectorIndex  # noqa: E402
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS
-USER_TABLES += UNIT_TABLES + VECTOR_TABLES
-THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [
+    ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting")
+]
+USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
+THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -72,6 +72,10 @@ def _m001_core(db: sqlite3.Connection) -> None:
 
 
 #: Append-only: never edit or reorder an entry; add a new one at the end.
+def _m006_job_waiting(db: sqlite3.Connection) -> None:
+    _statements(db, "ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0; CREATE INDEX jobs_waiting ON jobs (pending_since_us) WHERE waiting = 1;")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_core", _m001_core),
 ]
@@ -147,6 +151,8 @@ class SQLiteStore:
         self.units = SQLiteUnits(self)
         self.vectors = SQLiteVectorIndex(self)
         self.embeddings = SQLiteEmbeddingCache(self)
+        self.records = SQLiteRecords(self)
+        self.usage = SQLiteUsage(self)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -176,7 +182,13 @@ class SQLiteStore:
 
     def delete_user(self, scope: Scope) -> int:
         with self.write() as db:
-            return sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in USER_TABLES)
+            n = sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in USER_TABLES)
+            record_deletion(db, scope, n)
+            return n
+
+    def deletions(self, tenant: str) -> list[dict[str, Any]]:
+        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        return read_deletions(self, tenant)
 
     def close(self) -> None:
         with self._lock:
@@ -342,13 +354,13 @@ class _Jobs:
     def __init__(self, store: SQLiteStore) -> None:
         self._s = store
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None) -> Job | None:
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
         now = _us(utcnow())
         sql = (
             "SELECT tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error FROM jobs "
-            "WHERE requested > done AND (lease_us IS NULL OR lease_us <= ?) AND (not_before_us IS NULL OR not_before_us <= ?)"
+            "WHERE (lease_us IS NULL OR lease_us <= ?) AND ((requested > done AND (not_before_us IS NULL OR not_before_us <= ?)) OR (? AND waiting = 1))"
         )
-        params: list[Any] = [now, now]
+        params: list[Any] = [now, now, int(waiting)]
         if scope is not None:
             sql += f" AND {USER}"
             params += [scope.tenant, scope.user_id]
@@ -364,12 +376,12 @@ class _Jobs:
         sc = Scope(tenant=tenant, user_id=user_id, agent_id=agent_id or None, thread_id=thread_id or None)
         return Job(sc, layer, requested, cursor, attempts, worker, last_error)
 
-    def complete(self, job: Job, *, cursor: int) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
         with self._s.write() as db:
             db.execute(
-                "UPDATE jobs SET done = max(done, ?), cursor = max(cursor, ?), attempts = 0, last_error = NULL, not_before_us = NULL, "
+                "UPDATE jobs SET done = max(done, ?), cursor = max(cursor, ?), attempts = 0, last_error = NULL, not_before_us = NULL, waiting = ?, "
                 f"lease_us = CASE WHEN owner = ? THEN NULL ELSE lease_us END, owner = CASE WHEN owner = ? THEN NULL ELSE owner END WHERE {KEY} AND layer = ?",
-                (job.version, cursor, job.worker, job.worker, *job.scope.key, job.layer),
+                (job.version, cursor, int(waiting), job.worker, job.worker, *job.scope.key, job.layer),
             )
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
@@ -388,10 +400,11 @@ class _Jobs:
         return self._s.query(sql, params)[0][0]
 
 
-# Retrieval storage lives in its own modules; their migrations follow the core's.
+# Retrieval and record storage live in their own modules; their migrations follow the core's.
+from .sqlite_records import RECORD_MIGRATIONS, RECORD_TABLES, SQLiteRecords, SQLiteUsage, read_deletions, record_deletion  # noqa: E402
 from .sqlite_units import UNIT_MIGRATIONS, UNIT_TABLES, SQLiteUnits  # noqa: E402
 from .sqlite_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, SQLiteEmbeddingCache, SQLiteVectorIndex  # noqa: E402
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS
-USER_TABLES += UNIT_TABLES + VECTOR_TABLES
-THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting)]
+USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
+THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -19,7 +19,16 @@ from .base import Layer, LayerOutput, ReadRequest, Writer, WriteRequest
 LayerFactory = Callable[..., Layer]
 _REGISTRY: dict[str, LayerFactory] = {}
 #: built-in layers with heavy imports (models, numpy), loaded on first use
-_LAZY: dict[str, str] = {"retrieval": "memstack.layers.retrieval"}
+_LAZY: dict[str, str] = {
+    "retrieval": "memstack.layers.retrieval",
+    "extract": "memstack.layers.extractor",
+    "summary": "memstack.layers.summary",
+    "summary-buffer": "memstack.layers.summary",
+    "entities": "memstack.layers.entities",
+    "profile": "memstack.layers.entities",
+    "graph": "memstack.layers.graph",
+    "state": "memstack.layers.state",
+}
 _plugins_loaded = False
 
 

@@ -57,6 +57,14 @@ class WriteRequest:
     cursor: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What ``write`` returns to hold turns back for a fuller batch: nothing was consumed after
+    ``cursor``; the job is taken again by the next add's request or by a flush."""
+
+    cursor: int
+
+
 @runtime_checkable
 class Layer(Protocol):
     name: str
@@ -70,8 +78,9 @@ class Layer(Protocol):
 
 @runtime_checkable
 class Writer(Protocol):
-    def write(self, request: WriteRequest) -> int | None:
-        """Process ``request.messages``; return the seq of the last message consumed (None: all)."""
+    def write(self, request: WriteRequest) -> int | Waiting | None:
+        """Process ``request.messages``; return the seq of the last message consumed (None: all),
+        or Waiting(cursor) to hold them back until the batch fills (never when ``request.final``)."""
         ...
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import InvalidInput, ProviderRejected, ProviderUnavailable, RuntimeFailure, UsageError, require  # noqa: F401  (re-exported)
 from ..stores import EmbeddingCache
 from ..types import Scope
+from .openai_errors import translate_openai_error, where_of
 from .presets import IN_PROCESS, ProviderSpec, parse_provider, resolve_api_key
 
 
@@ -218,7 +219,7 @@ class OpenAIEmbedder:
         try:
             response = self._client.embeddings.create(model=self.spec.model, input=list(texts), encoding_format="float", **extra)
         except self._openai.OpenAIError as exc:
-            raise self._translated(exc) from exc
+            raise translate_openai_error(exc, self.spec, endpoint="embeddings") from exc
         rows = sorted(response.data, key=lambda item: item.index)
         if len(rows) != len(texts):
             raise ProviderUnavailable(f"{self._where()} returned {len(rows)} vectors for {len(texts)} inputs")
@@ -239,25 +240,8 @@ class OpenAIEmbedder:
             raise ProviderRejected(f"{self._where()} returned {vectors.shape[1]}-dimensional vectors, {asked} {self._dimension}")
         return vectors
 
-    def _translated(self, exc: Exception) -> Exception:
-        """The memstack error for an OpenAI SDK error (the SDK has already retried what it retries)."""
-        openai, where = self._openai, self._where()
-        if isinstance(exc, openai.APITimeoutError):
-            return ProviderUnavailable(f"{where} timed out")
-        if isinstance(exc, openai.APIConnectionError):
-            return ProviderUnavailable(f"{where} is unreachable: {exc}")
-        status = getattr(exc, "status_code", None)
-        if status in (401, 403):
-            hint = f"check {self.spec.api_key_env}" if self.spec.api_key_env else "check the API key"
-            return ProviderRejected(f"{where} refused the API key ({status}): {hint}")
-        if status == 404:
-            return ProviderRejected(f"{where} has no model {self.spec.model!r} or no embeddings endpoint (404): check the model and base URL")
-        if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
-            return ProviderRejected(f"{where} rejected the request ({status}): {_message(exc)}")
-        return ProviderUnavailable(f"{where} failed ({status or type(exc).__name__}): {_message(exc)}")
-
     def _where(self) -> str:
-        return f"{self.spec.provider} at {self.spec.base_url}"
+        return where_of(self.spec)
 
 
 class CachedEmbedder:
@@ -332,15 +316,6 @@ def _spec_of(spec_or_model: ProviderSpec | str, base_url: str | None) -> Provide
     if spec.model is None:
         raise InvalidInput(f"{spec.provider} is an in-process model, not an OpenAI-compatible endpoint", field="provider")
     return spec
-
-
-def _message(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(exc)
 
 
 def _in_batches(embedder: Any, texts: Sequence[str], encode: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:

@@ -5,10 +5,14 @@ Subclass one in a pytest module and implement its factory methods:
 - ``StoreContract``: history, state, checkpoints, jobs and delete_user of a Store
 - ``UnitStoreContract``: units and their BM25 keyword search (``memstack.testing.units``)
 - ``VectorIndexContract``: nearest-neighbour search (``memstack.testing.vectors``)
+- ``RecordStoreContract``, ``UsageLogContract``: versioned records with their audit trail, and
+  model calls (``memstack.testing.records``)
 """
 
+from .models import ScriptedModel
+from .records import RecordStoreContract, UsageLogContract
 from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, StoreContract, msg
 from .units import UnitStoreContract, assert_same_ranking, unit
 from .vectors import EmbeddingCacheContract, VectorIndexContract
 
-__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg", "VectorIndexContract", "EmbeddingCacheContract", "UnitStoreContract", "assert_same_ranking", "unit"]
+__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg", "VectorIndexContract", "EmbeddingCacheContract", "UnitStoreContract", "assert_same_ranking", "unit", "ScriptedModel", "RecordStoreContract", "UsageLogContract"]

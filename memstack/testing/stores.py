@@ -217,6 +217,21 @@ class StoreContract:
         again = store.jobs.claim(worker="w2")
         assert again.cursor == last and again.version == 4
 
+    def test_a_waiting_job_is_taken_only_by_a_flush_or_a_new_request(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        store.jobs.complete(job, cursor=0, waiting=True)  # the layer holds the turn for a fuller batch
+        assert store.jobs.pending() == 0 and store.jobs.claim(worker="w1") is None
+        flushed = store.jobs.claim(worker="w1", waiting=True)
+        assert flushed is not None and flushed.cursor == 0
+        store.jobs.complete(flushed, cursor=1)
+        assert store.jobs.claim(worker="w1", waiting=True) is None  # done: no longer waiting
+        store.history.append(A, [msg("user", "y")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        store.jobs.complete(job, cursor=1, waiting=True)
+        store.history.append(A, [msg("user", "z")], enqueue=["probe"])
+        assert store.jobs.claim(worker="w1").cursor == 1  # a new request takes it as usual
+
     def test_request_during_run_stays_pending(self, store):
         store.history.append(A, [msg("user", "x")], enqueue=["probe"])
         job = store.jobs.claim(worker="w1")

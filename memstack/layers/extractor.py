@@ -1,0 +1,374 @@
+"""The write side shared by the model-backed layers (summary, entities, graph, state).
+
+Turns are batched per thread (every ``batch_messages`` messages or ``batch_tokens`` tokens;
+``flush()`` takes what is waiting) and each batch costs ONE model call whose schema holds only
+the parts the stack's layers need. The output is grounded in the turns (``grounding``), turned
+into Changes, and applied to the RecordStore in one transaction with its audit events; the
+batch's facts are also indexed for retrieval as keys pointing to their source turns.
+
+Failure never loses a turn: when the model's output stays invalid the job fails, its usage is
+recorded with the error, and the queue retries the same batch later (the cursor did not move).
+Reruns are idempotent: a put of the value already current is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import JobError, ModelOutputError, UsageError
+from ..llm.base import ChatModel
+from ..llm.extract import Batch, extract, merge_notes
+from ..llm.grounding import name_sources, normalize, sentence_sources
+from ..llm.metered import Metered
+from ..stores import Store
+from ..tokens import TokenCounter, get_counter
+from ..types import Change, Message, Record, Scope, Unit
+from . import register_layer
+from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
+
+#: which extraction parts each model-backed layer needs
+NEEDS: dict[str, tuple[str, ...]] = {
+    "summary": ("facts",),
+    "summary-buffer": ("facts",),
+    "entities": ("entities",),
+    "graph": ("entities", "relations"),
+    "state": ("state",),
+}
+
+#: relation names that say two names are one entity: kept as relations, traversed at no hop cost
+ALIAS_RELATIONS = frozenset(
+    normalize(r) for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.")
+)
+#: what a speaker calls themself: stored under one key so the profile has one entry
+SELF_NAMES = frozenset(normalize(n) for n in ("用户", "我", "本人", "user", "the user", "i", "me"))
+SELF_KEY = "user"
+
+
+def is_alias(relation: str) -> bool:
+    return normalize(relation) in ALIAS_RELATIONS
+
+
+def entity_key(name: str) -> str:
+    key = normalize(name)
+    return SELF_KEY if key in SELF_NAMES else key
+
+
+@dataclass
+class Extractor:
+    """The shared write side. ``model``: a provider string or ChatModel (default: the local one)."""
+
+    store: Store
+    model: str | ChatModel | None = None
+    #: the stack it serves: decides which parts are extracted and whether facts are indexed
+    stack: tuple[str, ...] = ()
+    batch_messages: int = 24
+    batch_tokens: int = 1500
+    #: the model's answer is capped at this many tokens per batch
+    output_tokens: int = 768
+    #: the summary's notes are merged by the model when they grow past this many tokens
+    summary_tokens: int = 1200
+    #: names of the user's known entities shown to the model so it reuses them
+    known_entities: int = 20
+    #: keys the state may have, with their meaning: a JSON schema object's "properties"
+    state_schema: dict[str, Any] | None = None
+    embedder: Any = None
+    #: the parts to extract, as a job name carries them ("facts,entities"); default: from ``stack``
+    variant: str | None = None
+    counter: TokenCounter | str | None = None
+    name: str = "extract"
+    scope: str = "thread"
+    history: str = "none"
+    _model: ChatModel | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.variant and not set(self.variant.split(",")) <= {"facts", "entities", "relations", "state", "keys"}:
+            raise UsageError(f"unknown extraction parts {self.variant!r}; known: facts, entities, relations, state, keys")
+        if not hasattr(self.store, "records"):
+            raise UsageError(f"the {type(self.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
+        if self.batch_messages < 1 or self.batch_tokens < 1:
+            raise UsageError("batch_messages and batch_tokens must be positive")
+        self.counter = get_counter(self.counter)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        if self.variant:
+            wanted = set(self.variant.split(","))
+        else:
+            wanted = {p for layer in self.stack for p in NEEDS.get(layer, ())} or {p for ps in NEEDS.values() for p in ps}
+        return tuple(p for p in ("facts", "entities", "relations", "state") if p in wanted)
+
+    @property
+    def index_facts(self) -> bool:
+        """Whether facts become retrieval keys: when the stack retrieves (or the job name says so)."""
+        return "keys" in (self.variant or "").split(",") if self.variant else "retrieval" in self.stack
+
+    @property
+    def job_name(self) -> str:
+        """The queue's name for this job: it carries the parts, so any worker extracts the same."""
+        return f"{self.name}:{','.join(self.parts + (('keys',) if self.index_facts and 'facts' in self.parts else ()))}"
+
+    @property
+    def chat(self) -> ChatModel:
+        if self._model is None:
+            from ..llm import get_chat_model
+
+            self._model = get_chat_model(self.model)
+        return self._model
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        return LayerOutput(messages)
+
+    # ---- write side --------------------------------------------------------------------------
+
+    def write(self, request: WriteRequest) -> int | Waiting | None:
+        turns = [m for m in request.messages if m.role in ("user", "assistant") and m.text.strip()]
+        if not turns:
+            return None
+        pending = sum(self.counter.count(m.text) for m in turns)
+        if not request.final and len(turns) < self.batch_messages and pending < self.batch_tokens:
+            return Waiting(request.cursor)  # the turns stay queued until the batch fills or a flush
+        for chunk in self._chunks(turns):
+            self._run(request.scope, chunk)
+        return None
+
+    def _chunks(self, turns: list[Message]) -> list[list[Message]]:
+        """Batches that fit the model: its window minus the answer and the instructions."""
+        room = max(256, min(self.batch_tokens * 2, self.chat.context_window - self.output_tokens - 700))
+        out: list[list[Message]] = [[]]
+        used = 0
+        for m in turns:
+            cost = self.chat.count_tokens(m.text) + 8
+            if out[-1] and used + cost > room:
+                out.append([])
+                used = 0
+            out[-1].append(m)
+            used += cost
+        return out
+
+    def _run(self, scope: Scope, turns: list[Message]) -> None:
+        metered = Metered(self.chat)
+        records = self.store.records
+        known = [r.value.get("name", r.key) for r in records.current(scope.user(), "entity")][-self.known_entities :] if "entities" in self.parts else []
+        try:
+            batch = extract(metered, turns, self.parts, known=known, max_tokens=self.output_tokens)
+        except ModelOutputError as exc:
+            metered.commit(getattr(self.store, "usage", None), scope, self.name, error=str(exc))
+            raise JobError(f"the model's extraction stayed invalid; the batch stays queued: {exc}") from exc
+        metered.commit(getattr(self.store, "usage", None), scope, self.name)
+        value = batch.result.value
+        if "facts" in self.parts:
+            records.apply(scope, self._summary_changes(scope, batch, value.facts), layer="summary")
+            self._index_facts(scope, batch, value.facts)
+        user_changes: list[Change] = []
+        if "entities" in self.parts:
+            user_changes += self._entity_changes(scope.user(), batch, value.entities, getattr(value, "relations", []))
+        if "relations" in self.parts:
+            user_changes += self._relation_changes(scope.user(), batch, value.relations)
+        if "state" in self.parts:
+            user_changes += self._state_changes(batch, value.state)
+        if user_changes:
+            records.apply(scope.user(), user_changes, layer=self.name)
+
+    # ---- summary -----------------------------------------------------------------------------
+
+    def _summary_changes(self, scope: Scope, batch: Batch, facts: Sequence[str]) -> list[Change]:
+        current = self.store.records.current(scope, "summary", ["summary"])
+        old = dict(current[0].value) if current else {"items": []}
+        items = list(old.get("items", []))
+        seen = {normalize(i["text"]) for i in items}
+        for fact in facts:
+            text = fact.strip()
+            if not text or normalize(text) in seen:
+                continue
+            seen.add(normalize(text))
+            sources, _ = sentence_sources(text, batch.messages, threshold=0.2)
+            sources = sources or tuple(m.id for m in batch.messages)
+            when = max(m.timestamp for m in batch.messages if m.id in sources)
+            items.append({"text": text, "at": when.isoformat(), "source_ids": list(sources)})
+        if sum(self.counter.count(i["text"]) for i in items) > self.summary_tokens:
+            items = self._compress(scope, items, batch.lang)
+        last = batch.messages[-1]
+        value = {**old, "items": items, "covers_until": max(int(old.get("covers_until", 0)), last.seq or 0), "lang": batch.lang}
+        return [Change("put", "summary", "summary", value, tuple(m.id for m in batch.messages), last.timestamp)]
+
+    def _compress(self, scope: Scope, items: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
+        """Merge the notes with the model, in chunks that fit its window; each merged note keeps
+        the date and sources of the notes it draws on. A failed merge keeps the notes as they are."""
+        room = max(256, self.chat.context_window - self.output_tokens - 500)
+        chunks: list[list[dict[str, Any]]] = [[]]
+        used = 0
+        for item in items:
+            cost = self.chat.count_tokens(item["text"]) + 12
+            if chunks[-1] and used + cost > room:
+                chunks.append([])
+                used = 0
+            chunks[-1].append(item)
+            used += cost
+        merged: list[dict[str, Any]] = []
+        for chunk in chunks:
+            metered = Metered(self.chat)
+            try:
+                notes = merge_notes(metered, chunk, lang, max_tokens=self.output_tokens)
+            except ModelOutputError as exc:
+                metered.commit(getattr(self.store, "usage", None), scope, "summary", error=str(exc))
+                merged += chunk
+                continue
+            metered.commit(getattr(self.store, "usage", None), scope, "summary")
+            merged += notes
+        return merged
+
+    def _index_facts(self, scope: Scope, batch: Batch, facts: Sequence[str]) -> None:
+        """Facts as retrieval keys pointing to their turns (only when the stack retrieves)."""
+        if not self.index_facts or not hasattr(self.store, "units"):
+            return
+        units = []
+        for fact in facts:
+            text = fact.strip()
+            if not text:
+                continue
+            sources, _ = sentence_sources(text, batch.messages, threshold=0.2)
+            sources = sources or tuple(m.id for m in batch.messages)
+            when = max(m.timestamp for m in batch.messages if m.id in sources)
+            uid = "f-" + hashlib.sha256(f"{scope.thread_id}\x1f{normalize(text)}".encode()).hexdigest()[:24]
+            units.append(Unit(uid, scope, text, when, kind="fact", source_ids=sources, metadata={"layer": self.name}))
+        if not units:
+            return
+        self.store.units.put(units)
+        from ..providers.embeddings import CachedEmbedder, get_embedder
+
+        model = get_embedder(self.embedder)
+        vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, [u.text for u in units])
+        self.store.vectors.upsert(units, vectors, model=model.name)
+
+    # ---- entities ----------------------------------------------------------------------------
+
+    def _entity_changes(self, user: Scope, batch: Batch, entities: Sequence[Any], relations: Sequence[Any]) -> list[Change]:
+        current = {r.key: r for r in self.store.records.current(user, "entity")}
+        resolve = _Resolver(current)
+        changed: dict[str, dict[str, Any]] = {}
+        sources_of: dict[str, set[str]] = {}
+        for e in entities:
+            names = [e.name, *e.aliases]
+            grounded = {n: name_sources(n, batch.messages) for n in names}
+            self_named = entity_key(e.name) == SELF_KEY
+            if not self_named and not any(grounded.values()):
+                continue  # not said: not stored
+            key = resolve.key(names)
+            base = changed.get(key) or (dict(current[key].value) if key in current else {"name": e.name, "type": "", "description": "", "aliases": [], "attributes": {}})
+            value = _merge_entity(base, e, batch, grounded, self_named, user_said=_said_by_user(grounded, batch.messages))
+            changed[key] = value
+            resolve.add(key, value)
+            sources_of.setdefault(key, set()).update(i for ids in grounded.values() for i in ids)
+        for r in relations:  # an alias relation ("莫尔索是小李的笔名") adds the alias to the entity
+            if is_alias(r.relation):
+                key = resolve.find(r.target) or resolve.find(r.source)
+                other = r.source if key == resolve.find(r.target) else r.target
+                if key and other and name_sources(other, batch.messages):
+                    base = changed.get(key) or dict(current[key].value)
+                    if normalize(other) not in {normalize(a) for a in base.get("aliases", [])} and normalize(other) != normalize(base.get("name", "")):
+                        changed[key] = {**base, "aliases": [*base.get("aliases", []), other]}
+                        resolve.add(key, changed[key])
+        when = batch.messages[-1].timestamp
+        out = []
+        for key, value in changed.items():
+            ids = tuple(sorted(sources_of.get(key, set()))) or tuple(m.id for m in batch.messages)
+            out.append(Change("put", "entity", key, value, ids, when))
+        return out
+
+    # ---- relations ---------------------------------------------------------------------------
+
+    def _relation_changes(self, user: Scope, batch: Batch, relations: Sequence[Any]) -> list[Change]:
+        resolve = _Resolver({r.key: r for r in self.store.records.current(user, "entity")})
+        out = []
+        for r in relations:
+            if not (r.source.strip() and r.target.strip() and r.relation.strip()):
+                continue
+            ev_sources, score = sentence_sources(r.evidence or "", batch.messages)
+            both = [m.id for m in batch.messages if name_sources(r.source, [m]) and name_sources(r.target, [m])]
+            if not ev_sources and not both:
+                continue  # neither the quote nor a turn naming both: not grounded
+            sources = ev_sources or tuple(both)
+            confidence = round(max(score, 0.6 if both else 0.0), 2)
+            src, dst = resolve.find(r.source) or entity_key(r.source), resolve.find(r.target) or entity_key(r.target)
+            key = f"{src}\x1f{normalize(r.relation)}\x1f{dst}"
+            when = max(m.timestamp for m in batch.messages if m.id in sources)
+            value = {"source": r.source.strip(), "relation": r.relation.strip(), "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation)}
+            out.append(Change("put", "relation", key, value, sources, when))
+        return out
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def _state_changes(self, batch: Batch, items: Sequence[Any]) -> list[Change]:
+        allowed = set((self.state_schema or {}).get("properties", {})) if self.state_schema else None
+        out = []
+        for item in items:
+            key = item.key.strip()
+            if not key or not item.value.strip() or (allowed is not None and key not in allowed):
+                continue
+            sources, _ = sentence_sources(item.value, batch.messages, threshold=0.2)
+            sources = sources or tuple(m.id for m in batch.messages)
+            out.append(Change("put", "state", key, {"value": item.value.strip()}, sources, batch.messages[-1].timestamp))
+        return out
+
+
+class _Resolver:
+    """Finds the entity a name refers to: by canonical key, then by alias."""
+
+    def __init__(self, current: dict[str, Record]) -> None:
+        self._names: dict[str, str] = {}
+        for key, record in current.items():
+            self.add(key, record.value)
+
+    def add(self, key: str, value: Any) -> None:
+        for n in [key, value.get("name", ""), *value.get("aliases", [])]:
+            if n:
+                self._names.setdefault(entity_key(n), key)
+
+    def find(self, name: str) -> str | None:
+        return self._names.get(entity_key(name))
+
+    def key(self, names: Sequence[str]) -> str:
+        for n in names:
+            found = self.find(n)
+            if found:
+                return found
+        return entity_key(names[0])
+
+
+def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Message]) -> bool:
+    users = {m.id for m in messages if m.role == "user"}
+    return any(set(ids) & users for ids in grounded.values())
+
+
+def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str, tuple[str, ...]], self_named: bool, *, user_said: bool) -> dict[str, Any]:
+    value = dict(base)
+    value["type"] = base.get("type") or e.type.strip()
+    if e.description.strip():
+        value["description"] = e.description.strip()
+    aliases = list(base.get("aliases", []))
+    for a in e.aliases:
+        if a.strip() and grounded.get(a) and normalize(a) not in {normalize(x) for x in aliases} and normalize(a) != normalize(value.get("name", "")):
+            aliases.append(a.strip())
+    value["aliases"] = aliases
+    attributes = dict(base.get("attributes", {}))
+    for attr in e.attributes:
+        k, v = attr.key.strip(), attr.value.strip()
+        if not k or not v:
+            continue
+        sources, _ = sentence_sources(v, batch.messages, threshold=0.3)
+        if not sources:
+            continue  # a value nobody said
+        old = attributes.get(k)
+        if old and normalize(old["value"]) == normalize(v):
+            continue
+        when = max(m.timestamp for m in batch.messages if m.id in sources)
+        attributes[k] = {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}
+    value["attributes"] = attributes
+    value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
+    return value
+
+
+register_layer("extract", Extractor)

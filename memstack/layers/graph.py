@@ -1,0 +1,116 @@
+"""Knowledge-graph memory: relations between a user's entities, each with its evidence quote,
+confidence, source turns and the time it became true; at read time the entities the query names and
+their neighbourhood up to ``hops`` relations away are rendered as facts, so a question that needs a
+chain ("莫尔索开发的项目用什么后端？": 莫尔索 is 小李's pen name, 小李 develops 知识中台, 知识中台
+uses SpringBoot) gets the whole path. Alias relations (a pen name, "also known as") join two names
+of one entity and cost no hop.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..llm.grounding import normalize
+from ..types import Dropped, Message, Record, Section
+from . import register_layer
+from .base import LayerOutput, ReadRequest
+
+TITLES = {"zh": "相关的事实（知识图谱）", "en": "Related facts (knowledge graph)"}
+
+
+@dataclass
+class Graph:
+    store: Any
+    hops: int = 3
+    share: float = 0.25
+    name: str = "graph"
+    scope: str = "user"
+    history: str = "none"
+    job: str = "extract"
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        if not request.query or not hasattr(self.store, "records"):
+            return LayerOutput(messages)
+        user = request.scope.user()
+        relations = self.store.records.current(user, "relation")
+        if not relations:
+            return LayerOutput(messages)
+        entities = self.store.records.current(user, "entity")
+        seeds = named_in(request.query, relations, entities)
+        found = neighbourhood(seeds, relations, self.hops)
+        if not found:
+            return LayerOutput(messages)
+        lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
+        budget = None if request.budget is None else int(request.budget * self.share)
+        lines = [TITLES[lang]]
+        left: list[Record] = []
+        for r in found:
+            line = render_relation(r, lang)
+            if budget is not None and request.counter.count("\n".join([*lines, line])) > budget:
+                left.append(r)
+                continue
+            lines.append(line)
+        dropped = [Dropped(self.name, f"{len(left)} relations over its share of the budget", tuple(i for r in left for i in r.source_ids), sum(request.counter.count(render_relation(r, lang)) for r in left))] if left else []
+        if len(lines) == 1:
+            return LayerOutput(messages, dropped=dropped)
+        shown = [r for r in found if r not in left]
+        return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=35, source_ids=tuple(i for r in shown for i in r.source_ids))], dropped)
+
+
+def named_in(query: str, relations: Iterable[Record], entities: Iterable[Record]) -> set[str]:
+    """Entity keys whose name or alias occurs in the query."""
+    q = normalize(query)
+    seeds: set[str] = set()
+    for e in entities:
+        if any(n and normalize(n) in q for n in [e.value.get("name", ""), e.key, *e.value.get("aliases", [])]):
+            seeds.add(e.key)
+    for r in relations:
+        for name, key in ((r.value.get("source", ""), r.value.get("source_key")), (r.value.get("target", ""), r.value.get("target_key"))):
+            if name and key and normalize(name) in q:
+                seeds.add(key)
+    return seeds
+
+
+def neighbourhood(seeds: set[str], relations: list[Record], hops: int) -> list[Record]:
+    """Relations reachable from the seeds within ``hops`` (alias relations cost 0), nearest
+    first, then by confidence and recency."""
+    edges: dict[str, list[Record]] = defaultdict(list)
+    for r in relations:
+        edges[r.value.get("source_key", "")].append(r)
+        edges[r.value.get("target_key", "")].append(r)
+    dist = {s: 0 for s in seeds}
+    frontier = list(seeds)
+    reached: dict[str, int] = {}
+    # 0-1 BFS: alias edges keep the distance, others add one
+    while frontier:
+        node = frontier.pop(0)
+        for r in edges.get(node, []):
+            cost = 0 if r.value.get("alias") else 1
+            if dist[node] + cost > hops:
+                continue
+            reached[r.id] = min(reached.get(r.id, hops + 1), dist[node] + cost)
+            other = r.value.get("target_key") if r.value.get("source_key") == node else r.value.get("source_key")
+            if other is not None and dist[node] + cost < dist.get(other, hops + 1):
+                dist[other] = dist[node] + cost
+                if cost == 0:
+                    frontier.insert(0, other)
+                else:
+                    frontier.append(other)
+    by_id = {r.id: r for r in relations}
+    return sorted((by_id[i] for i in reached), key=lambda r: (reached[r.id], -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()))
+
+
+def render_relation(r: Record, lang: str) -> str:
+    v = r.value
+    date = (r.valid_from or r.created_at).date().isoformat()
+    line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"
+    evidence = (v.get("evidence") or "").strip()
+    if lang == "zh":
+        return line + (f"（依据：“{evidence}”，{date}）" if evidence else f"（{date}）")
+    return line + (f' (evidence: "{evidence}", {date})' if evidence else f" ({date})")
+
+
+register_layer("graph", Graph)

@@ -1,0 +1,44 @@
+"""Structured state memory: a JSON object per user that the model keeps up to date after each
+batch of turns (the shared extractor's "state" part), merged key by key; every change is a
+superseding record with its audit event, so the history of each key can be read back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..types import Message, Scope, Section
+from . import register_layer
+from .base import LayerOutput, ReadRequest
+
+TITLES = {"zh": "用户当前状态（JSON）", "en": "The user's current state (JSON)"}
+
+
+def current_state(store: Any, scope: Scope) -> dict[str, Any]:
+    """The user's state as one JSON object: key -> current value."""
+    return {r.key: r.value.get("value") for r in store.records.current(scope.user(), "state")}
+
+
+@dataclass
+class State:
+    store: Any
+    name: str = "state"
+    scope: str = "user"
+    history: str = "none"
+    job: str = "extract"
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        if not hasattr(self.store, "records"):
+            return LayerOutput(messages)
+        records = self.store.records.current(request.scope.user(), "state")
+        if not records:
+            return LayerOutput(messages)
+        state = {r.key: r.value.get("value") for r in records}
+        text = json.dumps(state, ensure_ascii=False, indent=1)
+        lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
+        return LayerOutput(messages, [Section(self.name, f"{TITLES[lang]}\n{text}", priority=25, source_ids=tuple(i for r in records for i in r.source_ids))])
+
+
+register_layer("state", State)

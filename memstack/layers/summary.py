@@ -1,0 +1,97 @@
+"""Progressive summary, and summary + recent buffer: old turns are replaced by what the model
+extracted from them, the newest stay raw.
+
+The summary of a thread is a list of dated notes written by the shared extractor (one model call per
+batch of turns, see ``extractor``), each pointing to its source turns; when it grows past
+``summary_tokens`` the extractor merges it in chunks. The read side shows the notes (newest day
+first, so the current value of something that changed comes first) and the turns the summary
+does not cover yet, plus, for ``summary-buffer``, the last ``buffer_tokens`` of turns raw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..budget import trim
+from ..tokens import TokenCounter, get_counter
+from ..types import Dropped, Message, Section
+from . import register_layer
+from .base import LayerOutput, ReadRequest, dropped_between
+
+TITLES = {"zh": "对话摘要（较早的对话，按日期，最新在前）", "en": "Summary of the earlier conversation (by date, newest first)"}
+
+
+@dataclass
+class Summary:
+    store: Any
+    counter: TokenCounter | str | None = None
+    #: tokens of the newest turns kept raw even when the summary covers them (0: none)
+    buffer_tokens: int = 0
+    #: share of the budget the notes may take
+    share: float = 0.3
+    name: str = "summary"
+    scope: str = "thread"
+    history: str = "all"
+    #: the write side is the shared extractor's job
+    job: str = "extract"
+
+    def __post_init__(self) -> None:
+        self.counter = get_counter(self.counter)
+
+    def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        found = self.store.records.current(request.scope, "summary", ["summary"]) if hasattr(self.store, "records") else []
+        if not found:
+            return LayerOutput(messages)
+        value = found[0].value
+        covered = int(value.get("covers_until", 0))
+        recent = {m.id for m in trim([m for m in messages if m.role != "system"], self.buffer_tokens, request.counter)} if self.buffer_tokens else set()
+        kept = [m for m in messages if (m.seq or 0) > covered or m.id in recent or m.seq is None]
+        shown = {m.id for m in kept}
+        items = [i for i in value.get("items", []) if not set(i.get("source_ids", [])) <= shown]
+        budget = None if request.budget is None else int(request.budget * self.share)
+        text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
+        dropped = dropped_between(self.name, messages, kept, "covered by the summary", request.counter)
+        if left:
+            dropped.append(Dropped(self.name, f"{len(left)} oldest summary notes over its share of the budget", tuple(i for n in left for i in n.get("source_ids", [])), sum(request.counter.count(n["text"]) for n in left)))
+        sections = [Section(self.name, text, priority=30, source_ids=tuple(i for n in items if n not in left for i in n.get("source_ids", [])))] if text else []
+        return LayerOutput(kept, sections, dropped)
+
+
+def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, counter: TokenCounter) -> tuple[str, list[dict[str, Any]]]:
+    """Notes grouped by day, newest day first, within ``budget`` tokens (the oldest left out);
+    returns the text and the notes left out."""
+    ordered = sorted(items, key=lambda i: i.get("at", ""), reverse=True)
+    lines = [TITLES.get(lang, TITLES["en"])]
+    day = None
+    left: list[dict[str, Any]] = []
+    for item in ordered:
+        stamp = _day(item.get("at"))
+        extra = ([f"[{stamp}]"] if stamp != day else []) + [f"- {item['text']}"]
+        if budget is not None and counter.count("\n".join(lines + extra)) > budget:
+            left.append(item)
+            continue
+        lines += extra
+        day = stamp
+    if len(lines) == 1:
+        return "", left
+    return "\n".join(lines), left
+
+
+def _day(at: str | None) -> str:
+    if not at:
+        return "?"
+    try:
+        return datetime.fromisoformat(at).date().isoformat()
+    except ValueError:
+        return at[:10]
+
+
+def summary_buffer(store: Any, counter: TokenCounter | str | None = None, buffer_tokens: int = 600, share: float = 0.3) -> Summary:
+    """The articles' hybrid: the summary of old turns plus the last ``buffer_tokens`` raw."""
+    return Summary(store=store, counter=counter, buffer_tokens=buffer_tokens, share=share, name="summary-buffer")
+
+
+register_layer("summary", Summary)
+register_layer("summary-buffer", summary_buffer)

@@ -1,0 +1,254 @@
+"""The model-backed layers' orchestration with a scripted model: batching, one call per batch,
+grounding, merging, superseding, audit, usage, and failures that lose nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memstack import Memory
+from memstack.layers.extractor import Extractor
+from memstack.testing import ScriptedModel
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+PROJECT = ["我正在开发一个知识中台", "好的，听起来不错。", "后端使用SpringBoot", "明白。", "文档检索使用Elasticsearch", "好的。", "缓存使用Redis", "收到。"]
+
+
+def turns(texts, start=T0):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+
+
+def out(**parts):
+    return json.dumps(parts, ensure_ascii=False)
+
+
+def system(ctx):
+    return "\n".join(m.text for m in ctx.messages if m.role == "system")
+
+
+def convo(ctx):
+    return [m.text for m in ctx.messages if m.role != "system"]
+
+
+def memory(layers, model, **options):
+    return Memory("memory://", layers=layers, options={"model": model, **options})
+
+
+def test_summary_waits_for_a_full_batch_then_one_call_covers_it():
+    model = ScriptedModel([out(facts=["用户正在开发一个知识中台", "知识中台后端使用SpringBoot"])])
+    mem = memory(["summary"], model, batch_messages=4)
+    mem.add(turns(PROJECT[:2]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert model.calls == []  # two messages: the batch is not full yet
+    mem.add(turns(PROJECT[2:4], T0 + timedelta(minutes=2)), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert len(model.calls) == 1
+    prompt = model.calls[0]["messages"][-1]["content"]
+    assert "2024-03-01" in prompt and "后端使用SpringBoot" in prompt  # dates from the messages
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=2000)
+    assert "知识中台后端使用SpringBoot" in system(ctx)
+    assert convo(ctx) == []  # all four turns are covered by the summary
+    assert ctx.dropped and "covered by the summary" in ctx.dropped[0].reason
+
+
+def test_summary_buffer_keeps_the_newest_turns_raw_and_does_not_repeat_them():
+    model = ScriptedModel([out(facts=["用户正在开发一个知识中台", "缓存使用Redis"])])
+    mem = memory(["summary-buffer"], model, batch_messages=8, buffer_tokens=20)
+    mem.add(turns(PROJECT), user_id="u", thread_id="t")
+    mem.flush()
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary-buffer", max_tokens=2000)
+    assert convo(ctx) == ["缓存使用Redis", "收到。"]
+    text = system(ctx)
+    assert "知识中台" in text and "缓存使用Redis" not in text  # the raw turn is not repeated
+
+
+def test_flush_takes_a_partial_batch():
+    model = ScriptedModel([out(facts=["用户叫李四"])])
+    mem = memory(["summary"], model, batch_messages=50)
+    mem.add(turns(["我叫李四", "你好李四"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert model.calls == []
+    mem.flush()
+    assert len(model.calls) == 1
+    assert mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"][0]["text"] == "用户叫李四"
+
+
+def test_one_call_per_batch_feeds_every_layer():
+    extraction = out(
+        facts=["用户在开发知识中台，后端用SpringBoot"],
+        entities=[{"name": "知识中台", "type": "项目", "description": "用户开发的项目", "aliases": [], "attributes": [{"key": "后端", "value": "SpringBoot"}]}, {"name": "SpringBoot", "type": "技术", "description": "后端框架", "aliases": [], "attributes": []}],
+        relations=[{"source": "知识中台", "relation": "使用", "target": "SpringBoot", "evidence": "后端使用SpringBoot"}],
+        state=[{"key": "当前项目", "value": "知识中台"}],
+    )
+    model = ScriptedModel([extraction])
+    mem = memory(["summary", "entities", "graph", "state"], model, batch_messages=4)
+    mem.add(turns(PROJECT[:4]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert len(model.calls) == 1
+    user = mem.scope("u")
+    assert {r.key for r in mem.store.records.current(user, "entity")} == {"知识中台", "springboot"}
+    assert mem.store.records.current(user, "state")[0].value == {"value": "知识中台"}
+    assert len(mem.store.records.current(user, "relation")) == 1
+    usage = mem.store.usage.read(user)
+    assert len(usage) == 1 and usage[0].ok and usage[0].prompt_tokens > 0 and usage[0].layer == "extract"
+
+
+def test_entities_are_kept_only_when_said_and_merge_under_one_name():
+    model = ScriptedModel(
+        [
+            out(entities=[{"name": "Redis", "type": "技术", "description": "缓存", "aliases": [], "attributes": []}, {"name": "Kafka", "type": "技术", "description": "消息队列", "aliases": [], "attributes": []}]),
+            out(entities=[{"name": "redis", "type": "技术", "description": "用作缓存的数据库", "aliases": ["雷迪斯"], "attributes": [{"key": "用途", "value": "缓存"}]}]),
+        ]
+    )
+    mem = memory(["entities"], model, batch_messages=2)
+    mem.add(turns(["缓存使用Redis", "好的"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    mem.add(turns(["redis（雷迪斯）只做缓存", "明白"], T0 + timedelta(days=1)), user_id="u", thread_id="t2")
+    mem.run_jobs()
+    current = mem.store.records.current(mem.scope("u"), "entity")
+    assert [r.key for r in current] == ["redis"]  # Kafka was never said: not stored
+    redis = current[0].value
+    assert redis["aliases"] == ["雷迪斯"] and redis["attributes"]["用途"]["value"] == "缓存"
+    assert redis["attributes"]["用途"]["valid_from"].startswith("2024-03-02")
+    assert len(mem.store.records.history(mem.scope("u"), "entity", "redis")) == 2
+    ctx = mem.context(user_id="u", thread_id="t3", strategy="entities", query="Redis用来做什么？", max_tokens=1000)
+    assert "Redis" in system(ctx) and "用途=缓存" in system(ctx)
+
+
+def test_a_changed_attribute_supersedes_and_the_old_value_stays_in_history_and_audit():
+    model = ScriptedModel(
+        [
+            out(entities=[{"name": "用户", "type": "人物", "description": "用户本人", "aliases": [], "attributes": [{"key": "城市", "value": "北京"}]}]),
+            out(entities=[{"name": "用户", "type": "人物", "description": "用户本人", "aliases": [], "attributes": [{"key": "城市", "value": "上海"}]}]),
+        ]
+    )
+    mem = memory(["entities"], model, batch_messages=2)
+    mem.add(turns(["我住在北京", "好的"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    mem.add(turns(["我搬到上海了", "恭喜"], T0 + timedelta(days=30)), user_id="u", thread_id="t")
+    mem.run_jobs()
+    history = mem.store.records.history(mem.scope("u"), "entity", "user")
+    assert [h.value["attributes"]["城市"]["value"] for h in history] == ["北京", "上海"]
+    assert history[0].invalid_at is not None and history[1].current
+    events = mem.store.records.audit(mem.scope("u"), kind="entity")
+    assert events[0].action == "supersede" and events[0].before["attributes"]["城市"]["value"] == "北京"
+
+
+def test_graph_renders_the_multi_hop_path_through_an_alias():
+    text = ["小李是一名程序员。莫尔索是小李的笔名。小李正在开发知识中台。知识中台后端使用SpringBoot。", "好的，记住了。"]
+    model = ScriptedModel(
+        [
+            out(
+                entities=[{"name": "小李", "type": "人物", "description": "程序员", "aliases": [], "attributes": []}, {"name": "知识中台", "type": "项目", "description": "小李开发的项目", "aliases": [], "attributes": []}],
+                relations=[
+                    {"source": "小李", "relation": "是", "target": "程序员", "evidence": "小李是一名程序员"},
+                    {"source": "莫尔索", "relation": "笔名", "target": "小李", "evidence": "莫尔索是小李的笔名"},
+                    {"source": "小李", "relation": "开发", "target": "知识中台", "evidence": "小李正在开发知识中台"},
+                    {"source": "知识中台", "relation": "后端使用", "target": "SpringBoot", "evidence": "知识中台后端使用SpringBoot"},
+                    {"source": "知识中台", "relation": "部署在", "target": "火星", "evidence": "部署在火星上"},
+                ],
+            )
+        ]
+    )
+    mem = memory(["graph"], model, batch_messages=2)
+    mem.add(turns(text), user_id="u", thread_id="t")
+    mem.run_jobs()
+    relations = mem.store.records.current(mem.scope("u"), "relation")
+    assert len(relations) == 4  # the invented one is not grounded
+    assert any(r.value["evidence"] == "知识中台后端使用SpringBoot" and r.source_ids for r in relations)
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="graph", query="莫尔索开发的项目用什么后端？", max_tokens=1000)
+    section = system(ctx)
+    for piece in ("莫尔索 —笔名→ 小李", "小李 —开发→ 知识中台", "知识中台 —后端使用→ SpringBoot"):
+        assert piece in section
+    assert mem.store.records.current(mem.scope("u"), "entity", ["小李"])[0].value["aliases"] == ["莫尔索"]
+
+
+def test_graph_hops_are_bounded_and_alias_edges_are_free():
+    from memstack.layers.graph import neighbourhood
+    from memstack.types import Record, Scope
+
+    user = Scope(user_id="u")
+
+    def rel(i, s, t, alias=False):
+        return Record(f"r{i}", user, "relation", f"{s}-{t}", {"source_key": s, "target_key": t, "source": s, "target": t, "relation": "x", "alias": alias})
+
+    chain = [rel(0, "a", "alias-of-a", alias=True), rel(1, "alias-of-a", "b"), rel(2, "b", "c"), rel(3, "c", "d"), rel(4, "d", "e")]
+    found = {r.id for r in neighbourhood({"a"}, chain, 3)}
+    assert found == {"r0", "r1", "r2", "r3"}  # e is 4 hops away
+
+
+def test_state_is_merged_key_by_key_and_every_change_is_audited():
+    model = ScriptedModel([out(state=[{"key": "当前任务", "value": "写接口文档"}, {"key": "偏好语言", "value": "中文"}]), out(state=[{"key": "当前任务", "value": "部署上线"}])])
+    mem = memory(["state"], model, batch_messages=2)
+    mem.add(turns(["我在写接口文档，请用中文回复", "好的"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    mem.add(turns(["文档写完了，现在要部署上线", "好的"], T0 + timedelta(hours=5)), user_id="u", thread_id="t")
+    mem.run_jobs()
+    from memstack.layers.state import current_state
+
+    assert current_state(mem.store, mem.scope("u")) == {"偏好语言": "中文", "当前任务": "部署上线"}
+    actions = [(e.key, e.action) for e in mem.store.records.audit(mem.scope("u"), kind="state")]
+    assert actions[0] == ("当前任务", "supersede") and ("偏好语言", "add") in actions
+    ctx = mem.context(user_id="u", thread_id="t", strategy="state", max_tokens=1000)
+    assert "部署上线" in system(ctx)
+
+
+def test_a_state_schema_limits_the_keys():
+    model = ScriptedModel([out(state=[{"key": "mood", "value": "happy"}, {"key": "task", "value": "docs"}])])
+    mem = memory(["state"], model, batch_messages=2, state_schema={"type": "object", "properties": {"task": {"type": "string"}}})
+    mem.add(turns(["I'm writing the docs today, happily", "ok"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert [r.key for r in mem.store.records.current(mem.scope("u"), "state")] == ["task"]
+
+
+def test_malformed_output_fails_the_job_records_the_failure_and_loses_no_turn():
+    model = ScriptedModel(["{not json", "still not json", out(facts=["用户叫李四"])])
+    mem = memory(["summary"], model, batch_messages=2)
+    mem.add(turns(["我叫李四", "你好"]), user_id="u", thread_id="t")
+    report = mem.run_jobs()
+    assert report.failed == 1 and "stays queued" in report.errors[0]
+    assert mem.store.records.current(mem.scope("u", "t"), "summary") == []
+    failed = mem.store.usage.read(mem.scope("u"))
+    assert len(failed) == 2 and not any(u.ok for u in failed) and failed[0].error
+    assert mem.store.jobs.pending(mem.scope("u")) == 1  # still queued
+    time.sleep(2.1)  # the first retry's backoff
+    assert mem.run_jobs().ran == 1
+    assert mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"][0]["text"] == "用户叫李四"
+
+
+def test_a_rerun_batch_writes_nothing_twice():
+    extraction = out(facts=["用户叫李四"], entities=[{"name": "李四", "type": "人物", "description": "用户", "aliases": [], "attributes": []}])
+    model = ScriptedModel([extraction, extraction])
+    store_mem = memory(["summary", "entities"], model, batch_messages=2)
+    store_mem.add(turns(["我叫李四", "你好李四"]), user_id="u", thread_id="t")
+    scope = store_mem.scope("u", "t")
+    extractor = Extractor(store=store_mem.store, model=model, stack=("summary", "entities"), batch_messages=2)
+    from memstack.layers.base import WriteRequest
+
+    messages = store_mem.store.history.read(scope)
+    for _ in range(2):  # a worker killed after applying, before completing: the job runs again
+        extractor.write(WriteRequest(scope, messages, True, store_mem.store, 0))
+    summary = store_mem.store.records.current(scope, "summary")[0].value
+    assert [i["text"] for i in summary["items"]] == ["用户叫李四"]
+    assert len(store_mem.store.records.audit(store_mem.scope("u"), kind="entity")) == 1
+
+
+def test_long_batches_are_cut_to_fit_the_models_window():
+    model = ScriptedModel([], default=out(facts=["x"]), context_window=1200)
+    mem = memory(["summary"], model, batch_messages=1000, batch_tokens=100000, output_tokens=256)
+    mem.add(turns([("这是一段很长的话。" * 40) for _ in range(12)]), user_id="u", thread_id="t")
+    mem.flush()
+    assert len(model.calls) > 1
+    for call in model.calls:
+        assert sum(model.count_tokens(m["content"]) for m in call["messages"]) + 256 <= 1200
+
+
+def test_a_store_without_records_is_refused_with_a_clear_error(tmp_path):
+    from memstack.errors import UsageError
+
+    with pytest.raises(UsageError, match="keeps no model-made memory"):
+        Memory(f"jsonl://{tmp_path}", layers=["summary"], options={"model": ScriptedModel([])})

@@ -1,0 +1,104 @@
+"""The PostgreSQL record store and usage log pass their contracts, keep one current version per key
+under concurrent writers and reach schemas made before them.
+
+Needs a server: set MEMSTACK_TEST_PG_DSN (e.g. postgresql://postgres@127.0.0.1:5433/postgres, as
+printed by scripts/postgres.sh). Without it the module is skipped, except under CI, where a
+missing server is a failure. Every test works in a fresh random schema, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from pgsupport import require_dsn
+
+from memstack.errors import InvalidInput
+from memstack.testing import A, RecordStoreContract, UsageLogContract
+from memstack.testing.records import U, put, usage
+
+DSN = require_dsn("record store")
+
+psycopg = pytest.importorskip("psycopg")
+from memstack.backends.postgres import MIGRATIONS, PostgresStore, quote_identifier  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg(schema: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(DSN, schema=schema)
+    yield store
+    store.close()
+
+
+class _Postgres:
+    durable = True
+
+    @pytest.fixture(autouse=True)
+    def fresh_schema(self, schema: str) -> None:
+        self.schema = schema
+
+    def new_store(self) -> PostgresStore:
+        return PostgresStore(DSN, schema=self.schema)
+
+    def reopen(self, store: PostgresStore) -> PostgresStore:
+        store.close()
+        return PostgresStore(DSN, schema=self.schema)
+
+
+class TestPostgresRecords(_Postgres, RecordStoreContract):
+    pass
+
+
+class TestPostgresUsage(_Postgres, UsageLogContract):
+    pass
+
+
+def test_text_postgresql_cannot_store_is_invalid_input_and_stores_nothing(pg: PostgresStore) -> None:
+    with pytest.raises(InvalidInput):
+        pg.records.apply(U, [put("good", {"v": 1}), put("bad", {"v": "nul \x00 byte"})], layer="l")
+    with pytest.raises(InvalidInput):
+        pg.records.apply(U, [put("good", {"v": 1}), put("nul \x00 key", {"v": 1})], layer="l")
+    assert pg.records.current(U, "entity") == [] and pg.records.audit(U) == []
+
+
+def test_concurrent_writers_of_one_key_take_turns(pg: PostgresStore) -> None:
+    errors: list[Exception] = []
+
+    def work(w: int) -> None:
+        try:
+            for i in range(20):
+                pg.records.apply(U, [put("李四", {"writer": w, "i": i})], layer="l")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    versions = pg.records.history(U, "entity", "李四")
+    assert [r.version for r in versions] == list(range(1, 81))
+    assert [r.current for r in versions].count(True) == 1
+
+
+def test_a_schema_from_before_records_gains_them(schema: str) -> None:
+    names = [name for name, _ in MIGRATIONS]
+    store = PostgresStore(DSN, schema=schema)
+    store.close()
+    with psycopg.connect(DSN, autocommit=True) as conn:  # back to the schema before records
+        conn.execute(f"SET search_path = {quote_identifier(schema)}")
+        for table in ("memstack_records", "memstack_record_audit", "memstack_model_usage", "memstack_deletions"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("DELETE FROM memstack_migrations WHERE name = ANY(%s)", (names[names.index("0004_records") :],))
+    store = PostgresStore(DSN, schema=schema)
+    try:
+        store.records.apply(U, [put("李四", {"v": 1})], layer="l")
+        store.usage.record([usage(A, 0)])
+        assert store.delete_user(A) == 3
+        assert [d["rows"] for d in store.deletions("default")] == [3]
+    finally:
+        store.close()

@@ -1,0 +1,103 @@
+"""The SQLite record store and usage log pass their contracts, keep one current version per key
+and reach databases made before them."""
+
+import multiprocessing
+import sqlite3
+
+import pytest
+
+from memstack.backends.sqlite import MIGRATIONS, SQLiteStore, apply_migrations
+from memstack.errors import StoreError
+from memstack.testing import A, RecordStoreContract, UsageLogContract, msg
+from memstack.testing.records import U, put, usage
+
+
+class _SQLite:
+    durable = True
+
+    @pytest.fixture(autouse=True)
+    def _tmp(self, tmp_path):
+        self.path = tmp_path / "memstack.db"
+
+    def new_store(self):
+        return SQLiteStore(self.path)
+
+    def reopen(self, store):
+        store.close()
+        return SQLiteStore(self.path)
+
+
+class TestSQLiteRecords(_SQLite, RecordStoreContract):
+    pass
+
+
+class TestSQLiteUsage(_SQLite, UsageLogContract):
+    pass
+
+
+def test_chinese_is_stored_as_text_not_escapes(tmp_path):
+    store = SQLiteStore(tmp_path / "x.db")
+    store.records.apply(U, [put("李四", {"城市": "北京"})], layer="实体")
+    assert store.query("SELECT value FROM records")[0][0] == '{"城市": "北京"}'
+    assert '"城市": "北京"' in store.query("SELECT after FROM record_audit")[0][0]
+    store.close()
+
+
+def test_the_database_refuses_a_second_current_version(tmp_path):
+    store = SQLiteStore(tmp_path / "x.db")
+    store.records.apply(U, [put("李四", {"v": 1})], layer="l")
+    with pytest.raises(StoreError), store.write() as db:
+        db.execute(
+            "INSERT INTO records (tenant, user_id, agent_id, thread_id, kind, key, version, id, value, source_ids, created) "
+            "SELECT tenant, user_id, agent_id, thread_id, kind, key, version + 1, 'x', value, source_ids, created FROM records"
+        )
+    store.close()
+
+
+def test_a_deletion_leaves_only_its_note(tmp_path):
+    store = SQLiteStore(tmp_path / "x.db")
+    store.history.append(A, [msg("user", "我叫李四")])
+    store.records.apply(U, [put("李四", {"城市": "北京"})], layer="l")
+    store.usage.record([usage(A, 0)])
+    store.delete_user(A)
+    for table in ("records", "record_audit", "model_usage"):
+        assert store.query(f"SELECT count(*) FROM {table}")[0][0] == 0
+    assert store.query("SELECT tenant, user_id, rows_deleted FROM deletions") == [("default", "user_001", 4)]
+    store.close()
+
+
+def test_a_database_from_before_records_gains_them(tmp_path):
+    names = [name for name, _ in MIGRATIONS]
+    db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    apply_migrations(db, MIGRATIONS[: names.index("004_records")])
+    db.close()
+    store = SQLiteStore(tmp_path / "old.db")
+    store.records.apply(U, [put("李四", {"v": 1})], layer="l")
+    store.usage.record([usage(A, 0)])
+    store.delete_user(A)
+    assert [d["user_id"] for d in store.deletions("default")] == ["user_001"]
+    store.close()
+
+
+def _apply_many(path: str, worker: int, n: int) -> None:
+    store = SQLiteStore(path)
+    for i in range(n):
+        store.records.apply(U, [put("李四", {"writer": worker, "i": i})], layer="l")
+    store.close()
+
+
+def test_four_processes_write_one_key(tmp_path):
+    path = str(tmp_path / "shared.db")
+    SQLiteStore(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_apply_many, args=(path, w, 25)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    store = SQLiteStore(path)
+    versions = store.records.history(U, "entity", "李四")
+    assert [r.version for r in versions] == list(range(1, 101))
+    assert [r.current for r in versions].count(True) == 1
+    store.close()
