@@ -164,6 +164,13 @@ def test_truncated_output_that_does_not_validate_is_retried_with_a_hint():
     assert "cut off" in model.calls[1]["messages"][-1]["content"]
 
 
+def test_truncated_output_drops_only_the_trailing_element():
+    bad_first = dict(DOCS[0]["facts"][0], subject="")
+    text = json.dumps({"facts": [bad_first, DOCS[0]["facts"][1]]})
+    with pytest.raises(ModelOutputError, match="facts.0.subject"):
+        parse_output(text[: text.index("lives in") + 3], Extraction, truncated=True)
+
+
 def test_stop_reason_length_flags_even_valid_json():
     result, _ = run(Completion(VALID[3], "scripted", 1, 1, 0.1, finish_reason="length"))
     assert result.repaired is True
@@ -212,6 +219,7 @@ def test_two_failures_raise_model_output_error_with_raw():
     assert info.value.raw == '{"facts": "none"}'
     message = str(info.value)
     assert "\n" not in message and message.startswith("Extraction: ") and "facts" in message
+    assert message.endswith("(after 2 attempts)")
     assert len(model.calls) == 2
 
 
@@ -319,6 +327,18 @@ def test_scripted_model_exhausted_raises_assertion():
         model.complete([])
 
 
+def test_scripted_model_raises_scripted_errors_and_returns_completions():
+    error = ProviderUnavailable("timeout")
+    done = Completion("{}", "m", 1, 1, 0.1, finish_reason="length")
+    model = ScriptedModel([error, done, lambda messages, schema: error])
+    with pytest.raises(ProviderUnavailable):
+        model.complete([])
+    assert model.complete([]) is done
+    with pytest.raises(ProviderUnavailable):
+        model.complete([], schema={"type": "object"}, max_tokens=5)
+    assert model.calls[2] == {"messages": [], "schema": {"type": "object"}, "max_tokens": 5, "temperature": 0.0}
+
+
 # -- acceptance: 200 malformed outputs --------------------------------------------------------
 
 
@@ -392,6 +412,7 @@ JUNK = [
     "<think>",
     "</think>",
     "\x00\x01\x02{\x03",
+    ("{" * 20 + "}" * 20) * 100,  # json_repair's slow path, kept short
     "{" + "x" * 1_200_000,
     "{'facts': [" + "{'subject': 'x', " * 12_000,
     '{"facts": [{"subject": "A", "predicate": "p", "object": "o", "evidence": "e"}]}' * 2,

@@ -42,18 +42,36 @@ NEEDS: dict[str, tuple[str, ...]] = {
 ALIAS_RELATIONS = frozenset(
     normalize(r) for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.")
 )
+#: words that, in a relation's evidence naming both ends, say the two names are one entity
+ALIAS_WORDS = ("笔名", "别名", "又名", "又称", "外号", "昵称", "化名", "pen name", "also known as", "nickname", "alias", "a.k.a")
 #: what a speaker calls themself: stored under one key so the profile has one entry
 SELF_NAMES = frozenset(normalize(n) for n in ("用户", "我", "本人", "user", "the user", "i", "me"))
 SELF_KEY = "user"
+#: the assistant is not an entity of the user's memory
+ASSISTANT_NAMES = frozenset(normalize(n) for n in ("助手", "assistant", "the assistant", "ai", "ai助手", "chatgpt"))
 
 
-def is_alias(relation: str) -> bool:
-    return normalize(relation) in ALIAS_RELATIONS
+def is_alias(relation: str, evidence: str = "", source: str = "", target: str = "") -> bool:
+    """An alias relation by its name, or by evidence that names both ends and an alias word."""
+    if normalize(relation) in ALIAS_RELATIONS:
+        return True
+    ev = normalize(evidence)
+    return bool(source and target and normalize(source) in ev and normalize(target) in ev and any(w in ev for w in ALIAS_WORDS))
 
 
 def entity_key(name: str) -> str:
     key = normalize(name)
     return SELF_KEY if key in SELF_NAMES else key
+
+
+def relation_label(relation: str, source: str, target: str) -> str:
+    """The relation without the names of its ends, which small models repeat in it
+    ("后端使用SpringBoot" between 知识中台 and SpringBoot -> "后端使用")."""
+    label = relation.strip()
+    for name in (target.strip(), source.strip()):
+        if name and name in label and label.replace(name, "").strip(" ：:，,"):
+            label = label.replace(name, "").strip(" ：:，,")
+    return label
 
 
 @dataclass
@@ -250,7 +268,9 @@ class Extractor:
         resolve = _Resolver(current)
         changed: dict[str, dict[str, Any]] = {}
         sources_of: dict[str, set[str]] = {}
-        for e in entities:
+        for e in [*entities, *_endpoints(entities, relations), *_named_values(entities, batch.messages)]:
+            if entity_key(e.name) in ASSISTANT_NAMES:
+                continue
             names = [e.name, *e.aliases]
             grounded = {n: name_sources(n, batch.messages) for n in names}
             self_named = entity_key(e.name) == SELF_KEY
@@ -263,7 +283,7 @@ class Extractor:
             resolve.add(key, value)
             sources_of.setdefault(key, set()).update(i for ids in grounded.values() for i in ids)
         for r in relations:  # an alias relation ("莫尔索是小李的笔名") adds the alias to the entity
-            if is_alias(r.relation):
+            if is_alias(r.relation, r.evidence, r.source, r.target):
                 key = resolve.find(r.target) or resolve.find(r.source)
                 other = r.source if key == resolve.find(r.target) else r.target
                 if key and other and name_sources(other, batch.messages):
@@ -293,9 +313,9 @@ class Extractor:
             sources = ev_sources or tuple(both)
             confidence = round(max(score, 0.6 if both else 0.0), 2)
             src, dst = resolve.find(r.source) or entity_key(r.source), resolve.find(r.target) or entity_key(r.target)
-            key = f"{src}\x1f{normalize(r.relation)}\x1f{dst}"
+            key = f"{src}\x1f{normalize(relation_label(r.relation, r.source, r.target))}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
-            value = {"source": r.source.strip(), "relation": r.relation.strip(), "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation)}
+            value = {"source": r.source.strip(), "relation": relation_label(r.relation, r.source, r.target), "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation, r.evidence, r.source, r.target)}
             out.append(Change("put", "relation", key, value, sources, when))
         return out
 
@@ -308,8 +328,9 @@ class Extractor:
             key = item.key.strip()
             if not key or not item.value.strip() or (allowed is not None and key not in allowed):
                 continue
-            sources, _ = sentence_sources(item.value, batch.messages, threshold=0.2)
-            sources = sources or tuple(m.id for m in batch.messages)
+            sources, _ = sentence_sources(item.value, batch.messages)
+            if not sources:
+                continue  # a value nobody said
             out.append(Change("put", "state", key, {"value": item.value.strip()}, sources, batch.messages[-1].timestamp))
         return out
 
@@ -338,6 +359,40 @@ class _Resolver:
         return entity_key(names[0])
 
 
+def _endpoints(entities: Sequence[Any], relations: Sequence[Any]) -> list[Any]:
+    """The ends of the relations that the entity list left out: a node of the graph is an entity
+    (typed later, when the model describes it)."""
+    from ..llm.extract import Entity
+
+    named = {entity_key(n) for e in entities for n in [e.name, *e.aliases]}
+    out = []
+    for r in relations:
+        for name in (r.source, r.target):
+            if name.strip() and entity_key(name) not in named:
+                named.add(entity_key(name))
+                out.append(Entity(name=name.strip(), type="", description="", aliases=[], attributes=[]))
+    return out
+
+
+def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[Any]:
+    """Attribute values that are names said in the turns ("后端: SpringBoot"): things in their own
+    right, so they become entities too."""
+    from ..llm.extract import Entity
+
+    named = {entity_key(n) for e in entities for n in [e.name, *e.aliases]}
+    out = []
+    for e in entities:
+        for attr in e.attributes:
+            value = attr.value.strip()
+            if not value or entity_key(value) in named or len(value) > 40 or len(value.split()) > 3 or not name_sources(value, messages):
+                continue
+            if not any(c.isupper() for c in value) and not (len(value) <= 8 and all("\u3400" <= c <= "\u9fff" for c in value)):
+                continue  # a plain lower-case phrase is a value, not a name
+            named.add(entity_key(value))
+            out.append(Entity(name=value, type="", description="", aliases=[], attributes=[]))
+    return out
+
+
 def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Message]) -> bool:
     users = {m.id for m in messages if m.role == "user"}
     return any(set(ids) & users for ids in grounded.values())
@@ -346,8 +401,8 @@ def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Messa
 def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str, tuple[str, ...]], self_named: bool, *, user_said: bool) -> dict[str, Any]:
     value = dict(base)
     value["type"] = base.get("type") or e.type.strip()
-    if e.description.strip():
-        value["description"] = e.description.strip()
+    if e.description.strip() and sentence_sources(e.description, batch.messages, threshold=0.3)[0]:
+        value["description"] = e.description.strip()  # only a description the turns support
     aliases = list(base.get("aliases", []))
     for a in e.aliases:
         if a.strip() and grounded.get(a) and normalize(a) not in {normalize(x) for x in aliases} and normalize(a) != normalize(value.get("name", "")):

@@ -11,6 +11,7 @@ shows each turn with its date: dates come from the messages, never from the cloc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from ..types import Message
 from .base import ChatModel
 from .structured import Structured, generate
 
-PARTS: tuple[str, ...] = ("facts", "entities", "relations", "state")
+PARTS: tuple[str, ...] = ("facts", "relations", "entities", "state")
 
 
 class Attribute(BaseModel):
@@ -64,18 +65,18 @@ def schema_for(parts: Sequence[str]) -> type[BaseModel]:
 
 _RULES = {
     "zh": {
-        "head": "你从对话中提取要长期记住的信息。只提取对话里明确说到的内容，不要编造，不要翻译，用对话的语言写。",
+        "head": "你从对话中提取要长期记住的信息。只提取对话里明确说到的内容，不要编造，不要翻译，用对话的语言写。忽略寒暄、客套和确认（如“好的”“明白”“收到”）；助手本身不是实体。",
         "facts": "facts：每条一句完整的话，写清是谁（用户说的用“用户”）、做了什么或是什么；保留所有人名、数字、日期、否定和偏好；有日期时写上日期。",
-        "entities": "entities：对话中的人、项目、技术、组织、地点、物品等；name 用原文的名字；type 如 人物/项目/技术/组织/地点；description 一句话；aliases 写别名、笔名；attributes 写明确说到的属性。",
-        "relations": "relations：实体之间的关系，source 和 target 用原文名字，relation 简短（如 使用、开发、是、笔名、喜欢），evidence 原文摘一句作为依据。",
+        "entities": "entities：对话中提到的每个具体事物：人、项目、产品、系统、技术、组织、地点、物品；name 用原文的名字；type 如 人物/项目/技术/组织/地点；description 一句话；aliases 写别名、笔名；attributes 写明确说到的属性。",
+        "relations": "relations：实体之间、实体与其身份或属性之间的关系（身份、职业、开发、使用、属于、喜欢、别名或笔名等），每个陈述句至少一条；source 和 target 用原文名字，relation 用原文的词，evidence 原文摘一句作为依据。",
         "state": "state：用户当前的状态和偏好（如 当前任务、项目进度、偏好、决定），key 简短，value 为当前值。",
         "turns": "对话：",
     },
     "en": {
-        "head": "Extract what should be remembered long-term from the conversation. Only what is explicitly said; invent nothing; write in the conversation's language.",
+        "head": "Extract what should be remembered long-term from the conversation. Only what is explicitly said; invent nothing; write in the conversation's language. Skip greetings, thanks and acknowledgements; the assistant itself is not an entity.",
         "facts": "facts: one full sentence each saying who (the user is 'User') did or is what; keep every name, number, date, negation and preference; include dates where known.",
-        "entities": "entities: people, projects, technologies, organisations, places, things named in the conversation; name as written; type like person/project/technology/organisation/place; description one sentence; aliases for other names or pen names; attributes only as stated.",
-        "relations": "relations between entities: source and target as named, relation short (uses, develops, is, pen name, likes), evidence a quoted sentence from the conversation.",
+        "entities": "entities: every specific thing named in the conversation: people, projects, products, systems, technologies, organisations, places, objects; name as written; type like person/project/technology/organisation/place; description one sentence; aliases for other names or pen names; attributes only as stated.",
+        "relations": "relations between entities, and between an entity and its role or attributes (identity, job, develops, uses, belongs to, likes, alias or pen name...), at least one per statement; source and target as named, relation in the conversation's words, evidence a quoted sentence from the conversation.",
         "state": "state: the user's current status and preferences (current task, progress, preferences, decisions); short key, current value.",
         "turns": "Conversation:",
     },
@@ -89,13 +90,23 @@ def language(messages: Sequence[Message]) -> str:
     return "zh" if text and cjk * 10 >= len(text) else "en"
 
 
+_CONTENT = re.compile(r"[\u3400-\u9fff]|[A-Za-z0-9]+")
+
+
+def trivial(message: Message) -> bool:
+    """An acknowledgement with nothing to remember ("好的。", "OK, thanks!"): at most four Chinese
+    characters or two words. Left out of the prompt: small models echo them as facts."""
+    return len(_CONTENT.findall(message.text)) <= (4 if language([message]) == "zh" else 2)
+
+
 def render_turns(messages: Sequence[Message], lang: str) -> str:
-    """Turns as "[date] speaker: text" lines, one date line per day change (dates from messages)."""
+    """Turns as "[date] speaker: text" lines, one date line per day change (dates from messages);
+    trivial acknowledgements left out."""
     labels = {"zh": {"user": "用户", "assistant": "助手"}, "en": {"user": "User", "assistant": "Assistant"}}[lang]
     lines: list[str] = []
     day = None
     for m in messages:
-        if m.role not in ("user", "assistant") or not m.text.strip():
+        if m.role not in ("user", "assistant") or not m.text.strip() or trivial(m):
             continue
         stamp = m.timestamp.date().isoformat() if m.timestamp else None
         if stamp and stamp != day:

@@ -112,20 +112,23 @@ def generate(
             conversation = [*conversation, *_correction(completion.text, error, _kind(json_schema), prompts)]
             continue
         return Structured(value=value, calls=tuple(calls), repaired=repaired or completion.finish_reason == "length")
-    raise ModelOutputError(f"{schema.__name__}: {error} (after {len(calls)} attempts)", raw=_raw(calls[-1].text))
+    attempts = f"{len(calls)} attempt" + ("s" if len(calls) > 1 else "")
+    raise ModelOutputError(f"{schema.__name__}: {error} (after {attempts})", raw=_raw(calls[-1].text))
 
 
 def parse_output(text: str, schema: type[T], *, truncated: bool = False) -> tuple[T, bool]:
     """Parse one model answer into ``schema``: ``(value, repaired)``, or ModelOutputError saying why not.
 
     Steps: drop ``<think>`` blocks, unwrap a code fence, take the first JSON value of the schema's
-    kind (prose around it is ignored), parse it strictly; if that fails, repair it with json_repair
-    (``repaired=True``); refuse lone surrogates (not storable as UTF-8); validate with pydantic.
+    kind (an object or an array; prose around it is ignored), parse it strictly; if that fails,
+    repair it with json_repair (``repaired=True``); refuse lone surrogates (not storable as UTF-8);
+    validate with pydantic.
 
     ``truncated`` (the provider said the answer was cut off by ``max_tokens``) keeps only what the
-    model finished: the text is cut back to its last comma or bracket before repair, so that no
-    half-written string or number ("Ber" for "Berlin") becomes a value, and a trailing list
-    element left incomplete is dropped when it is what fails validation.
+    model finished: the text is cut back to its last comma or bracket and its open brackets are
+    closed, so that no half-written string or number ("Ber" for "Berlin") becomes a value, and a
+    trailing list element left incomplete is dropped when it is what fails validation. Without
+    that signal an unclosed answer is repaired as json_repair sees fit (and flagged ``repaired``).
     """
     if not isinstance(text, str):
         raise ModelOutputError(f"the output is not text but {type(text).__name__}")
