@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="ISO 8601 timestamp of the message (default: now)")
     p.add_argument("--agent")
     p.add_argument("text", help="the message text, or - to read it from stdin")
+    p.add_argument("--strategy", default="full", help="the layers whose write side this message feeds, e.g. summary,entities,retrieval (default: %(default)s)")
     p.set_defaults(run=cmd_add)
 
     p = sub.add_parser("context", help="print the context for the next model call")
@@ -88,9 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_import)
 
     p = sub.add_parser("worker", help="run the write queue (layers' slow work)")
-    p.add_argument("--once", action="store_true", help="drain what is ready and exit")
+    p.add_argument("--once", action="store_true", help="drain what is ready, including turns waiting for a fuller batch, and exit")
+    p.add_argument("--model", help="chat model for the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
+    p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
     p.set_defaults(run=cmd_worker)
+
+    for name, what in (("entities", "a user's entities"), ("graph", "a user's relations"), ("state", "a user's JSON state"), ("audit", "the audit trail of a user's model-made memory"), ("usage", "a user's model calls and tokens")):
+        p = sub.add_parser(name, help=f"print {what}")
+        p.add_argument("--user", required=True)
+        p.add_argument("--agent")
+        if name == "audit":
+            p.add_argument("--kind", choices=["summary", "entity", "relation", "state"])
+            p.add_argument("--limit", type=int, default=100)
+        p.set_defaults(run=cmd_records, what=name)
 
     p = sub.add_parser("search", help="search a user's memories across threads")
     p.add_argument("--user", required=True)
@@ -155,7 +167,7 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 def cmd_add(args: argparse.Namespace) -> None:
     text = _read_text(args.text)
     at = parse_time(args.at) if args.at else None
-    with _memory(args) as mem:
+    with _memory(args, layers=args.strategy) as mem:
         stored = mem.add({"role": args.role, "content": text}, user_id=args.user, thread_id=args.thread, agent_id=args.agent, at=at)
     data = [m.to_dict() | {"seq": m.seq} for m in stored]
     _emit(args, {"stored": data}, lambda: "\n".join(f"stored {m.id} ({m.role}, {m.timestamp.isoformat()})" for m in stored))
@@ -229,7 +241,8 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
-    with _memory(args) as mem:
+    options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
+    with _memory(args, options=options) as mem:
         if args.once:
             report = mem.flush()
             _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {report.ran} jobs, {report.failed} failed")
@@ -240,6 +253,15 @@ def cmd_worker(args: argparse.Namespace) -> None:
                 time.sleep(args.poll)
         except KeyboardInterrupt:
             pass
+
+
+def cmd_records(args: argparse.Namespace) -> None:
+    from . import views
+
+    with _memory(args) as mem:
+        scope = mem.scope(args.user, agent_id=args.agent)
+        data = views.VIEWS[args.what](mem.store, scope, **({"kind": args.kind, "limit": args.limit} if args.what == "audit" else {}))
+    _emit(args, data, lambda: views.render(args.what, data))
 
 
 def cmd_search(args: argparse.Namespace) -> None:

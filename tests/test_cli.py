@@ -124,3 +124,72 @@ def test_demo_finishes(home):
     text = proc.stdout.decode()
     for expected in ("全量历史", "滑动窗口", "Token 裁剪", "after a restart", "我的后端使用什么技术？"):
         assert expected in text
+
+
+class _CannedChat:
+    """A real OpenAI-compatible HTTP server on loopback that answers every chat completion with one
+    extraction, so the worker subprocess runs the model-backed layers end to end."""
+
+    ANSWER = {
+        "facts": ["用户叫李四", "用户在开发知识中台，后端使用SpringBoot"],
+        "relations": [{"source": "知识中台", "relation": "后端使用", "target": "SpringBoot", "evidence": "后端使用SpringBoot"}],
+        "entities": [{"name": "知识中台", "type": "项目", "description": "用户正在开发知识中台", "aliases": [], "attributes": [{"key": "后端", "value": "SpringBoot"}]}],
+        "state": [{"key": "当前项目", "value": "知识中台"}],
+    }
+
+    def __enter__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        answer = json.dumps(self.ANSWER, ensure_ascii=False)
+        self.requests = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}], "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+
+
+def test_model_backed_layers_from_the_command_line(home):
+    stack = "summary,entities,graph,state"
+    for i, (role, text) in enumerate(LISI):
+        run(home, "add", "--strategy", stack, "--user", "user_001", "--thread", "s1", "--role", role, "--at", f"2026-11-02T20:0{i}:00+08:00", text)
+    with _CannedChat() as chat:
+        report = out_json(run(home, "worker", "--once", "--model", f"vllm:qwen@{chat.url}", "--json"))
+    assert report == {"ran": 1, "failed": 0, "errors": []}
+    assert len(chat.requests) == 1 and chat.requests[0]["response_format"]["type"] == "json_schema"
+    assert "后端使用SpringBoot" in chat.requests[0]["messages"][-1]["content"]
+    names = {e["value"]["name"] for e in out_json(run(home, "entities", "--user", "user_001", "--json"))}
+    assert {"知识中台", "SpringBoot"} <= names
+    graph = out_json(run(home, "graph", "--user", "user_001", "--json"))
+    assert [(r["value"]["source"], r["value"]["target"]) for r in graph] == [("知识中台", "SpringBoot")]
+    assert out_json(run(home, "state", "--user", "user_001", "--json")) == {"当前项目": "知识中台"}
+    audit = out_json(run(home, "audit", "--user", "user_001", "--json"))
+    assert {e["kind"] for e in audit} == {"summary", "entity", "relation", "state"} and all(e["action"] == "add" for e in audit)
+    usage = out_json(run(home, "usage", "--user", "user_001", "--json"))
+    assert usage["totals"] == {"extract qwen": {"calls": 1, "failed": 0, "prompt_tokens": 120, "completion_tokens": 80, "seconds": usage["totals"]["extract qwen"]["seconds"]}}
+    text = run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "summary,entities", "--query", "我的后端是什么？").stdout.decode()
+    assert "用户在开发知识中台，后端使用SpringBoot" in text and "SpringBoot" in text
+    assert "知识中台 [项目]" in run(home, "entities", "--user", "user_001").stdout.decode()
+    run(home, "forget", "--user", "user_001", "--yes")
+    assert out_json(run(home, "audit", "--user", "user_001", "--json")) == []
+    assert out_json(run(home, "usage", "--user", "user_001", "--json"))["calls"] == []

@@ -252,3 +252,62 @@ def test_a_store_without_records_is_refused_with_a_clear_error(tmp_path):
 
     with pytest.raises(UsageError, match="keeps no model-made memory"):
         Memory(f"jsonl://{tmp_path}", layers=["summary"], options={"model": ScriptedModel([])})
+
+
+def malformed_outputs(n=200):
+    """Deterministic junk: a valid extraction truncated at many points, with braces and quotes
+    broken, wrapped in prose, wrong types, empty and non-JSON text."""
+    valid = out(
+        facts=["用户叫李四，是软件工程师", "The user lives in Hangzhou"],
+        entities=[{"name": "李四", "type": "人物", "description": "软件工程师", "aliases": [], "attributes": [{"key": "城市", "value": "杭州"}]}],
+    )
+    outs = []
+    for i in range(1, len(valid), max(1, len(valid) // 60)):
+        outs.append(valid[:i])  # truncated
+    outs += [valid.replace('"', "", k) for k in range(1, 40, 3)]  # quotes dropped
+    outs += [valid.replace("}", "", k) for k in range(1, 4)] + [valid.replace("[", "{", k) for k in range(1, 4)]
+    outs += ["", "   ", "null", "[]", "好的，我来总结一下。", "```json\n```", '{"facts": "不是列表"}', '{"facts": [1, 2, {"x": 3}]}', '{"entities": [{"name": null}]}', "{" * 500, "\ud800\udfff junk", "<think>嗯</think>"]
+    outs += [f"以下是结果：{valid[: len(valid) // 2]}……" for _ in range(5)]
+    while len(outs) < n:
+        outs.append(valid[::-1][: len(outs) % 97 + 3])
+    return outs[:n]
+
+
+def test_two_hundred_malformed_outputs_lose_no_turn():
+    from memstack.errors import JobError
+    from memstack.layers.base import WriteRequest
+
+    outputs = malformed_outputs()
+    model = ScriptedModel([], default=lambda messages, schema: outputs.pop(0) if outputs else "{")
+    mem = memory(["summary", "entities"], model, batch_messages=2)
+    mem.add(turns(["我叫李四，是软件工程师，住在杭州", "你好李四"]), user_id="u", thread_id="t")
+    scope = mem.scope("u", "t")
+    extractor = Extractor(store=mem.store, model=model, stack=("summary", "entities"), batch_messages=2)
+    messages = mem.store.history.read(scope)
+    outcomes = {"stored": 0, "failed": 0}
+    while outputs:
+        try:
+            extractor.write(WriteRequest(scope, messages, True, mem.store, 0))
+            outcomes["stored"] += 1
+        except JobError:
+            outcomes["failed"] += 1  # reported; the queue keeps the batch for a retry
+    assert outcomes["failed"] > 0 and sum(outcomes.values()) >= 100
+    usage = mem.store.usage.read(mem.scope("u"))
+    assert len(usage) == len(model.calls) and sum(not u.ok for u in usage) >= outcomes["failed"]
+    assert len(mem.store.history.read(scope)) == 2  # no turn lost
+    for r in mem.store.records.current(mem.scope("u"), "entity"):
+        assert r.value["name"] and r.source_ids  # whatever was stored is well-formed and grounded
+    # and the queue still holds the work: a job run with a good answer stores it
+    model2 = ScriptedModel([out(facts=["用户叫李四"])])
+    Extractor(store=mem.store, model=model2, stack=("summary",), batch_messages=2).write(WriteRequest(scope, messages, True, mem.store, 0))
+    assert any(i["text"] == "用户叫李四" for i in mem.store.records.current(scope, "summary")[0].value["items"])
+
+
+def test_one_message_longer_than_the_models_window_is_cut_not_sent_whole():
+    model = ScriptedModel([], default=out(facts=["x"]), context_window=1200)
+    mem = memory(["summary"], model, batch_messages=1, output_tokens=256)
+    mem.add([{"role": "user", "content": "这是一段非常长的话，讲了很多事情。" * 300}], user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    assert len(model.calls) > 2
+    for call in model.calls:
+        assert sum(model.count_tokens(m["content"]) for m in call["messages"]) + 256 <= 1200

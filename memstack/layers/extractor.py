@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..budget import split_text
 from ..errors import JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
 from ..llm.extract import Batch, extract, merge_notes
@@ -157,7 +158,7 @@ class Extractor:
         room = max(256, min(self.batch_tokens * 2, self.chat.context_window - self.output_tokens - 700))
         out: list[list[Message]] = [[]]
         used = 0
-        for m in turns:
+        for m in (piece for t in turns for piece in _pieces(t, room, self.chat.count_tokens)):
             cost = self.chat.count_tokens(m.text) + 8
             if out[-1] and used + cost > room:
                 out.append([])
@@ -359,6 +360,23 @@ class _Resolver:
         return entity_key(names[0])
 
 
+def _pieces(message: Message, room: int, count: Any) -> list[Message]:
+    """A message longer than the model's room, cut at sentence ends (hard-cut as a last resort)
+    into pieces that keep its id, seq and time, so sources still point at it."""
+    if count(message.text) + 8 <= room:
+        return [message]
+    pieces: list[str] = [""]
+    for sentence in split_text(message.text):
+        while count(sentence) + 8 > room:  # one enormous sentence: cut by characters
+            cut = max(1, len(sentence) * room // (2 * count(sentence)))
+            pieces += [sentence[:cut], ""]
+            sentence = sentence[cut:]
+        if pieces[-1] and count(pieces[-1] + sentence) + 8 > room:
+            pieces.append("")
+        pieces[-1] += sentence
+    return [replace(message, content=p) for p in pieces if p.strip()]
+
+
 def _endpoints(entities: Sequence[Any], relations: Sequence[Any]) -> list[Any]:
     """The ends of the relations that the entity list left out: a node of the graph is an entity
     (typed later, when the model describes it)."""
@@ -375,8 +393,9 @@ def _endpoints(entities: Sequence[Any], relations: Sequence[Any]) -> list[Any]:
 
 
 def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[Any]:
-    """Attribute values that are names said in the turns ("后端: SpringBoot"): things in their own
-    right, so they become entities too."""
+    """Attribute values that are capitalised names said in the turns ("后端: SpringBoot"): things
+    in their own right, so they become entities too. (Chinese has no capitals: a Chinese value
+    stays a value unless the model lists it as an entity or a relation's end.)"""
     from ..llm.extract import Entity
 
     named = {entity_key(n) for e in entities for n in [e.name, *e.aliases]}
@@ -386,8 +405,8 @@ def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[
             value = attr.value.strip()
             if not value or entity_key(value) in named or len(value) > 40 or len(value.split()) > 3 or not name_sources(value, messages):
                 continue
-            if not any(c.isupper() for c in value) and not (len(value) <= 8 and all("\u3400" <= c <= "\u9fff" for c in value)):
-                continue  # a plain lower-case phrase is a value, not a name
+            if not any(c.isupper() for c in value):
+                continue  # a name is capitalised ("SpringBoot", "iPhone 13"); a plain phrase is a value
             named.add(entity_key(value))
             out.append(Entity(name=value, type="", description="", aliases=[], attributes=[]))
     return out
