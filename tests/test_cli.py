@@ -131,9 +131,7 @@ class _CannedChat:
     extraction, so the worker subprocess runs the model-backed layers end to end."""
 
     ANSWER = {
-        "facts": ["用户叫李四", "用户在开发知识中台，后端使用SpringBoot"],
-        "relations": [{"source": "知识中台", "relation": "后端使用", "target": "SpringBoot", "evidence": "后端使用SpringBoot"}],
-        "entities": [{"name": "知识中台", "type": "项目", "description": "用户正在开发知识中台", "aliases": [], "attributes": [{"key": "后端", "value": "SpringBoot"}]}],
+        "memories": [{"subject": "用户", "subject_type": "人物", "predicate": "叫", "object": "李四"}, {"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"}],
         "state": [{"key": "当前项目", "value": "知识中台"}],
     }
 
@@ -179,16 +177,16 @@ def test_model_backed_layers_from_the_command_line(home):
     assert len(chat.requests) == 1 and chat.requests[0]["response_format"]["type"] == "json_schema"
     assert "后端使用SpringBoot" in chat.requests[0]["messages"][-1]["content"]
     names = {e["value"]["name"] for e in out_json(run(home, "entities", "--user", "user_001", "--json"))}
-    assert {"知识中台", "SpringBoot"} <= names
+    assert {"用户", "知识中台", "SpringBoot"} <= names
     graph = out_json(run(home, "graph", "--user", "user_001", "--json"))
-    assert [(r["value"]["source"], r["value"]["target"]) for r in graph] == [("知识中台", "SpringBoot")]
+    assert sorted((r["value"]["source"], r["value"]["target"]) for r in graph) == [("用户", "李四"), ("知识中台", "SpringBoot")]
     assert out_json(run(home, "state", "--user", "user_001", "--json")) == {"当前项目": "知识中台"}
     audit = out_json(run(home, "audit", "--user", "user_001", "--json"))
     assert {e["kind"] for e in audit} == {"summary", "entity", "relation", "state"} and all(e["action"] == "add" for e in audit)
     usage = out_json(run(home, "usage", "--user", "user_001", "--json"))
     assert usage["totals"] == {"extract qwen": {"calls": 1, "failed": 0, "prompt_tokens": 120, "completion_tokens": 80, "seconds": usage["totals"]["extract qwen"]["seconds"]}}
     text = run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "summary,entities", "--query", "我的后端是什么？").stdout.decode()
-    assert "用户在开发知识中台，后端使用SpringBoot" in text and "SpringBoot" in text
+    assert "知识中台后端使用SpringBoot" in text and "用户叫李四" in text
     assert "知识中台 [项目]" in run(home, "entities", "--user", "user_001").stdout.decode()
     run(home, "forget", "--user", "user_001", "--yes")
     assert out_json(run(home, "audit", "--user", "user_001", "--json")) == []

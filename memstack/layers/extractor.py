@@ -22,7 +22,7 @@ from ..budget import split_text
 from ..errors import JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
 from ..llm.extract import Batch, extract, merge_notes
-from ..llm.grounding import name_sources, normalize, sentence_sources
+from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
 from ..stores import Store
 from ..tokens import TokenCounter, get_counter
@@ -53,8 +53,10 @@ ASSISTANT_NAMES = frozenset(normalize(n) for n in ("助手", "assistant", "the a
 
 
 def is_alias(relation: str, evidence: str = "", source: str = "", target: str = "") -> bool:
-    """An alias relation by its name, or by evidence that names both ends and an alias word."""
-    if normalize(relation) in ALIAS_RELATIONS:
+    """An alias relation by its name ("笔名", "是…的笔名", "pen name of"), or by evidence that names
+    both ends and an alias word."""
+    label = normalize(relation)
+    if label in ALIAS_RELATIONS or any(w in label for w in ALIAS_WORDS):
         return True
     ev = normalize(evidence)
     return bool(source and target and normalize(source) in ev and normalize(target) in ev and any(w in ev for w in ALIAS_WORDS))
@@ -175,15 +177,20 @@ class Extractor:
             batch = extract(metered, turns, self.parts, known=known, max_tokens=self.output_tokens)
         except ModelOutputError as exc:
             metered.commit(getattr(self.store, "usage", None), scope, self.name, error=str(exc))
+            if len(turns) > 1:  # a smaller batch asks for less output: halve it rather than stall the thread
+                half = len(turns) // 2
+                self._run(scope, turns[:half])
+                self._run(scope, turns[half:])
+                return
             raise JobError(f"the model's extraction stayed invalid; the batch stays queued: {exc}") from exc
         metered.commit(getattr(self.store, "usage", None), scope, self.name)
-        value = batch.result.value
+        value = batch.extracted
         if "facts" in self.parts:
             records.apply(scope, self._summary_changes(scope, batch, value.facts), layer="summary")
             self._index_facts(scope, batch, value.facts)
         user_changes: list[Change] = []
         if "entities" in self.parts:
-            user_changes += self._entity_changes(scope.user(), batch, value.entities, getattr(value, "relations", []))
+            user_changes += self._entity_changes(scope.user(), batch, value.entities, value.relations)
         if "relations" in self.parts:
             user_changes += self._relation_changes(scope.user(), batch, value.relations)
         if "state" in self.parts:
@@ -267,9 +274,10 @@ class Extractor:
     def _entity_changes(self, user: Scope, batch: Batch, entities: Sequence[Any], relations: Sequence[Any]) -> list[Change]:
         current = {r.key: r for r in self.store.records.current(user, "entity")}
         resolve = _Resolver(current)
+        aliases = self._aliases(batch, entities, relations, resolve)
         changed: dict[str, dict[str, Any]] = {}
         sources_of: dict[str, set[str]] = {}
-        for e in [*entities, *_endpoints(entities, relations), *_named_values(entities, batch.messages)]:
+        for e in [*entities, *_named_values(entities, batch.messages)]:
             if entity_key(e.name) in ASSISTANT_NAMES:
                 continue
             names = [e.name, *e.aliases]
@@ -277,26 +285,51 @@ class Extractor:
             self_named = entity_key(e.name) == SELF_KEY
             if not self_named and not any(grounded.values()):
                 continue  # not said: not stored
-            key = resolve.key(names)
-            base = changed.get(key) or (dict(current[key].value) if key in current else {"name": e.name, "type": "", "description": "", "aliases": [], "attributes": {}})
+            canonical = aliases.get(entity_key(e.name))
+            key = resolve.key([canonical] if canonical else names)
+            base = changed.get(key) or (dict(current[key].value) if key in current else {"name": canonical or e.name, "type": "", "description": "", "aliases": [], "attributes": {}})
+            e = e.model_copy(update={"attributes": [a for a in e.attributes if not is_alias(a.key)], "aliases": [*e.aliases, *([e.name] if canonical else [])]})
             value = _merge_entity(base, e, batch, grounded, self_named, user_said=_said_by_user(grounded, batch.messages))
             changed[key] = value
             resolve.add(key, value)
             sources_of.setdefault(key, set()).update(i for ids in grounded.values() for i in ids)
-        for r in relations:  # an alias relation ("莫尔索是小李的笔名") adds the alias to the entity
-            if is_alias(r.relation, r.evidence, r.source, r.target):
-                key = resolve.find(r.target) or resolve.find(r.source)
-                other = r.source if key == resolve.find(r.target) else r.target
-                if key and other and name_sources(other, batch.messages):
-                    base = changed.get(key) or dict(current[key].value)
-                    if normalize(other) not in {normalize(a) for a in base.get("aliases", [])} and normalize(other) != normalize(base.get("name", "")):
-                        changed[key] = {**base, "aliases": [*base.get("aliases", []), other]}
-                        resolve.add(key, changed[key])
+        for alias_key, canonical in aliases.items():  # an alias named only in the alias relation
+            key = resolve.key([canonical])
+            base = changed.get(key) or (dict(current[key].value) if key in current else None)
+            alias = next((r.source if entity_key(r.source) == alias_key else r.target for r in relations if alias_key in (entity_key(r.source), entity_key(r.target))), None)
+            if base is None or alias is None or not name_sources(alias, batch.messages):
+                continue
+            if entity_key(alias) not in {entity_key(n) for n in [base.get("name", ""), *base.get("aliases", [])]}:
+                changed[key] = {**base, "aliases": [*base.get("aliases", []), alias.strip()]}
         when = batch.messages[-1].timestamp
         out = []
         for key, value in changed.items():
             ids = tuple(sorted(sources_of.get(key, set()))) or tuple(m.id for m in batch.messages)
             out.append(Change("put", "entity", key, value, ids, when))
+        return out
+
+    @staticmethod
+    def _aliases(batch: Batch, entities: Sequence[Any], relations: Sequence[Any], resolve: _Resolver) -> dict[str, str]:
+        """alias key -> canonical name, from alias relations ("莫尔索是小李的笔名"): the canonical
+        end is the one already known, else the one with more statements, else the target."""
+        subjects: dict[str, int] = {}
+        for e in entities:
+            subjects[entity_key(e.name)] = subjects.get(entity_key(e.name), 0) + len(e.attributes)
+        out: dict[str, str] = {}
+        for r in relations:
+            found = evidence_for(r, batch.messages)
+            if found is None or not is_alias(r.relation, found[0], r.source, r.target):
+                continue
+            a, b = r.source.strip(), r.target.strip()
+            known_a, known_b = resolve.find(a) is not None, resolve.find(b) is not None
+            if known_a != known_b:
+                canonical, alias = (a, b) if known_a else (b, a)
+            elif subjects.get(entity_key(a), 0) != subjects.get(entity_key(b), 0):
+                canonical, alias = (a, b) if subjects.get(entity_key(a), 0) > subjects.get(entity_key(b), 0) else (b, a)
+            else:
+                canonical, alias = b, a
+            out[entity_key(alias)] = canonical
+            resolve.add(resolve.key([canonical]), {"name": canonical, "aliases": [alias]})
         return out
 
     # ---- relations ---------------------------------------------------------------------------
@@ -307,12 +340,11 @@ class Extractor:
         for r in relations:
             if not (r.source.strip() and r.target.strip() and r.relation.strip()):
                 continue
-            ev_sources, score = sentence_sources(r.evidence or "", batch.messages)
-            both = [m.id for m in batch.messages if name_sources(r.source, [m]) and name_sources(r.target, [m])]
-            if not ev_sources and not both:
-                continue  # neither the quote nor a turn naming both: not grounded
-            sources = ev_sources or tuple(both)
-            confidence = round(max(score, 0.6 if both else 0.0), 2)
+            found = evidence_for(r, batch.messages)
+            if found is None:
+                continue  # no turn supports it: not stored
+            evidence, sources, confidence = found
+            r = r.model_copy(update={"evidence": evidence})
             src, dst = resolve.find(r.source) or entity_key(r.source), resolve.find(r.target) or entity_key(r.target)
             key = f"{src}\x1f{normalize(relation_label(r.relation, r.source, r.target))}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
@@ -360,6 +392,35 @@ class _Resolver:
         return entity_key(names[0])
 
 
+def evidence_for(r: Any, messages: Sequence[Message]) -> tuple[str, tuple[str, ...], float] | None:
+    """The quote, source turns and confidence that ground a relation, taken from the turns: the
+    sentence naming both ends (0.9), a turn naming both (0.7), the model's own quote where the
+    turns contain it (its overlap), or None. "用户"/"I" as an end matches the user's own turns."""
+
+    def names(name: str, text: str, m: Message) -> bool:
+        return (entity_key(name) == SELF_KEY and m.role == "user") or normalize(name) in normalize(text)
+
+    for m in messages:
+        for sentence in split_text(m.text):
+            if names(r.source, sentence, m) and names(r.target, sentence, m):
+                return sentence.strip(), (m.id,), 0.9
+    for m in messages:
+        if names(r.source, m.text, m) and names(r.target, m.text, m):
+            return m.text.strip()[:300], (m.id,), 0.7
+    # the subject named earlier in the batch, the object in this sentence ("我在开发知识中台" ...
+    # "后端使用SpringBoot"): the batch is the context that resolves it
+    if any(names(r.source, m.text, m) for m in messages):
+        for m in messages:
+            for sentence in split_text(m.text):
+                if normalize(r.target) in normalize(sentence) and overlap(r.relation, sentence) >= 0.5:
+                    return sentence.strip(), (m.id,), 0.6
+    if r.evidence:
+        sources, score = sentence_sources(r.evidence, messages)
+        if sources:
+            return r.evidence.strip(), sources, round(score * 0.8, 2)
+    return None
+
+
 def _pieces(message: Message, room: int, count: Any) -> list[Message]:
     """A message longer than the model's room, cut at sentence ends (hard-cut as a last resort)
     into pieces that keep its id, seq and time, so sources still point at it."""
@@ -377,25 +438,10 @@ def _pieces(message: Message, room: int, count: Any) -> list[Message]:
     return [replace(message, content=p) for p in pieces if p.strip()]
 
 
-def _endpoints(entities: Sequence[Any], relations: Sequence[Any]) -> list[Any]:
-    """The ends of the relations that the entity list left out: a node of the graph is an entity
-    (typed later, when the model describes it)."""
-    from ..llm.extract import Entity
-
-    named = {entity_key(n) for e in entities for n in [e.name, *e.aliases]}
-    out = []
-    for r in relations:
-        for name in (r.source, r.target):
-            if name.strip() and entity_key(name) not in named:
-                named.add(entity_key(name))
-                out.append(Entity(name=name.strip(), type="", description="", aliases=[], attributes=[]))
-    return out
-
-
 def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[Any]:
-    """Attribute values that are capitalised names said in the turns ("后端: SpringBoot"): things
-    in their own right, so they become entities too. (Chinese has no capitals: a Chinese value
-    stays a value unless the model lists it as an entity or a relation's end.)"""
+    """Attribute values that name things said in the turns ("后端使用: SpringBoot", "开发: 知识中台"):
+    things in their own right, so they become entities too: a capitalised name, or a short
+    all-Chinese noun phrase (Chinese has no capitals; no digits, so amounts and dates stay values)."""
     from ..llm.extract import Entity
 
     named = {entity_key(n) for e in entities for n in [e.name, *e.aliases]}
@@ -405,10 +451,11 @@ def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[
             value = attr.value.strip()
             if not value or entity_key(value) in named or len(value) > 40 or len(value.split()) > 3 or not name_sources(value, messages):
                 continue
-            if not any(c.isupper() for c in value):
-                continue  # a name is capitalised ("SpringBoot", "iPhone 13"); a plain phrase is a value
+            chinese = all("\u3400" <= c <= "\u9fff" for c in value)
+            if not any(c.isupper() for c in value) and not (chinese and len(value) <= 12):
+                continue  # a plain English phrase or a number is a value, not a thing
             named.add(entity_key(value))
-            out.append(Entity(name=value, type="", description="", aliases=[], attributes=[]))
+            out.append(Entity(name=value))
     return out
 
 
@@ -420,8 +467,8 @@ def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Messa
 def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str, tuple[str, ...]], self_named: bool, *, user_said: bool) -> dict[str, Any]:
     value = dict(base)
     value["type"] = base.get("type") or e.type.strip()
-    if e.description.strip() and sentence_sources(e.description, batch.messages, threshold=0.3)[0]:
-        value["description"] = e.description.strip()  # only a description the turns support
+    if not value.get("description") and e.description.strip() and sentence_sources(e.description, batch.messages, threshold=0.3)[0]:
+        value["description"] = e.description.strip()  # the first one the turns support; kept after
     aliases = list(base.get("aliases", []))
     for a in e.aliases:
         if a.strip() and grounded.get(a) and normalize(a) not in {normalize(x) for x in aliases} and normalize(a) != normalize(value.get("name", "")):

@@ -15,13 +15,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
+from .. import prompts
 from ..types import Message
 from .base import ChatModel
 from .structured import Structured, generate
 
-PARTS: tuple[str, ...] = ("facts", "relations", "entities", "state")
+PARTS: tuple[str, ...] = ("facts", "entities", "relations", "state")
 
 
 class Attribute(BaseModel):
@@ -31,8 +32,8 @@ class Attribute(BaseModel):
 
 class Entity(BaseModel):
     name: str = Field(max_length=80)
-    type: str = Field(max_length=40)
-    description: str = Field(max_length=300)
+    type: str = Field(default="", max_length=40)
+    description: str = Field(default="", max_length=300)
     aliases: list[str] = Field(default_factory=list, max_length=5)
     attributes: list[Attribute] = Field(default_factory=list, max_length=8)
 
@@ -40,8 +41,10 @@ class Entity(BaseModel):
 class Relation(BaseModel):
     source: str = Field(max_length=80)
     relation: str = Field(max_length=60)
-    target: str = Field(max_length=80)
-    evidence: str = Field(max_length=300)
+    target: str = Field(max_length=200)
+    #: filled from the turns by the extractor (the sentence naming both ends): not asked of the
+    #: model, whose quotes cost output tokens and drift from the text
+    evidence: str = Field(default="", max_length=300)
 
 
 class StateItem(BaseModel):
@@ -49,38 +52,77 @@ class StateItem(BaseModel):
     value: str = Field(max_length=300)
 
 
-_PART_TYPES = {
-    "facts": (list[str], Field(default_factory=list, max_length=20)),
-    "entities": (list[Entity], Field(default_factory=list, max_length=12)),
-    "relations": (list[Relation], Field(default_factory=list, max_length=16)),
-    "state": (list[StateItem], Field(default_factory=list, max_length=12)),
-}
+class Statement(BaseModel):
+    """What the model writes for each statement: subject, its type, predicate, object."""
+
+    subject: str = Field(max_length=80)
+    subject_type: str = Field(max_length=40)
+    predicate: str = Field(max_length=60)
+    object: str = Field(max_length=200)
+
+
+def _all_required(schema: dict) -> None:
+    # the model is asked for every part: with optional keys a grammar-constrained model may close
+    # the object after the first one and skip the rest. Validation still accepts a part left out,
+    # so a cut-off answer keeps what it finished.
+    schema["required"] = list(schema.get("properties", {}))
+
+
+class MemoriesOnly(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_all_required)
+    memories: list[Statement] = Field(default_factory=list, max_length=16)
+
+
+class StateOnly(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_all_required)
+    state: list[StateItem] = Field(default_factory=list, max_length=8)
+
+
+class MemoriesAndState(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_all_required)
+    memories: list[Statement] = Field(default_factory=list, max_length=16)
+    state: list[StateItem] = Field(default_factory=list, max_length=8)
 
 
 def schema_for(parts: Sequence[str]) -> type[BaseModel]:
-    """A pydantic model with only the requested parts, in the order of PARTS."""
-    chosen = [p for p in PARTS if p in parts]
-    return create_model("Extraction", **{p: _PART_TYPES[p] for p in chosen})  # type: ignore[call-overload]
+    """What the model is asked for. Facts, entities and relations all come from one list of
+    subject/predicate/object statements: a small model asked for several lists fills the first
+    and leaves the rest empty, and one list costs far fewer output tokens."""
+    memories = any(p in parts for p in ("facts", "entities", "relations"))
+    if memories and "state" in parts:
+        return MemoriesAndState
+    return MemoriesOnly if memories else StateOnly
 
 
-_RULES = {
-    "zh": {
-        "head": "你从对话中提取要长期记住的信息。只提取对话里明确说到的内容，不要编造，不要翻译，用对话的语言写。忽略寒暄、客套和确认（如“好的”“明白”“收到”）；助手本身不是实体。",
-        "facts": "facts：每条一句完整的话，写清是谁（用户说的用“用户”）、做了什么或是什么；保留所有人名、数字、日期、否定和偏好；有日期时写上日期。",
-        "entities": "entities：对话中提到的每个具体事物：人、项目、产品、系统、技术、组织、地点、物品；name 用原文的名字；type 如 人物/项目/技术/组织/地点；description 一句话；aliases 写别名、笔名；attributes 写明确说到的属性。",
-        "relations": "relations：实体之间、实体与其身份或属性之间的关系（身份、职业、开发、使用、属于、喜欢、别名或笔名等），每个陈述句至少一条；source 和 target 用原文名字，relation 用原文的词，evidence 原文摘一句作为依据。",
-        "state": "state：用户当前的状态和偏好（如 当前任务、项目进度、偏好、决定），key 简短，value 为当前值。",
-        "turns": "对话：",
-    },
-    "en": {
-        "head": "Extract what should be remembered long-term from the conversation. Only what is explicitly said; invent nothing; write in the conversation's language. Skip greetings, thanks and acknowledgements; the assistant itself is not an entity.",
-        "facts": "facts: one full sentence each saying who (the user is 'User') did or is what; keep every name, number, date, negation and preference; include dates where known.",
-        "entities": "entities: every specific thing named in the conversation: people, projects, products, systems, technologies, organisations, places, objects; name as written; type like person/project/technology/organisation/place; description one sentence; aliases for other names or pen names; attributes only as stated.",
-        "relations": "relations between entities, and between an entity and its role or attributes (identity, job, develops, uses, belongs to, likes, alias or pen name...), at least one per statement; source and target as named, relation in the conversation's words, evidence a quoted sentence from the conversation.",
-        "state": "state: the user's current status and preferences (current task, progress, preferences, decisions); short key, current value.",
-        "turns": "Conversation:",
-    },
-}
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """The parts the layers use, unpacked from the model's statements."""
+
+    facts: list[str]
+    entities: list[Entity]
+    relations: list[Relation]
+    state: list[StateItem]
+
+
+def sentence(s: Statement, lang: str) -> str:
+    """A statement as a note: "用户开发知识中台" / "User develops the knowledge platform"."""
+    parts = [s.subject.strip(), s.predicate.strip(), s.object.strip()]
+    return ("" if lang == "zh" else " ").join(p for p in parts if p)
+
+
+def unpack(value: BaseModel, lang: str) -> Extracted:
+    """Facts (each statement as a note), relations (subject -predicate-> object), entities (each
+    subject, typed, with its predicates as attributes and its first note as description)."""
+    statements = [s for s in getattr(value, "memories", []) if s.subject.strip() and s.predicate.strip() and s.object.strip()]
+    facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
+    relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip()) for s in statements]
+    entities: dict[str, Entity] = {}
+    for s in statements:
+        key = s.subject.strip().casefold()
+        e = entities.setdefault(key, Entity(name=s.subject.strip(), type=s.subject_type.strip(), description=sentence(s, lang)))
+        if len(e.attributes) < 8:
+            e.attributes.append(Attribute(key=s.predicate.strip(), value=s.object.strip()))
+    return Extracted(facts, list(entities.values()), relations, list(getattr(value, "state", [])))
 
 
 def language(messages: Sequence[Message]) -> str:
@@ -117,22 +159,17 @@ def render_turns(messages: Sequence[Message], lang: str) -> str:
 
 
 def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, known: Sequence[str] = ()) -> list[dict[str, str]]:
-    """The extraction prompt: the rules for the enabled parts, then the turns."""
-    rules = _RULES[lang]
-    system = "\n".join([rules["head"], *(rules[p] for p in PARTS if p in parts)])
-    if known and ("entities" in parts or "relations" in parts):
-        system += ("\n已知实体（同一实体用同一名字）：" if lang == "zh" else "\nKnown entities (reuse these names): ") + "、".join(known)
+    """The extraction prompt (``prompts/extract.*.json``): the rules for what is asked, then the turns."""
+    rules = prompts.load("extract", lang)
+    schema = schema_for(parts)
+    system = "\n".join([rules["head"], *(rules[f] for f in ("memories", "state") if f in schema.model_fields)])
+    if known and "memories" in schema.model_fields:
+        system += "\n" + rules["known"] + ("、" if lang == "zh" else ", ").join(known)
     return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang)}]
 
 
 class Notes(BaseModel):
     facts: list[str] = Field(default_factory=list, max_length=40)
-
-
-_MERGE = {
-    "zh": "把下面按日期排列的笔记合并成更少、更短的笔记。必须保留：用户的身份、偏好、决定、任务状态，以及每一个数字、日期、人名和否定。同一件事前后不一致时两条都保留，写明日期，新的在前并说明是现在的情况。不要添加笔记里没有的内容，用原来的语言。",
-    "en": "Merge the dated notes below into fewer, shorter notes. Keep the user's identity, preferences, decisions and task state, and every number, date, name and negation. When two notes conflict keep both with their dates, newest first, saying which is current. Add nothing that is not in the notes; keep their language.",
-}
 
 
 def merge_notes(model: ChatModel, items: Sequence[dict], lang: str, *, max_tokens: int = 768) -> list[dict]:
@@ -141,7 +178,7 @@ def merge_notes(model: ChatModel, items: Sequence[dict], lang: str, *, max_token
     from .grounding import overlap
 
     lines = "\n".join(f"[{str(i.get('at', ''))[:10]}] {i['text']}" for i in items)
-    messages = [{"role": "system", "content": _MERGE[lang]}, {"role": "user", "content": lines}]
+    messages = [{"role": "system", "content": prompts.load("merge", lang)["system"]}, {"role": "user", "content": lines}]
     result = generate(model, messages, Notes, max_tokens=max_tokens, language=lang)
     out = []
     for fact in result.value.facts:
@@ -161,10 +198,11 @@ class Batch:
     messages: tuple[Message, ...]
     lang: str
     result: Structured
+    extracted: Extracted
 
 
 def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str], *, known: Sequence[str] = (), max_tokens: int = 768) -> Batch:
     """Run one extraction over ``messages``; raises ModelOutputError when the output stays invalid."""
     lang = language(messages)
     result = generate(model, prompt(messages, parts, lang, known=known), schema_for(parts), max_tokens=max_tokens, language=lang)
-    return Batch(tuple(messages), lang, result)
+    return Batch(tuple(messages), lang, result, unpack(result.value, lang))
