@@ -207,8 +207,16 @@ def counter_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+#: counters registered by a module that is imported only when one of them is asked for
+_LAZY_COUNTERS = {"local": "memstack.llm.local", "qwen2.5-coder-1.5b": "memstack.llm.local"}
+
+
 def resolve_counter_name(name: str) -> str:
     """Map a model name (``openai:gpt-4o-mini``, ``gpt-4``) or encoding name to a registered counter."""
+    if name in _LAZY_COUNTERS and name not in _FACTORIES:
+        import importlib
+
+        importlib.import_module(_LAZY_COUNTERS[name])
     bare = name.split(":", 1)[1] if ":" in name and name.split(":", 1)[0] not in _FACTORIES else name
     if bare in _FACTORIES:
         return bare

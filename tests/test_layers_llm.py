@@ -316,3 +316,16 @@ def test_one_message_longer_than_the_models_window_is_cut_not_sent_whole():
     assert len(model.calls) > 2
     for call in model.calls:
         assert sum(model.count_tokens(m["content"]) for m in call["messages"]) + 256 <= 1200
+
+
+def test_extracted_facts_become_retrieval_keys_pointing_to_their_turns():
+    model = ScriptedModel([out(("用户", "人物", "的职业是", "软件工程师"))])
+    mem = memory(["summary", "retrieval"], model, batch_messages=2)
+    stored = mem.add(turns(["说起来，我现在每天写代码，做的是软件工程师的工作", "很好"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    facts = [u for batch in mem.store.units.iterate(mem.scope("u")) for u in batch if u.kind == "fact"]
+    assert [f.text for f in facts] == ["用户的职业是软件工程师"] and facts[0].source_ids == (stored[0].id,)
+    hits = mem.search("我的职业是什么？", user_id="u")
+    assert hits and stored[0].id in {i for h in hits for i in h.unit.source_ids}
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="retrieval", query="我的职业是什么？", max_tokens=1000)
+    assert "软件工程师" in system(ctx)

