@@ -7,7 +7,7 @@ drains the queue: a thread of the same process (``--worker thread``) or a separa
 model calls, their prompt + completion tokens (the model's own counts) and time, against the
 conversation's own token count in the model's tokenizer; and add() latency while the worker runs.
 
-    python bench/write_path.py --data ../shared/data/locomo/locomo_dev.json --conv conv-26 [--worker process] [--model local] [--sessions N] [--pace S] [--json]
+    python bench/write_path.py --data ../shared/data/locomo/locomo_dev.json --conv conv-26 [--worker process] [--model local] [--sessions N] [--pace S] [--keep FILE] [--json]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--worker", choices=["thread", "process"], default="process")
     ap.add_argument("--sessions", type=int, help="only the first N sessions")
     ap.add_argument("--pace", type=float, default=0.2, help="seconds between two adds, so that adding overlaps the worker (default: %(default)s)")
+    ap.add_argument("--keep", metavar="FILE", help="keep the SQLite store here (e.g. for: memstack bench recall --reuse FILE)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -53,7 +54,7 @@ def main() -> None:
     turns = sum(len(s.turns) for s in sessions)
 
     with tempfile.TemporaryDirectory(prefix="memstack-write-") as tmp:
-        db = Path(tmp) / "bench.db"
+        db = Path(args.keep) if args.keep else Path(tmp) / "bench.db"
         mem = Memory(db, layers=LAYERS, options={"model": model})
         worker = None
         started = time.perf_counter()

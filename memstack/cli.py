@@ -127,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default: %(default)s)")
     p.add_argument("--limit", type=int, help="questions at most")
     p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.add_argument("--only", action="append", default=[], metavar="ID", help="only this conversation (repeatable), e.g. conv-26")
     p.add_argument("--reuse", metavar="FILE", help="keep the ingested conversations in this SQLite file and reuse them on the next run")
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
@@ -296,7 +297,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> None:
         raise InvalidInput(f"--k: not a list of integers: {args.k!r}") from exc
     if not ks or min(ks) < 1:
         raise InvalidInput("--k: give positive cut-offs, e.g. 1,5,10")
-    report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=stderr_progress, db=args.reuse)
+    report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=stderr_progress, db=args.reuse, only=args.only)
     print(file=sys.stderr)
     _emit(args, report, lambda: format_report(report))
 

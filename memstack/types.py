@@ -26,6 +26,14 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def user_digest(user_id: str) -> str:
+    """A user id's sha256 (hex): what the record of a deletion keeps instead of the id itself, so
+    that it holds no personal data yet can answer "was this user deleted?"."""
+    import hashlib
+
+    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+
+
 def new_id() -> str:
     """A new random message id (uuid4 hex)."""
     return uuid.uuid4().hex

@@ -21,7 +21,7 @@ from memstack.testing.records import U, put, usage
 DSN = require_dsn("record store")
 
 psycopg = pytest.importorskip("psycopg")
-from memstack.backends.postgres import MIGRATIONS, PostgresStore, quote_identifier  # noqa: E402
+from memstack.backends.postgres import PostgresStore, quote_identifier  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -86,14 +86,13 @@ def test_concurrent_writers_of_one_key_take_turns(pg: PostgresStore) -> None:
 
 
 def test_a_schema_from_before_records_gains_them(schema: str) -> None:
-    names = [name for name, _ in MIGRATIONS]
     store = PostgresStore(DSN, schema=schema)
     store.close()
     with psycopg.connect(DSN, autocommit=True) as conn:  # back to the schema before records
         conn.execute(f"SET search_path = {quote_identifier(schema)}")
         for table in ("memstack_records", "memstack_record_audit", "memstack_model_usage", "memstack_deletions"):
             conn.execute(f"DROP TABLE {table}")
-        conn.execute("DELETE FROM memstack_migrations WHERE name = ANY(%s)", (names[names.index("0004_records") :],))
+        conn.execute("DELETE FROM memstack_migrations WHERE name = ANY(%s)", (["0004_records", "0005_deletions"],))
     store = PostgresStore(DSN, schema=schema)
     try:
         store.records.apply(U, [put("李四", {"v": 1})], layer="l")

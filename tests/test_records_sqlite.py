@@ -10,6 +10,7 @@ from memstack.backends.sqlite import MIGRATIONS, SQLiteStore, apply_migrations
 from memstack.errors import StoreError
 from memstack.testing import A, RecordStoreContract, UsageLogContract, msg
 from memstack.testing.records import U, put, usage
+from memstack.types import user_digest
 
 
 class _SQLite:
@@ -62,7 +63,7 @@ def test_a_deletion_leaves_only_its_note(tmp_path):
     store.delete_user(A)
     for table in ("records", "record_audit", "model_usage"):
         assert store.query(f"SELECT count(*) FROM {table}")[0][0] == 0
-    assert store.query("SELECT tenant, user_id, rows_deleted FROM deletions") == [("default", "user_001", 4)]
+    assert store.query("SELECT tenant, user_hash, rows_deleted FROM deletions") == [("default", user_digest("user_001"), 4)]
     store.close()
 
 
@@ -75,7 +76,7 @@ def test_a_database_from_before_records_gains_them(tmp_path):
     store.records.apply(U, [put("李四", {"v": 1})], layer="l")
     store.usage.record([usage(A, 0)])
     store.delete_user(A)
-    assert [d["user_id"] for d in store.deletions("default")] == ["user_001"]
+    assert [d["user_hash"] for d in store.deletions("default")] == [user_digest("user_001")]
     store.close()
 
 

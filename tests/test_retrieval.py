@@ -103,6 +103,8 @@ def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
         assert rows > 0
         for table in [r[0] for r in m.store.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%user_id%'")]:
             assert m.store.query(f"SELECT count(*) FROM {table} WHERE user_id = 'gone'")[0][0] == 0, table
+        # the record of the deletion keeps the id's digest, not the id
+        assert "gone" not in repr(m.store.query("SELECT * FROM deletions"))
 
 
 def test_search_command(tmp_path):

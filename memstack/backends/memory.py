@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidInput
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, user_digest, utcnow
 
 Key = tuple[str, str, str, str]
 
@@ -80,11 +80,11 @@ class MemoryStore:
             for k in [k for k in self._checkpoints if _user_match(k, scope)]:
                 n += len(self._checkpoints.pop(k))
             n += self.records.forget(user) + self.usage.forget(user)
-            self._deletions.append({"tenant": scope.tenant, "user_id": scope.user_id, "at": utcnow(), "rows": n})
+            self._deletions.append({"tenant": scope.tenant, "user_hash": user_digest(scope.user_id), "at": utcnow(), "rows": n})
             return n
 
     def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        """The tenant's user deletions, oldest first: tenant, user_hash (sha256 of the user id), at and rows (no content)."""
         with self._lock:
             return [dict(d) for d in self._deletions if d["tenant"] == tenant]
 

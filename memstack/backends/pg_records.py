@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
+from ..types import AuditEvent, Change, Record, Scope, UsageRecord, user_digest, utcnow
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ DELETIONS_SCHEMA = """
 CREATE TABLE memstack_deletions (
     n            BIGSERIAL PRIMARY KEY,
     tenant       TEXT NOT NULL,
-    user_id      TEXT NOT NULL,
+    user_hash    TEXT NOT NULL,
     at           TIMESTAMPTZ NOT NULL,
     rows_deleted BIGINT NOT NULL
 );
@@ -276,12 +276,12 @@ class PostgresUsage:
 def record_deletion(cur: Cursor[Any], scope: Scope, rows: int) -> None:
     """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
     cur.execute(
-        "INSERT INTO memstack_deletions (tenant, user_id, at, rows_deleted) VALUES (%s, %s, %s, %s)",
-        (scope.tenant, scope.user_id, utcnow(), rows),
+        "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES (%s, %s, %s, %s)",
+        (scope.tenant, user_digest(scope.user_id), utcnow(), rows),
     )
 
 
 def read_deletions(db: _Database, tenant: str) -> list[dict[str, Any]]:
     with db.transaction("reading deletions") as cur:
-        cur.execute("SELECT tenant, user_id, at, rows_deleted FROM memstack_deletions WHERE tenant = %s ORDER BY n", (tenant,))
-        return [{"tenant": t, "user_id": u, "at": at, "rows": n} for t, u, at, n in cur.fetchall()]
+        cur.execute("SELECT tenant, user_hash, at, rows_deleted FROM memstack_deletions WHERE tenant = %s ORDER BY n", (tenant,))
+        return [{"tenant": t, "user_hash": u, "at": at, "rows": n} for t, u, at, n in cur.fetchall()]

@@ -8,8 +8,8 @@ The rules (what a put or delete does, namespaces, what deleting removes) are tho
   per key, and ``current`` reads that index in key order;
 - ``record_audit``: one row per event, read per user newest first through (tenant, user_id, n);
 - ``model_usage``: one row per model call, read per user oldest first through (tenant, user_id, at_us);
-- ``deletions`` (migration ``005_deletions``): one row per ``delete_user``: tenant, user, when and
-  how many rows went, nothing else.
+- ``deletions`` (migration ``005_deletions``): one row per ``delete_user``: tenant, the sha256 of
+  the user id, when and how many rows went, nothing else.
 
 Values are JSON text (``ensure_ascii=False``: Chinese is stored as is); times are ISO text in UTC,
 with UTC microseconds beside the usage rows' time for ``since``.
@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
+from ..types import AuditEvent, Change, Record, Scope, UsageRecord, user_digest, utcnow
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ _SCHEMA = (
 _DELETIONS = (
     """CREATE TABLE deletions (
         n INTEGER PRIMARY KEY,
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, at TEXT NOT NULL, rows_deleted INTEGER NOT NULL
+        tenant TEXT NOT NULL, user_hash TEXT NOT NULL, at TEXT NOT NULL, rows_deleted INTEGER NOT NULL
     )""",
     "CREATE INDEX deletions_tenant ON deletions (tenant, n)",
 )
@@ -292,11 +292,11 @@ class SQLiteUsage:
 def record_deletion(db: sqlite3.Connection, scope: Scope, rows: int) -> None:
     """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
     db.execute(
-        "INSERT INTO deletions (tenant, user_id, at, rows_deleted) VALUES (?, ?, ?, ?)",
-        (scope.tenant, scope.user_id, utcnow().isoformat(), rows),
+        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES (?, ?, ?, ?)",
+        (scope.tenant, user_digest(scope.user_id), utcnow().isoformat(), rows),
     )
 
 
 def read_deletions(store: SQLiteStore, tenant: str) -> list[dict[str, Any]]:
-    rows = store.query("SELECT tenant, user_id, at, rows_deleted FROM deletions WHERE tenant = ? ORDER BY n", (tenant,))
-    return [{"tenant": t, "user_id": u, "at": datetime.fromisoformat(at), "rows": n} for t, u, at, n in rows]
+    rows = store.query("SELECT tenant, user_hash, at, rows_deleted FROM deletions WHERE tenant = ? ORDER BY n", (tenant,))
+    return [{"tenant": t, "user_hash": u, "at": datetime.fromisoformat(at), "rows": n} for t, u, at, n in rows]

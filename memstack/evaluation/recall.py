@@ -76,13 +76,16 @@ def run(
     embedder: str | None = None,
     progress: Callable[[str], None] | None = None,
     db: str | Path | None = None,
+    only: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run the benchmark on a fresh SQLite store in a temporary directory, or on ``db``, where
     conversations already ingested by an earlier run are reused (only their queries run again);
     returns the report."""
     if method not in METHODS:
         raise InvalidInput(f"method must be one of {', '.join(METHODS)}", field="method")
-    conversations = load(dataset, path)
+    conversations = [c for c in load(dataset, path) if not only or c.id in only]
+    if not conversations:
+        raise InvalidInput(f"no conversation of {dataset} matches {', '.join(only)}", field="only")
     ks = sorted(set(ks))
     cl100k = get_counter("cl100k_base")
     per_q: list[dict[str, Any]] = []

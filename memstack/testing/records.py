@@ -23,7 +23,7 @@ import pytest
 
 from ..errors import InvalidInput
 from ..stores import RecordStore, Store, UsageLog
-from ..types import Change, Scope, UsageRecord
+from ..types import Change, Scope, UsageRecord, user_digest
 from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, msg
 
 U = A.user()  # user_001's user level
@@ -298,8 +298,8 @@ class RecordStoreContract(_StoreFixture):
             assert len(store.records.current(scope, "summary")) == 1 and len(store.records.current(scope.user(), "entity")) == 1
             assert len(store.records.audit(scope)) == 2 and len(store.usage.read(scope)) == 2
         (note,) = store.deletions("default")
-        assert set(note) == {"tenant", "user_id", "at", "rows"}  # who and when, no content
-        assert (note["tenant"], note["user_id"], note["rows"]) == ("default", "user_001", deleted)
+        assert set(note) == {"tenant", "user_hash", "at", "rows"}  # a digest and when: no content, not even the id
+        assert (note["tenant"], note["user_hash"], note["rows"]) == ("default", user_digest("user_001"), deleted)
         assert note["at"].utcoffset() is not None
         assert store.deletions("acme") == []
         assert store.delete_user(A) == 0
@@ -329,7 +329,7 @@ class RecordStoreContract(_StoreFixture):
                 reopened.usage.read(U),
             )
             assert after == before
-            assert [d["user_id"] for d in reopened.deletions("default")] == ["user_002"]
+            assert [d["user_hash"] for d in reopened.deletions("default")] == [user_digest("user_002")]
             (event,) = reopened.records.apply(U, [put("李四", {"city": "深圳"}, minutes=9)], layer="entities")
             assert event.action == "supersede" and reopened.records.history(U, "entity", "李四")[-1].version == 3
         finally:
