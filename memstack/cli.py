@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="chat model for the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
     p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
+    p.add_argument("--lease", type=float, default=300.0, help="seconds a claimed job stays this worker's; a worker that dies loses it after that (default: %(default)s)")
     p.set_defaults(run=cmd_worker)
 
     for name, what in (("entities", "a user's entities"), ("graph", "a user's relations"), ("state", "a user's JSON state"), ("audit", "the audit trail of a user's model-made memory"), ("usage", "a user's model calls and tokens")):
@@ -243,7 +244,7 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> None:
     options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
-    with _memory(args, options=options) as mem:
+    with _memory(args, options=options, lease_seconds=args.lease) as mem:
         if args.once:
             report = mem.flush()
             _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {report.ran} jobs, {report.failed} failed")

@@ -135,8 +135,12 @@ class _CannedChat:
         "state": [{"key": "当前项目", "value": "知识中台"}],
     }
 
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+
     def __enter__(self):
         import threading
+        import time
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         answer = json.dumps(self.ANSWER, ensure_ascii=False)
@@ -147,6 +151,7 @@ class _CannedChat:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
+                time.sleep(outer.delay)
                 reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}], "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}}
                 data = json.dumps(reply).encode()
                 self.send_response(200)
@@ -191,3 +196,32 @@ def test_model_backed_layers_from_the_command_line(home):
     run(home, "forget", "--user", "user_001", "--yes")
     assert out_json(run(home, "audit", "--user", "user_001", "--json")) == []
     assert out_json(run(home, "usage", "--user", "user_001", "--json"))["calls"] == []
+
+
+def test_a_worker_killed_mid_job_leaves_nothing_half_written_and_the_rerun_duplicates_nothing(home):
+    import signal
+    import time
+
+    for i, (role, text) in enumerate(LISI):
+        run(home, "add", "--strategy", "summary,entities,graph", "--user", "user_001", "--thread", "s1", "--role", role, "--at", f"2026-11-02T20:0{i}:00+08:00", text)
+    env = {**os.environ, "MEMSTACK_HOME": str(home)}
+    with _CannedChat(delay=30) as slow:
+        worker = subprocess.Popen([sys.executable, "-m", "memstack", "worker", "--once", "--lease", "2", "--model", f"vllm:qwen@{slow.url}"], env=env)
+        deadline = time.monotonic() + 60
+        while not slow.requests and time.monotonic() < deadline:  # the job is claimed and the model asked
+            time.sleep(0.1)
+        assert slow.requests
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    assert out_json(run(home, "entities", "--user", "user_001", "--json")) == []  # nothing half-written
+    time.sleep(2.5)  # the dead worker's lease runs out
+    with _CannedChat() as chat:
+        for _ in range(2):  # the rerun, then a second pass that finds nothing to do
+            run(home, "worker", "--once", "--model", f"vllm:qwen@{chat.url}")
+    assert len(chat.requests) == 1
+    entities = out_json(run(home, "entities", "--user", "user_001", "--json"))
+    assert sorted(e["value"]["name"] for e in entities) == ["SpringBoot", "用户", "知识中台"]
+    assert next(e for e in entities if e["key"] == "user")["value"]["aliases"] == ["李四"]  # "用户叫李四"
+    assert all(e["version"] == 1 for e in entities)
+    audit = out_json(run(home, "audit", "--user", "user_001", "--json"))
+    assert len(audit) == len({(e["kind"], e["key"]) for e in audit})  # each key added once

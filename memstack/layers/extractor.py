@@ -41,7 +41,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
 ALIAS_RELATIONS = frozenset(
-    normalize(r) for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.")
+    normalize(r)
+    for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "叫", "名叫", "名字是", "名字叫", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.", "is called", "is named", "name is", "named")
 )
 #: words that, in a relation's evidence naming both ends, say the two names are one entity
 ALIAS_WORDS = ("笔名", "别名", "又名", "又称", "外号", "昵称", "化名", "pen name", "also known as", "nickname", "alias", "a.k.a")
