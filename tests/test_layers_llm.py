@@ -329,3 +329,17 @@ def test_extracted_facts_become_retrieval_keys_pointing_to_their_turns():
     assert hits and stored[0].id in {i for h in hits for i in h.unit.source_ids}
     ctx = mem.context(user_id="u", thread_id="t2", strategy="retrieval", query="我的职业是什么？", max_tokens=1000)
     assert "软件工程师" in system(ctx)
+
+
+def test_state_can_be_kept_per_thread():
+    model = ScriptedModel([out(state=[("当前任务", "写接口文档")]), out(state=[("当前任务", "修复登录问题")])])
+    mem = memory(["state"], model, batch_messages=2, state_per_thread=True)
+    mem.add(turns(["这个会话里我在写接口文档", "好的"]), user_id="u", thread_id="docs")
+    mem.add(turns(["这个会话里我在修复登录问题", "好的"]), user_id="u", thread_id="bugs")
+    mem.run_jobs()
+    from memstack.layers.state import current_state
+
+    assert current_state(mem.store, mem.scope("u", "docs"), per_thread=True) == {"当前任务": "写接口文档"}
+    assert current_state(mem.store, mem.scope("u", "bugs"), per_thread=True) == {"当前任务": "修复登录问题"}
+    assert current_state(mem.store, mem.scope("u")) == {}
+    assert "修复登录问题" in system(mem.context(user_id="u", thread_id="bugs", strategy="state", max_tokens=500))

@@ -96,6 +96,8 @@ class Extractor:
     known_entities: int = 20
     #: keys the state may have, with their meaning: a JSON schema object's "properties"
     state_schema: dict[str, Any] | None = None
+    #: keep the JSON state per thread instead of per user
+    state_per_thread: bool = False
     embedder: Any = None
     #: the parts to extract, as a job name carries them ("facts,entities"); default: from ``stack``
     variant: str | None = None
@@ -194,7 +196,9 @@ class Extractor:
             user_changes += self._entity_changes(scope.user(), batch, value.entities, value.relations)
         if "relations" in self.parts:
             user_changes += self._relation_changes(scope.user(), batch, value.relations)
-        if "state" in self.parts:
+        if "state" in self.parts and self.state_per_thread:
+            records.apply(scope, self._state_changes(batch, value.state), layer=self.name)
+        elif "state" in self.parts:
             user_changes += self._state_changes(batch, value.state)
         if user_changes:
             records.apply(scope.user(), user_changes, layer=self.name)

@@ -16,14 +16,16 @@ from .base import LayerOutput, ReadRequest
 TITLES = {"zh": "用户当前状态（JSON）", "en": "The user's current state (JSON)"}
 
 
-def current_state(store: Any, scope: Scope) -> dict[str, Any]:
-    """The user's state as one JSON object: key -> current value."""
-    return {r.key: r.value.get("value") for r in store.records.current(scope.user(), "state")}
+def current_state(store: Any, scope: Scope, *, per_thread: bool = False) -> dict[str, Any]:
+    """The user's (or, ``per_thread``, the scope's thread's) state as one JSON object: key -> value."""
+    return {r.key: r.value.get("value") for r in store.records.current(scope if per_thread else scope.user(), "state")}
 
 
 @dataclass
 class State:
     store: Any
+    #: the state of the thread rather than the user's (set the same option on the extractor)
+    state_per_thread: bool = False
     name: str = "state"
     scope: str = "user"
     history: str = "none"
@@ -32,7 +34,7 @@ class State:
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
         if not hasattr(self.store, "records"):
             return LayerOutput(messages)
-        records = self.store.records.current(request.scope.user(), "state")
+        records = self.store.records.current(request.scope if self.state_per_thread else request.scope.user(), "state")
         if not records:
             return LayerOutput(messages)
         state = {r.key: r.value.get("value") for r in records}
