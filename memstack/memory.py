@@ -22,11 +22,26 @@ from . import layers as layer_registry
 from .backends import open_store
 from .backends.memory import json_copy
 from .budget import pack, trim
-from .errors import BudgetError, InvalidInput, MemstackError
+from .errors import BudgetError, InvalidInput, MemstackError, UsageError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
-from .stores import Store
+from .stores import RecordStore, Store
 from .tokens import TokenCounter, get_counter
-from .types import Context, Dropped, Hit, Job, Message, Scope, SearchFilter, Section, ThreadInfo, aware, utcnow
+from .types import (
+    AuditEvent,
+    Context,
+    Dropped,
+    Hit,
+    Job,
+    Message,
+    Record,
+    Scope,
+    SearchFilter,
+    Section,
+    ThreadInfo,
+    UsageRecord,
+    aware,
+    utcnow,
+)
 
 log = logging.getLogger("memstack")
 
@@ -262,6 +277,26 @@ class Memory:
 
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
+
+    def memories(self, kind: str, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> list[Record]:
+        """The current model-made records of a kind: "summary" (of a thread), "entity",
+        "relation" or "state" (the user's; a thread's with ``state_per_thread``)."""
+        return self._records().current(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), kind)
+
+    def audit(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
+        """Every add, supersede and delete of the user's model-made memory, newest first."""
+        return self._records().audit(self.scope(user_id, tenant=tenant, agent_id=agent_id), kind=kind, limit=limit)
+
+    def usage(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[UsageRecord]:
+        """The model calls made for the user: layer, model, tokens, latency, failures."""
+        if not hasattr(self.store, "usage"):
+            raise UsageError(f"the {type(self.store).__name__} backend records no model usage; use sqlite, postgresql or memory")
+        return self.store.usage.read(self.scope(user_id, tenant=tenant, agent_id=agent_id))
+
+    def _records(self) -> RecordStore:
+        if not hasattr(self.store, "records"):
+            raise UsageError(f"the {type(self.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
+        return self.store.records
 
     # ---- deleting, export, import ----------------------------------------------------------
 

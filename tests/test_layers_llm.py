@@ -195,6 +195,9 @@ def test_state_is_merged_key_by_key_and_every_change_is_audited():
     from memstack.layers.state import current_state
 
     assert current_state(mem.store, mem.scope("u")) == {"偏好语言": "中文", "当前任务": "部署上线"}
+    assert [r.key for r in mem.memories("state", user_id="u")] == ["偏好语言", "当前任务"]
+    assert mem.audit(user_id="u", kind="state")[0].after == {"value": "部署上线"}
+    assert len(mem.usage(user_id="u")) == 2
     actions = [(e.key, e.action) for e in mem.store.records.audit(mem.scope("u"), kind="state")]
     assert actions[0] == ("当前任务", "supersede") and ("偏好语言", "add") in actions
     ctx = mem.context(user_id="u", thread_id="t", strategy="state", max_tokens=1000)
