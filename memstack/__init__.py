@@ -14,7 +14,12 @@ from .errors import (
     InvalidInput,
     JobError,
     MemstackError,
+    MissingAPIKey,
     MissingDependency,
+    ModelIntegrityError,
+    ModelOutputError,
+    ProviderRejected,
+    ProviderUnavailable,
     RuntimeFailure,
     SchemaError,
     StoreError,
@@ -22,14 +27,31 @@ from .errors import (
     UsageError,
 )
 from .layers import build_layer, layer_names, register_layer
+from .llm import ChatModel, Completion, get_chat_model
 from .memory import JobReport, Memory
-from .stores import CheckpointStore, HistoryStore, JobQueue, StateStore, Store
+from .stores import CheckpointStore, HistoryStore, JobQueue, RecordStore, StateStore, Store, UsageLog
 from .tokens import TokenCounter, get_counter, register_counter
-from .types import Checkpoint, Context, Dropped, Message, Scope, Section, ThreadInfo, ToolCall, Turn, group_turns
+from .types import AuditEvent, Change, Checkpoint, Context, Dropped, Hit, Message, Record, Scope, Section, ThreadInfo, ToolCall, Turn, Unit, UsageRecord, group_turns
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuditEvent",
+    "Change",
+    "ChatModel",
+    "Completion",
+    "Hit",
+    "MissingAPIKey",
+    "ModelIntegrityError",
+    "ModelOutputError",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "Record",
+    "RecordStore",
+    "Unit",
+    "UsageLog",
+    "UsageRecord",
+    "get_chat_model",
     "BudgetError",
     "Checkpoint",
     "CheckpointStore",
