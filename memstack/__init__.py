@@ -31,7 +31,24 @@ from .llm import ChatModel, Completion, get_chat_model
 from .memory import JobReport, Memory
 from .stores import CheckpointStore, HistoryStore, JobQueue, RecordStore, StateStore, Store, UsageLog
 from .tokens import TokenCounter, get_counter, register_counter
-from .types import AuditEvent, Change, Checkpoint, Context, Dropped, Hit, Message, Record, Scope, Section, ThreadInfo, ToolCall, Turn, Unit, UsageRecord, group_turns
+from .types import (
+    AuditEvent,
+    Change,
+    Checkpoint,
+    Context,
+    Dropped,
+    Hit,
+    Message,
+    Record,
+    Scope,
+    Section,
+    ThreadInfo,
+    ToolCall,
+    Turn,
+    Unit,
+    UsageRecord,
+    group_turns,
+)
 
 __version__ = "0.1.0"
 
