@@ -97,7 +97,7 @@ def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
         assert m.search("密码提示", user_id="gone")
         m.forget(user_id="gone")
         assert m.search("密码提示", user_id="gone") == []
-        assert m.store.vectors.info()[2] == 1
+        assert m.store.vectors.info()[2] == 2  # the survivor's unit and its sentence key
         assert m.search("密码提示", user_id="stays")
         rows = m.store.query("SELECT count(*) FROM sqlite_master WHERE type = 'table'")[0][0]
         assert rows > 0

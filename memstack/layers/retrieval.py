@@ -11,18 +11,18 @@ nothing is relevant the section is left out and the bare question goes to the mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from ..errors import UsageError
 from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
 from ..retrieval.render import fit_hits, render_hits
-from ..retrieval.search import Searcher, SearchSettings
+from ..retrieval.search import KEY_MARK, Searcher, SearchSettings
 from ..retrieval.units import head, rounds, units_for_round
 from ..stores import Store, VectorIndex
 from ..tokens import TokenCounter, get_counter
-from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section
+from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section, Unit
 from . import register_layer
 from .base import LayerOutput, ReadRequest, WriteRequest
 
@@ -48,6 +48,8 @@ class Retrieval:
     dense_tokens: int = 128
     #: tokens of the previous reply that lead a round in (0: none)
     lead_tokens: int = 40
+    #: embed each sentence the user said as its own key to its unit (finds facts said in passing)
+    sentence_keys: bool = True
     #: plain ranking without relevance floor or time handling (the benchmark's baselines)
     baseline: bool = False
     counter: TokenCounter | str | None = None
@@ -69,7 +71,7 @@ class Retrieval:
     def searcher(self) -> Searcher:
         if self._searcher is None:
             model = get_embedder(self.embedder)
-            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline))
+            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys))
         return self._searcher
 
     # ---- read side ---------------------------------------------------------------------------
@@ -119,9 +121,13 @@ class Retrieval:
         return (keep - 1) if keep else None
 
     def _embed(self, scope: Scope, units: list) -> None:
+        """Embed each unit's opening, and (``sentence_keys``) each sentence the user said in it as
+        an extra key pointing to the unit: "unit id~kN" in the same vector index."""
         model = self.searcher.embedder
-        vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, [head(u.text, self.dense_tokens, self.counter) for u in units])
-        self.index.upsert(units, vectors, model=model.name)
+        keys = [key_unit(u, n, text) for u in units for n, text in enumerate(u.metadata.get("keys", ()))] if self.sentence_keys else []
+        texts = [head(u.text, self.dense_tokens, self.counter) for u in units] + [head(k.text, self.dense_tokens, self.counter) for k in keys]
+        vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, texts)
+        self.index.upsert([*units, *keys], vectors, model=model.name)
 
     def reindex(self, *, batch: int = 256, progress: Any = None) -> int:
         """Empty the vector index and embed every unit of the store again (after a change of
@@ -146,6 +152,11 @@ class Retrieval:
     def forget(self, scope: Scope) -> int:
         """Erase the scope's thread (or user) from a vector index kept outside the store."""
         return self.index.delete(scope) if self.index is not self.store.vectors else 0
+
+
+def key_unit(unit: Unit, n: int, text: str) -> Unit:
+    """A sentence key of ``unit`` for the vector index only (never stored as a unit)."""
+    return replace(unit, id=f"{unit.id}{KEY_MARK}{n}", text=text, metadata={"parent": unit.id})
 
 
 def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, **options: Any) -> int:

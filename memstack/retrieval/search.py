@@ -23,6 +23,8 @@ from ..types import Hit, Scope, Scored, SearchFilter
 from .fusion import Fused, rrf
 
 METHODS = ("hybrid", "bm25", "dense")
+#: vector ids "UNIT~kN" are sentence keys of unit UNIT (see the retrieval layer)
+KEY_MARK = "~k"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +33,9 @@ class SearchSettings:
 
     method: str = "hybrid"
     candidates: int = 50
-    weights: tuple[tuple[str, float], ...] = (("bm25", 1.0), ("dense", 1.0))
+    weights: tuple[tuple[str, float], ...] = (("bm25", 1.0), ("dense", 1.0), ("keys", 1.0))
+    #: the vector index also holds sentence keys: rank units by their best key as a third list
+    keys: bool = True
     #: a dense hit counts as relevant when its cosine similarity beats the query's similarity to
     #: unrelated background text by this margin (e5 similarities are compressed near 0.8)
     dense_margin: float = 0.02
@@ -88,8 +92,12 @@ class Searcher:
             floors["bm25"] = s.bm25_floor
         if s.method in ("hybrid", "dense"):
             qv = self.embedder.embed_query(query)
-            rankings["dense"] = self.vectors.search(user, qv, k=s.candidates, where=where)
+            found = self.vectors.search(user, qv, k=s.candidates * (4 if s.keys else 1), where=where)
+            rankings["dense"] = [x for x in found if KEY_MARK not in x.id][: s.candidates]
             floors["dense"] = self._background_score(qv) + s.dense_margin
+            if s.keys:
+                rankings["keys"] = _by_parent(x for x in found if KEY_MARK in x.id)[: s.candidates]
+                floors["keys"] = floors["dense"]
         return rankings, floors
 
     def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True) -> list[Fused]:
@@ -117,6 +125,16 @@ class Searcher:
         hits = [Hit(by_id[f.id], f.score, dict(f.ranks)) for f in fused if f.id in by_id]
         # equal fused scores: the closer meaning, then the stronger keyword match, then the newer
         return sorted(hits, key=lambda h: (-round(h.score, 9), *ties[h.unit.id], -h.unit.timestamp.timestamp(), h.unit.id))
+
+
+def _by_parent(keys) -> list[Scored]:
+    """Key hits as their units' ranking: each unit at its best key's score."""
+    out: dict[str, Scored] = {}
+    for x in keys:
+        parent = x.id.rsplit(KEY_MARK, 1)[0]
+        if parent not in out:
+            out[parent] = Scored(parent, x.score)
+    return list(out.values())
 
 
 def _later(a: datetime | None, b: datetime | None) -> datetime | None:

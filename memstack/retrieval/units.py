@@ -146,6 +146,7 @@ def units_for_round(
     for i, group in enumerate(groups):
         sources = tuple(dict.fromkeys(p.message.id for p in group))
         text, spans = render_pieces(group)
+        keys = sentence_keys(group[1:] if (i == 0 and lead is not None) else group)
         units.append(
             Unit(
                 id=f"{first.id}:{i}",
@@ -156,10 +157,30 @@ def units_for_round(
                 round=round_no,
                 category=str(category) if category else None,
                 source_ids=sources,
-                metadata={"lang": lang, "spans": spans},
+                metadata={"lang": lang, "spans": spans, **({"keys": keys} if keys else {})},
             )
         )
     return units
+
+
+#: sentence keys per unit at most, and the shortest sentence that gets one (characters)
+MAX_KEYS = 12
+MIN_KEY_CHARS = 8
+
+
+def sentence_keys(pieces: Sequence[Piece]) -> list[str]:
+    """The sentences the user said in these pieces, each to be embedded on its own: a fact said in
+    passing at the end of a long message ("By the way, I've had my acoustic guitar for 8 years")
+    is lost in the embedding of the whole round but found by its own."""
+    out: list[str] = []
+    for piece in pieces:
+        if piece.message.role != "user":
+            continue
+        for s in sentence_pieces(piece):
+            text = s.text.strip()
+            if len(text) >= MIN_KEY_CHARS and text not in out:
+                out.append(text)
+    return out[:MAX_KEYS]
 
 
 def rounds(messages: Sequence[Message]) -> list[list[Message]]:
