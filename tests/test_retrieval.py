@@ -97,7 +97,7 @@ def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
         assert m.search("密码提示", user_id="gone")
         m.forget(user_id="gone")
         assert m.search("密码提示", user_id="gone") == []
-        assert m.store.vectors.info()[2] == 2  # the survivor's unit and its sentence key
+        assert m.store.vectors.info()[2] == 1
         assert m.search("密码提示", user_id="stays")
         rows = m.store.query("SELECT count(*) FROM sqlite_master WHERE type = 'table'")[0][0]
         assert rows > 0
@@ -135,3 +135,21 @@ def test_a_new_embedder_is_refused_until_reindex(tmp_path):
         assert m.store.vectors.info()[1] == 512
         hits = m.search("我喜欢什么运动？", user_id="u")
         assert any("跑步" in h.unit.text for h in hits)  # searched with the new model
+
+
+def test_a_fact_said_in_passing_in_a_long_message_is_found_by_its_sentence_key(tmp_path):
+    from test_retrieval_units import LONG_USER
+
+    filler = [
+        "Can you recommend a good recipe for a vegetarian lasagna? I want something that can be prepared the night before and baked the next day, with lots of vegetables and not too much cheese, because my sister is lactose intolerant and we are hosting her family.",
+        "I need help writing a cover letter for a data analyst position at a logistics company. I have three years of experience with SQL and Python dashboards, and I led a project that cut delivery delays by twelve percent last year.",
+        "What are some good exercises for lower back pain? I sit at a desk for most of the day and my back gets stiff by the afternoon, especially when I skip my morning walk.",
+    ]
+    with Memory(tmp_path / "k.db", layers=["retrieval"]) as mem:
+        for i, text in enumerate([*filler, LONG_USER]):
+            mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Sure. " + "Here are a few detailed suggestions that should help you with this. " * 8}], user_id="u", thread_id=f"s{i}")
+        mem.flush()
+        hits = mem.search("How long have I owned my guitar?", user_id="u", k=1)
+        assert hits and "Yamaha FG800" in hits[0].unit.text
+        units = sum(len(b) for b in mem.store.units.iterate(mem.scope("u")))
+        assert mem.store.vectors.info()[2] > units  # each unit's vector, plus the user's sentences

@@ -89,3 +89,23 @@ def test_fit_hits_keeps_the_most_relevant_within_budget():
     assert [h.unit.id for h in kept] == [hits[0].unit.id, hits[1].unit.id]
     assert fit_hits(hits, budget - 1, EST) == [hits[0]]
     assert fit_hits(hits, None, EST) == hits
+
+
+LONG_USER = (
+    "I'm planning a weekend trip to the mountains and I need a packing list for cold weather hiking. "
+    "The forecast says it will be around minus five degrees at night, and we will camp for two nights. "
+    "I also want to bring enough food for three people without carrying too much weight on the trail. "
+    "By the way, I've had my acoustic guitar, a Yamaha FG800, for about eight years now."
+)
+
+
+def test_a_long_unit_lists_the_users_sentences_as_keys_and_a_short_one_none():
+    long_round = [m("user", LONG_USER, 1), m("assistant", "Here is a packing list. " * 20, 2)]
+    units = units_for_round(S, long_round, 1, EST)
+    keys = units[0].metadata["keys"]
+    assert "By the way, I've had my acoustic guitar, a Yamaha FG800, for about eight years now." in keys
+    assert all("packing list." not in k for k in keys)  # the assistant's sentences are not keys
+    assert all(not u.metadata.get("keys") for u in units[1:] if all(s[2] == "Assistant" for s in u.metadata["spans"]))
+    short = units_for_round(S, [m("user", "我平时喜欢跑步，周末也会去爬山。", 1), m("assistant", "很健康", 2)], 1, EST)
+    assert "keys" not in short[0].metadata
+    assert "keys" not in units_for_round(S, long_round, 1, EST, key_min_tokens=None)[0].metadata

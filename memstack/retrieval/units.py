@@ -128,9 +128,12 @@ def units_for_round(
     chunk_tokens: int = 200,
     previous: Sequence[Message] = (),
     lead_tokens: int = 40,
+    key_min_tokens: int | None = 150,
 ) -> list[Unit]:
     """The units of one round: the whole round if it fits ``chunk_tokens``, else its chunks; the
-    first is led in by the end of the ``previous`` round's reply (see ``lead_in``)."""
+    first is led in by the end of the ``previous`` round's reply (see ``lead_in``). A unit longer
+    than ``key_min_tokens`` lists the user's sentences in it as keys (None: no keys); a shorter one
+    is about what its own embedding says, and keys would only repeat it."""
     lang = language("".join(m.text for m in messages))
     pieces = round_pieces(messages, lang)
     if not pieces:
@@ -146,7 +149,7 @@ def units_for_round(
     for i, group in enumerate(groups):
         sources = tuple(dict.fromkeys(p.message.id for p in group))
         text, spans = render_pieces(group)
-        keys = sentence_keys(group[1:] if (i == 0 and lead is not None) else group)
+        keys = sentence_keys(group[1:] if (i == 0 and lead is not None) else group) if key_min_tokens is not None and counter.count(text) > key_min_tokens else []
         units.append(
             Unit(
                 id=f"{first.id}:{i}",
