@@ -128,7 +128,7 @@ def units_for_round(
     chunk_tokens: int = 200,
     previous: Sequence[Message] = (),
     lead_tokens: int = 40,
-    key_min_tokens: int | None = 150,
+    key_min_tokens: int | None = 180,
 ) -> list[Unit]:
     """The units of one round: the whole round if it fits ``chunk_tokens``, else its chunks; the
     first is led in by the end of the ``previous`` round's reply (see ``lead_in``). A unit longer

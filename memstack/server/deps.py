@@ -1,0 +1,45 @@
+"""What every handler is given: the app's Memory, the caller's tenant, and existence checks that
+answer 404 for a user or thread the tenant does not have (another tenant's user included)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..memory import Memory
+from .errors import ApiError
+
+#: declares the bearer scheme in the OpenAPI document; the check itself is Auth.tenant_for
+_bearer = HTTPBearer(auto_error=False, description="an API key configured for one tenant (none needed when the server has no keys)")
+
+
+def memory_of(request: Request) -> Memory:
+    return request.app.state.memory
+
+
+def tenant_of(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None) -> str:
+    return request.app.state.auth.tenant_for(request)
+
+
+Mem = Annotated[Memory, Depends(memory_of)]
+Tenant = Annotated[str, Depends(tenant_of)]
+
+
+def require_user(memory: Memory, tenant: str, user_id: str) -> None:
+    """404 unless the tenant has this user: messages in some thread, or model-made memory."""
+    if memory.threads(user_id=user_id, tenant=tenant):
+        return
+    if hasattr(memory.store, "records") and any(memory.memories(kind, user_id=user_id, tenant=tenant) for kind in ("entity", "relation", "state")):
+        return
+    raise ApiError(404, "user_not_found", f"no user {user_id!r}", field="user_id")
+
+
+def require_thread(memory: Memory, tenant: str, user_id: str, thread_id: str) -> None:
+    """404 unless the tenant's user has this thread."""
+    threads = memory.threads(user_id=user_id, tenant=tenant)
+    if not threads:
+        require_user(memory, tenant, user_id)
+    if not any(t.thread_id == thread_id for t in threads):
+        raise ApiError(404, "thread_not_found", f"user {user_id!r} has no thread {thread_id!r}", field="thread_id")

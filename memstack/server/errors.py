@@ -1,0 +1,125 @@
+"""Every failure as one JSON shape, ``{"error": {"code", "message", "field"}}``, with an HTTP status.
+
+The code is the error tree's stable ``code``; the status says whose fault it is:
+
+    InvalidInput, BudgetError, UnknownName, request validation   422  (the field is named)
+    other UsageError                                           400
+    ApiError (401 unauthorized, 404 user/thread/record not found, 413 body too large, ...)
+    ProviderRejected, ProviderUnavailable, ModelOutputError    502  (the upstream model failed)
+    UpstreamTimeout                                            504
+    StoreError                                                 503
+    MissingDependency                                          501
+    any other error                                            500  (code "internal_error")
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import (
+    BudgetError,
+    InvalidInput,
+    MemstackError,
+    MissingDependency,
+    ModelOutputError,
+    ProviderRejected,
+    ProviderUnavailable,
+    StoreError,
+    UnknownName,
+    UsageError,
+)
+
+log = logging.getLogger("memstack.server")
+
+
+class ApiError(Exception):
+    """An HTTP-level refusal that the library has no error for (unauthorized, not found, too large)."""
+
+    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.field = field
+
+
+class UpstreamTimeout(ProviderUnavailable):
+    """The upstream model did not answer within the configured timeout."""
+
+    code = "upstream_timeout"
+
+
+#: most specific first: the first class an error is an instance of gives its status
+STATUS: tuple[tuple[type[MemstackError], int], ...] = (
+    (UpstreamTimeout, 504),
+    (InvalidInput, 422),
+    (BudgetError, 422),
+    (UnknownName, 422),
+    (MissingDependency, 501),
+    (ProviderRejected, 502),
+    (UsageError, 400),
+    (ProviderUnavailable, 502),
+    (ModelOutputError, 502),
+    (StoreError, 503),
+)
+
+#: codes for the statuses Starlette raises itself (unknown route, wrong method, ...)
+HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
+
+
+def status_of(exc: MemstackError) -> int:
+    return next((status for cls, status in STATUS if isinstance(exc, cls)), 500)
+
+
+def field_of(loc: tuple[Any, ...] | list[Any]) -> str:
+    """("body", "messages", 0, "role") -> "messages[0].role"; ("query", "k") -> "k"."""
+    out = ""
+    for part in list(loc)[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into the JSON error shape."""
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_response(exc.status, exc.code, str(exc), exc.field, headers)
+
+    @app.exception_handler(MemstackError)
+    async def memstack_error(request: Request, exc: MemstackError) -> JSONResponse:
+        status = status_of(exc)
+        if status >= 500:
+            log.warning("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return error_response(status, exc.code, str(exc), getattr(exc, "field", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+        field = field_of(first.get("loc", ()))
+        return error_response(422, InvalidInput.code, f"{field}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        return error_response(exc.status_code, code, str(exc.detail), None, dict(exc.headers or {}) or None)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s: unexpected error", request.method, request.url.path)
+        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")

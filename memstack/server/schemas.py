@@ -1,0 +1,224 @@
+"""The HTTP API's request and response bodies (pydantic, at the edge only), and their conversion
+from the library's values. Validation here names the field; the library validates the rest."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .. import layers as layer_registry
+from ..errors import UsageError
+from ..types import Context, Hit, Message, Record, ThreadInfo
+
+RecordKind = Literal["summary", "entity", "relation", "state"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- messages -------------------------------------------------------------------------------
+
+
+class ToolCallFunction(BaseModel):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCallIn(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class MessageIn(Strict):
+    """An OpenAI-shaped chat message; ``timestamp`` defaults to the request's ``at`` (else now)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    id: str | None = None
+    timestamp: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class MessageOut(BaseModel):
+    role: str
+    content: str | list[dict[str, Any]] | None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    id: str
+    timestamp: datetime
+    metadata: dict[str, Any] | None = None
+    seq: int | None = None
+
+    @classmethod
+    def of(cls, m: Message) -> MessageOut:
+        return cls(**m.to_dict(), seq=m.seq)
+
+
+class AddMessages(Strict):
+    messages: list[MessageIn] = Field(min_length=1, max_length=1000)
+    #: the time of messages without a timestamp (default: now); timezone-aware
+    at: datetime | None = None
+
+
+class Stored(BaseModel):
+    stored: list[MessageOut]
+
+
+class ThreadOut(BaseModel):
+    thread_id: str
+    agent_id: str | None
+    messages: int
+    first_at: datetime
+    last_at: datetime
+
+    @classmethod
+    def of(cls, t: ThreadInfo) -> ThreadOut:
+        return cls(thread_id=t.thread_id, agent_id=t.agent_id, messages=t.messages, first_at=t.first_at, last_at=t.last_at)
+
+
+class Deleted(BaseModel):
+    deleted: int
+
+
+# ---- context and search ---------------------------------------------------------------------
+
+
+class ContextRequest(Strict):
+    """The context for the next model call. Layer options not given keep the server's defaults."""
+
+    query: str | None = Field(None, description="the user's next message (not stored), appended last")
+    at: datetime | None = Field(None, description="reference time: only messages dated at or before it are seen (default: now)")
+    strategy: str | None = Field(None, description="a comma-separated stack of layers (default: the server's)", examples=["window,retrieval"])
+    max_tokens: int | None = Field(None, ge=0, description="token budget of the whole context (null: unbounded; absent: the server's)")
+    counter: str | None = Field(None, description="token counter: estimate, cl100k_base, o200k_base or a model name")
+    k: int | None = Field(None, ge=0, description="turns the window layer keeps")
+    top_k: int | None = Field(None, ge=1, description="units the retrieval layer returns at most")
+    buffer_tokens: int | None = Field(None, ge=0, description="raw turns the summary-buffer layer keeps, in tokens")
+    hops: int | None = Field(None, ge=0, le=3, description="relations the graph layer follows")
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_layers(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                layer_registry.parse_stack(value)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
+
+    def options(self) -> dict[str, Any]:
+        return {k: v for k in ("k", "top_k", "buffer_tokens", "hops") if (v := getattr(self, k)) is not None}
+
+
+class DroppedOut(BaseModel):
+    layer: str
+    reason: str
+    message_ids: list[str]
+    tokens: int
+
+
+class ContextOut(BaseModel):
+    messages: list[dict[str, Any]]
+    tokens: int
+    max_tokens: int | None
+    counter: str
+    sections: dict[str, int]
+    dropped: list[DroppedOut]
+
+    @classmethod
+    def of(cls, ctx: Context) -> ContextOut:
+        return cls(**ctx.to_dict())
+
+
+class SearchRequest(Strict):
+    query: str = Field(min_length=1)
+    k: int = Field(8, ge=1, le=100)
+    at: datetime | None = Field(None, description="reference time for dates the query names (default: now)")
+    thread_ids: list[str] | None = Field(None, description="only these threads")
+
+
+class HitOut(BaseModel):
+    id: str
+    score: float
+    text: str
+    thread_id: str | None
+    timestamp: datetime
+    source_ids: list[str]
+    ranks: dict[str, int]
+
+    @classmethod
+    def of(cls, h: Hit) -> HitOut:
+        u = h.unit
+        return cls(id=u.id, score=round(h.score, 6), text=u.text, thread_id=u.scope.thread_id, timestamp=u.timestamp, source_ids=list(u.source_ids), ranks=dict(h.ranks))
+
+
+# ---- model-made memory --------------------------------------------------------------------------
+
+
+class RecordOut(BaseModel):
+    kind: str
+    key: str
+    value: dict[str, Any]
+    source_ids: list[str]
+    valid_from: datetime | None
+    version: int
+
+    @classmethod
+    def of(cls, r: Record) -> RecordOut:
+        return cls(kind=r.kind, key=r.key, value=dict(r.value), source_ids=list(r.source_ids), valid_from=r.valid_from, version=r.version)
+
+
+class StateValue(Strict):
+    value: Any = Field(description="any JSON value")
+
+
+class AuditOut(BaseModel):
+    at: datetime
+    layer: str
+    kind: str
+    key: str
+    action: str
+    thread_id: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    source_ids: list[str]
+
+
+class UsageOut(BaseModel):
+    totals: dict[str, dict[str, Any]]
+    calls: list[dict[str, Any]]
+
+
+# ---- import / export -------------------------------------------------------------------------
+
+
+class Export(BaseModel):
+    records: list[dict[str, Any]] = Field(description="one message per record, with its thread_id (the JSON-lines export's records)")
+
+
+class Import(Strict):
+    records: list[dict[str, Any]] = Field(min_length=1, description="exported records; user_id may be left out (the path's)")
+
+
+class Imported(BaseModel):
+    imported: int
+    records: int
+
+
+# ---- service ---------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    pending_jobs: int
