@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -132,6 +133,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", metavar="FILE", help="keep the ingested conversations in this SQLite file and reuse them on the next run")
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
+
+    p = sub.add_parser("serve", help="run the memory service: the REST API and the OpenAI-compatible proxy")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--api-key", action="append", default=[], metavar="KEY:TENANT", help="an API key and the tenant it may touch (repeatable; also $MEMSTACK_API_KEYS=\"k1:t1,k2:t2\")")
+    p.add_argument("--model", default="local", help="the upstream chat model, also used by the model-backed layers: local (default) or a provider string, e.g. vllm:MODEL@http://host:8000/v1")
+    p.add_argument("--strategy", default="summary-buffer,entities,retrieval", help="the layers that build every context and whose write side every message feeds (default: %(default)s)")
+    p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
+    p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
+    p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
+    p.add_argument("--upstream-timeout", type=float, default=60.0, help="seconds to wait for the upstream model before answering 504 (default: %(default)s)")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body; larger ones get 413 (default: %(default)s)")
+    p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let requests in flight finish, then to drain the write queue, on SIGTERM (default: %(default)s)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("demo", help="replay a bundled Chinese conversation and show each strategy's context")
     p.add_argument("--keep", action="store_true", help="store the demo under --home/MEMSTACK_HOME instead of a temporary directory")
@@ -301,6 +317,30 @@ def cmd_bench_recall(args: argparse.Namespace) -> None:
     report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=stderr_progress, db=args.reuse, only=args.only)
     print(file=sys.stderr)
     _emit(args, report, lambda: format_report(report))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from .server.auth import ENV, check_exposure, parse_api_keys
+
+    keys = {**parse_api_keys(os.environ.get(ENV, "")), **parse_api_keys(args.api_key)}
+    check_exposure(args.host, keys)
+    from .server import ServerConfig, create_app
+    from .server.run import serve
+
+    config = ServerConfig(
+        db=open_store(args.db, home=args.home) if (args.db or args.home) else None,
+        strategy=args.strategy,
+        model=args.model,
+        embedder=args.embedder,
+        api_keys=keys,
+        tenant=args.tenant,
+        max_tokens=args.max_tokens,
+        counter=args.tokenizer,
+        upstream_timeout=args.upstream_timeout,
+        max_body_bytes=args.max_body_bytes,
+        drain_seconds=args.graceful_timeout,
+    )
+    serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:

@@ -111,8 +111,9 @@ def install(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = field_of(first.get("loc", ()))
-        return error_response(422, InvalidInput.code, f"{field}: {first.get('msg', 'invalid')}", field)
+        field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()))
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        return error_response(422, InvalidInput.code, f"{field}: {message}", field)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

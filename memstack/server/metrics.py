@@ -4,7 +4,6 @@
     memstack_http_request_seconds{method,route}         latency until the response finished
     memstack_upstream_requests_total{outcome}           proxy calls to the model: ok, timeout, error
     memstack_upstream_seconds                           their latency
-    memstack_messages_stored_total{via}                 messages stored by the REST API or the proxy
     memstack_jobs_pending                               write-queue jobs with work left (at scrape)
 """
 
@@ -27,7 +26,6 @@ class Metrics:
         self.latency = Histogram("memstack_http_request_seconds", "HTTP request latency", ["method", "route"], registry=self.registry)
         self.upstream = Counter("memstack_upstream_requests", "calls to the upstream chat model", ["outcome"], registry=self.registry)
         self.upstream_latency = Histogram("memstack_upstream_seconds", "upstream chat model latency", registry=self.registry, buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
-        self.stored = Counter("memstack_messages_stored", "messages stored", ["via"], registry=self.registry)
         self.pending = Gauge("memstack_jobs_pending", "write-queue jobs with work left", registry=self.registry)
 
     def render(self, pending_jobs: int) -> tuple[bytes, str]:
@@ -57,13 +55,18 @@ class Metrics:
             try:
                 await app(scope, receive, watch)
             finally:
-                route = _route_of(scope)
+                route = _route_of(scope, status)
                 self.requests.labels(scope["method"], route, str(status)).inc()
                 self.latency.labels(scope["method"], route).observe(time.perf_counter() - started)
 
         return measured
 
 
-def _route_of(scope: Scope) -> str:
+def _route_of(scope: Scope, status: int) -> str:
+    """The matched route's template; routes that do not record themselves in the scope (the
+    framework's own, such as /docs) have static paths, counted as such when they answered 200."""
     route: Any = scope.get("route")
-    return getattr(route, "path", None) or UNMATCHED
+    path = getattr(route, "path", None)
+    if path:
+        return path
+    return scope["path"] if status == 200 else UNMATCHED

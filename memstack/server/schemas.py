@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from .. import layers as layer_registry
 from ..errors import UsageError
@@ -42,7 +42,7 @@ class MessageIn(Strict):
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
     id: str | None = None
-    timestamp: datetime | None = None
+    timestamp: AwareDatetime | None = None
     metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,7 +68,7 @@ class MessageOut(BaseModel):
 class AddMessages(Strict):
     messages: list[MessageIn] = Field(min_length=1, max_length=1000)
     #: the time of messages without a timestamp (default: now); timezone-aware
-    at: datetime | None = None
+    at: AwareDatetime | None = None
 
 
 class Stored(BaseModel):
@@ -98,7 +98,7 @@ class ContextRequest(Strict):
     """The context for the next model call. Layer options not given keep the server's defaults."""
 
     query: str | None = Field(None, description="the user's next message (not stored), appended last")
-    at: datetime | None = Field(None, description="reference time: only messages dated at or before it are seen (default: now)")
+    at: AwareDatetime | None = Field(None, description="reference time: only messages dated at or before it are seen (default: now)")
     strategy: str | None = Field(None, description="a comma-separated stack of layers (default: the server's)", examples=["window,retrieval"])
     max_tokens: int | None = Field(None, ge=0, description="token budget of the whole context (null: unbounded; absent: the server's)")
     counter: str | None = Field(None, description="token counter: estimate, cl100k_base, o200k_base or a model name")
@@ -144,7 +144,7 @@ class ContextOut(BaseModel):
 class SearchRequest(Strict):
     query: str = Field(min_length=1)
     k: int = Field(8, ge=1, le=100)
-    at: datetime | None = Field(None, description="reference time for dates the query names (default: now)")
+    at: AwareDatetime | None = Field(None, description="reference time for dates the query names (default: now)")
     thread_ids: list[str] | None = Field(None, description="only these threads")
 
 
@@ -222,3 +222,50 @@ class Imported(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     pending_jobs: int
+
+
+# ---- the OpenAI-compatible proxy ---------------------------------------------------------------
+
+
+class ChatMessageIn(BaseModel):
+    """An OpenAI chat message; fields beyond these are forwarded as sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's chat completion request; fields beyond these are forwarded to an HTTP upstream."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str | None = Field(None, description="ignored: the server's upstream model answers")
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = Field(None, description="whose memory (else the X-Memstack-User header)")
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    stream_options: dict[str, Any] | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Everything but the messages, the model and ``stream``: what the upstream is also sent."""
+        return self.model_dump(exclude={"messages", "model", "stream"}, exclude_none=True)
+
+
+class ModelOut(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "memstack"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+    @classmethod
+    def of(cls, *models: str) -> ModelList:
+        return cls(data=[ModelOut(id=m) for m in models])

@@ -1,0 +1,163 @@
+"""The REST API: one user's messages, threads, context, search and model-made memory, thin over Memory.
+
+Every route is under ``/v1/users/{user_id}`` and scoped to the caller's tenant. Routes that read or
+delete what a user has answer 404 when the tenant has no such user (another tenant's user with the
+same id included); adding, importing, putting state, building a context and searching work for a
+user the tenant has not seen yet (a new user has no memories: the answers are empty).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
+
+from .. import views
+from ..errors import InvalidInput, UsageError
+from ..memory import Memory
+from ..stores import RecordStore
+from ..types import Change, SearchFilter, utcnow
+from .deps import Mem, Tenant, require_thread, require_user
+from .errors import ApiError
+from .schemas import (
+    AddMessages,
+    AuditOut,
+    ContextOut,
+    ContextRequest,
+    Deleted,
+    Export,
+    HitOut,
+    Import,
+    Imported,
+    MessageOut,
+    RecordKind,
+    RecordOut,
+    SearchRequest,
+    StateValue,
+    Stored,
+    ThreadOut,
+    UsageOut,
+)
+
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"])
+
+#: the layer name that edits made through the API carry in the audit trail
+EDITOR = "api"
+
+
+@router.get("/threads", summary="List a user's threads, most recent activity first")
+def list_threads(user_id: str, tenant: Tenant, memory: Mem) -> list[ThreadOut]:
+    require_user(memory, tenant, user_id)
+    return [ThreadOut.of(t) for t in memory.threads(user_id=user_id, tenant=tenant)]
+
+
+@router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued")
+def add_messages(user_id: str, thread_id: str, body: AddMessages, tenant: Tenant, memory: Mem) -> Stored:
+    stored = memory.add([m.to_dict() for m in body.messages], user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
+    return Stored(stored=[MessageOut.of(m) for m in stored])
+
+
+@router.get("/threads/{thread_id}/messages", summary="A thread's messages in order")
+def read_history(
+    user_id: str,
+    thread_id: str,
+    tenant: Tenant,
+    memory: Mem,
+    last: Annotated[int | None, Query(ge=1, description="only the last n")] = None,
+    at: Annotated[AwareDatetime | None, Query(description="only messages dated at or before this time")] = None,
+) -> list[MessageOut]:
+    require_thread(memory, tenant, user_id, thread_id)
+    return [MessageOut.of(m) for m in memory.history(user_id=user_id, thread_id=thread_id, tenant=tenant, at=at, last=last)]
+
+
+@router.delete("/threads/{thread_id}", summary="Delete a thread with everything keyed to it")
+def delete_thread(user_id: str, thread_id: str, tenant: Tenant, memory: Mem) -> Deleted:
+    require_thread(memory, tenant, user_id, thread_id)
+    return Deleted(deleted=memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant))
+
+
+@router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
+def build_context(user_id: str, thread_id: str, body: ContextRequest, tenant: Tenant, memory: Mem) -> ContextOut:
+    budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
+    ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, counter=body.counter, **budget, **body.options())
+    return ContextOut.of(ctx)
+
+
+@router.post("/search", summary="The user's memories most relevant to a query, across threads")
+def search(user_id: str, body: SearchRequest, tenant: Tenant, memory: Mem) -> list[HitOut]:
+    where = SearchFilter(thread_ids=tuple(body.thread_ids)) if body.thread_ids else None
+    return [HitOut.of(h) for h in memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)]
+
+
+@router.get("/memories/{kind}", summary="The current model-made records of a kind")
+def list_memories(
+    user_id: str, kind: RecordKind, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
+) -> list[RecordOut]:
+    require_user(memory, tenant, user_id)
+    return [RecordOut.of(r) for r in memory.memories(kind, user_id=user_id, thread_id=_thread_for(kind, thread_id), tenant=tenant)]
+
+
+@router.delete("/memories/{kind}/{key}", summary="Delete a record (audited; its history is kept)")
+def delete_memory(user_id: str, kind: RecordKind, key: str, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
+    require_user(memory, tenant, user_id)
+    scope = memory.scope(user_id, _thread_for(kind, thread_id), tenant=tenant)
+    if not _records(memory).apply(scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
+        raise ApiError(404, "record_not_found", f"no current {kind} {key!r}", field="key")
+    return Deleted(deleted=1)
+
+
+@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited)")
+def put_state(user_id: str, key: str, body: StateValue, tenant: Tenant, memory: Mem) -> RecordOut:
+    scope = memory.scope(user_id, tenant=tenant)
+    records = _records(memory)
+    records.apply(scope, [Change("put", "state", key, {"value": body.value}, at=utcnow())], layer=EDITOR)
+    return RecordOut.of(records.current(scope, "state", [key])[0])
+
+
+@router.get("/audit", summary="Every add, supersede and delete of the user's model-made memory, newest first")
+def read_audit(
+    user_id: str, tenant: Tenant, memory: Mem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+) -> list[AuditOut]:
+    require_user(memory, tenant, user_id)
+    return [AuditOut(**e) for e in views.audit(memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)]
+
+
+@router.get("/usage", summary="The model calls made for the user: totals and every call")
+def read_usage(user_id: str, tenant: Tenant, memory: Mem) -> UsageOut:
+    require_user(memory, tenant, user_id)
+    return UsageOut(**views.usage(memory.store, memory.scope(user_id, tenant=tenant)))
+
+
+@router.get("/export", summary="Every message of the user, thread by thread")
+def export(user_id: str, tenant: Tenant, memory: Mem) -> Export:
+    require_user(memory, tenant, user_id)
+    return Export(records=list(memory.export(user_id=user_id, tenant=tenant)))
+
+
+@router.post("/import", summary="Store exported messages (dates and ids kept; importing twice adds nothing)")
+def import_messages(user_id: str, body: Import, tenant: Tenant, memory: Mem) -> Imported:
+    records = [{**r, "user_id": r.get("user_id", user_id)} for r in body.records]
+    for i, r in enumerate(records):
+        if r["user_id"] != user_id:
+            raise InvalidInput(f"records[{i}] belongs to another user than {user_id!r}", field=f"records[{i}].user_id")
+    return Imported(imported=memory.import_(records, tenant=tenant), records=len(records))
+
+
+@router.delete("", summary="Delete a user with everything they own, in every store")
+def delete_user(user_id: str, tenant: Tenant, memory: Mem) -> Deleted:
+    require_user(memory, tenant, user_id)
+    return Deleted(deleted=memory.forget(user_id=user_id, tenant=tenant))
+
+
+def _thread_for(kind: str, thread_id: str | None) -> str | None:
+    if kind == "summary" and thread_id is None:
+        raise InvalidInput("summaries are kept per thread: give thread_id", field="thread_id")
+    return thread_id
+
+
+def _records(memory: Memory) -> RecordStore:
+    records = getattr(memory.store, "records", None)
+    if records is None:
+        raise UsageError(f"the {type(memory.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
+    return records

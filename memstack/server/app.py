@@ -1,0 +1,134 @@
+"""The FastAPI app: the REST API, the OpenAI-compatible proxy, ``/health`` and ``/metrics`` over one
+Memory, with the write-queue worker running while it serves.
+
+    app = create_app(config=ServerConfig(db="sqlite:///m.db", model="local"))
+    app = create_app(Memory("memory://", layers="entities"), ServerConfig(model=my_chat_model))
+
+A Memory passed in stays the caller's (the app runs and stops its worker, and never closes it);
+one built from the config is the app's, closed at shutdown. Shutdown stops taking requests, lets
+those in flight finish (uvicorn), then drains the write queue for up to ``drain_seconds``: jobs
+still left are durable and run at the next start or by ``memstack worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from .. import __version__
+from ..memory import Memory
+from ..stores import Store
+from . import api, errors, proxy
+from .auth import Auth
+from .limits import BodyLimit
+from .metrics import Metrics
+from .schemas import Health
+from .upstream import Upstream, upstream_for
+
+log = logging.getLogger("memstack.server")
+
+DEFAULT_STRATEGY = "summary-buffer,entities,retrieval"
+DEFAULT_MAX_BODY = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How the service runs. ``model``: the proxy's upstream and the model-backed layers' model, a
+    provider string ("local", "vllm:M@http://h:8000/v1", ...) or a ChatModel object."""
+
+    #: a store URL, an open Store, or None for the SQLite file under MEMSTACK_HOME
+    db: str | Store | None = None
+    strategy: str = DEFAULT_STRATEGY
+    model: Any = "local"
+    embedder: str | None = None
+    #: API key -> tenant; empty: every request is ``tenant``
+    api_keys: Mapping[str, str] = field(default_factory=dict)
+    tenant: str = "default"
+    #: the token budget of contexts and of the requests the proxy sends upstream
+    max_tokens: int | None = 4000
+    counter: str | None = None
+    #: tokens kept free for the answer when a proxied request names no max_tokens
+    completion_tokens: int = 1024
+    upstream_timeout: float = 60.0
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    drain_seconds: float = 30.0
+    worker: bool = True
+
+
+def create_app(memory: Memory | None = None, config: ServerConfig | None = None, *, upstream: Upstream | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    owned = memory is None
+    if memory is None:
+        options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
+        memory = Memory(config.db, layers=config.strategy, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
+    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout)
+    metrics = Metrics()
+    app = FastAPI(
+        title="memstack",
+        version=__version__,
+        summary="Memory for LLM chat apps: a REST API over users' messages and memories, and an OpenAI-compatible proxy that adds them.",
+        lifespan=_lifespan(memory, upstream, config, owned),
+    )
+    app.state.memory = memory
+    app.state.auth = Auth(config.api_keys, default_tenant=config.tenant)
+    app.state.metrics = metrics
+    app.state.proxy = proxy.Proxy(memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens)
+    app.state.ready = False
+    errors.install(app)
+    app.include_router(api.router)
+    app.include_router(proxy.router)
+    app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"description": "starting, stopping or the store is unreachable"}})
+    app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(metrics.middleware)
+    return app
+
+
+def health(request: Request) -> Health:
+    if not request.app.state.ready:
+        raise errors.ApiError(503, "not_ready", "the service is starting or stopping")
+    return Health(status="ok", pending_jobs=request.app.state.memory.store.jobs.pending())
+
+
+def metrics_text(request: Request) -> Response:
+    body, content_type = request.app.state.metrics.render(request.app.state.memory.store.jobs.pending())
+    return Response(body, media_type=content_type)
+
+
+def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: bool):
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if config.worker:
+            memory.start_worker()
+        app.state.ready = True
+        try:
+            yield
+        finally:
+            app.state.ready = False
+            await upstream.aclose()
+            await _drain(memory, config.drain_seconds, close=owned)
+
+    return lifespan
+
+
+async def _drain(memory: Memory, seconds: float, *, close: bool) -> None:
+    """Stop the worker after it finishes the queued jobs (closing the memory if it is the app's);
+    past ``seconds`` give up waiting: what is left stays queued in the store."""
+
+    def stop() -> None:
+        memory.stop_worker(drain=True)
+        if close:
+            memory.close()
+
+    worker = threading.Thread(target=stop, name="memstack-drain", daemon=True)
+    worker.start()
+    await asyncio.to_thread(worker.join, seconds)
+    if worker.is_alive():
+        log.warning("shutdown: the write queue did not drain within %.0f s; the rest stays queued for the next start or `memstack worker`", seconds)

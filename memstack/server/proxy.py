@@ -1,0 +1,200 @@
+"""The OpenAI-compatible memory proxy: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+An app gains memory by changing its base URL. For each call:
+
+1. whose: the user from ``X-Memstack-User`` or the request's ``user`` (400 without either); the
+   thread from ``X-Memstack-Thread``, else one per user per UTC day (``YYYY-MM-DD``);
+2. store what is new: the request's trailing messages the thread does not hold yet (``resend``),
+   so a client that resends its whole history stores each message once;
+3. memory: ``Memory.context()`` with the client's last user message as the query builds the one
+   system message of memory sections, placed after the client's own system messages; the client's
+   history is kept, and trimmed only when the whole would exceed the budget (``prompt.fit``);
+4. answer: forward upstream (``upstream``), relay the answer or its stream, then store it (before
+   the stream's ``[DONE]``), which queues the layers' work. A dead or slow upstream is a 502/504
+   JSON error, and the user's message stays stored.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import anyio.to_thread
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from ..errors import InvalidInput, MemstackError
+from ..memory import Memory
+from ..types import utcnow
+from .deps import Tenant
+from .errors import ApiError, UpstreamTimeout, error_body
+from .metrics import Metrics
+from .prompt import MEMORY_MESSAGE_ID, ClientMessage, Outgoing, fit, last_user_text, parse_client, split_system
+from .resend import STORED_ROLES, new_messages
+from .schemas import ChatRequest, ModelList
+from .upstream import Upstream
+
+router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"])
+
+#: stored messages read beyond the request's length, for answers the client has not seen
+_TAIL_SLACK = 16
+_STRIPES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    tenant: str
+    user_id: str
+    thread_id: str
+
+    def ids(self) -> dict[str, str]:
+        return {"tenant": self.tenant, "user_id": self.user_id, "thread_id": self.thread_id}
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    outgoing: Outgoing
+    store_answer: bool
+
+
+class Proxy:
+    """The proxy's work for one app: Memory on one side, the upstream model on the other.
+
+    ``max_tokens`` bounds the request sent upstream, and never more than the model's window minus
+    the answer's tokens (the request's ``max_tokens``, else ``completion_tokens``).
+    """
+
+    def __init__(self, memory: Memory, upstream: Upstream, metrics: Metrics, *, max_tokens: int | None, completion_tokens: int = 1024) -> None:
+        self.memory = memory
+        self.upstream = upstream
+        self.metrics = metrics
+        self.max_tokens = max_tokens
+        self.completion_tokens = completion_tokens
+        # one lock per thread stripe: two resends of one thread never both store the same message
+        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+
+    # ---- before the call (run in a worker thread) -------------------------------------------
+
+    def prepare(self, who: Who, body: ChatRequest) -> Prepared:
+        client = parse_client([m.model_dump(exclude_none=True) for m in body.messages])
+        store_answer = self._store_new(who, client)
+        system, convo = split_system(client)
+        budget = self._budget(body)
+        ctx = self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
+        memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
+        return Prepared(fit(system, memory, convo, budget, self.memory.counter), store_answer)
+
+    def _store_new(self, who: Who, client: list[ClientMessage]) -> bool:
+        incoming = [c.message for c in client if c.message.role in STORED_ROLES]
+        with self._locks[hash((who.tenant, who.user_id, who.thread_id)) % _STRIPES]:
+            tail = [m for m in self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK) if m.role in STORED_ROLES]
+            plan = new_messages(tail, incoming)
+            if plan.new:
+                self.memory.add([m.to_openai() for m in plan.new], **who.ids())
+        return plan.store_answer
+
+    def _budget(self, body: ChatRequest) -> int:
+        answer = body.max_completion_tokens or body.max_tokens or self.completion_tokens
+        room = self.upstream.context_window - answer
+        budget = room if self.max_tokens is None else min(self.max_tokens, room)
+        if budget <= 0:
+            raise InvalidInput(f"max_tokens={answer} leaves no room for the prompt in the model's window of {self.upstream.context_window}", field="max_tokens")
+        return budget
+
+    # ---- the call ------------------------------------------------------------------------------
+
+    async def answer(self, who: Who, body: ChatRequest) -> JSONResponse | StreamingResponse:
+        prepared = await anyio.to_thread.run_sync(self.prepare, who, body)
+        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
+        params = body.params()
+        started = time.perf_counter()
+        try:
+            if body.stream:
+                chunks = await self.upstream.open_stream(prepared.outgoing.messages, params)
+                return StreamingResponse(self._relay(who, chunks, prepared.store_answer, started), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+            answer = await self.upstream.complete(prepared.outgoing.messages, params)
+        except MemstackError as exc:
+            self._observe(exc, started)
+            raise
+        self._observe(None, started)
+        if prepared.store_answer:
+            message = ((answer.get("choices") or [{}])[0]).get("message") or {}
+            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [])
+        return JSONResponse(answer, headers=headers)
+
+    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], store_answer: bool, started: float) -> AsyncIterator[str]:
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        try:
+            async for chunk in chunks:
+                _collect(chunk, text, calls)
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            self._observe(None, started)
+            if store_answer:
+                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)])
+        except MemstackError as exc:
+            self._observe(exc, started)
+            yield f"data: {json.dumps(error_body(exc.code, str(exc)), ensure_ascii=False)}\n\n"
+            return
+        yield "data: [DONE]\n\n"
+
+    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]]) -> None:
+        if text.strip() or tool_calls:
+            self.memory.add({"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {})}, **who.ids())
+
+    def _observe(self, error: MemstackError | None, started: float) -> None:
+        outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"
+        self.metrics.upstream.labels(outcome).inc()
+        self.metrics.upstream_latency.observe(time.perf_counter() - started)
+
+
+def _collect(chunk: dict[str, Any], text: list[str], calls: dict[int, dict[str, Any]]) -> None:
+    """Gather a streamed answer: its text and its tool calls (whose arguments arrive in pieces)."""
+    for choice in chunk.get("choices") or []:
+        if choice.get("index", 0) != 0:
+            continue
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            text.append(delta["content"])
+        for part in delta.get("tool_calls") or []:
+            call = calls.setdefault(part.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+            call["id"] = part.get("id") or call["id"]
+            fn = part.get("function") or {}
+            call["function"]["name"] += fn.get("name") or ""
+            call["function"]["arguments"] += fn.get("arguments") or ""
+
+
+def proxy_of(request: Request) -> Proxy:
+    return request.app.state.proxy
+
+
+def who_of(tenant: str, body: ChatRequest, user_header: str | None, thread_header: str | None) -> Who:
+    user = user_header or body.user
+    if not user:
+        raise ApiError(400, "missing_user", "say whose memory this is: the request's 'user' field or the X-Memstack-User header", field="user")
+    return Who(tenant, user, thread_header or utcnow().date().isoformat())
+
+
+@router.get("/models", summary="The upstream model, as OpenAI's model list")
+async def list_models(request: Request, tenant: Tenant) -> ModelList:
+    return ModelList.of(proxy_of(request).upstream.model)
+
+
+@router.post(
+    "/chat/completions",
+    summary="A chat completion with the user's memory (streamed as SSE when stream=true)",
+    responses={200: {"description": "a chat.completion object, or with stream=true a text/event-stream of chat.completion.chunk objects", "content": {"text/event-stream": {}}}},
+)
+async def chat_completions(
+    request: Request,
+    body: ChatRequest,
+    tenant: Tenant,
+    x_memstack_user: Annotated[str | None, Header(description="the user (else the request's 'user' field)")] = None,
+    x_memstack_thread: Annotated[str | None, Header(description="the thread (default: one per user per UTC day, YYYY-MM-DD)")] = None,
+) -> Any:
+    return await proxy_of(request).answer(who_of(tenant, body, x_memstack_user, x_memstack_thread), body)

@@ -1,0 +1,63 @@
+"""Which messages of a resent history are new: chat clients send the whole conversation on every
+call, and the thread must hold each message once. Pure functions.
+
+Messages match by role, text and tool calls. The new messages are what follows the longest
+prefix of the request that the stored tail ends with:
+
+    stored  u1 a1 u2 a2          request  u1 a1 u2 a2 u3        -> new: u3
+    stored  u1                   request  u1  (a retry after a failed call)  -> new: none, answer stored
+    stored  u1 a1                request  u1  (the same call again: a regenerate) -> new: none, answer not stored
+    stored  u1 a1                request  u1 a1' u2  (continued after a regenerate) -> new: a1' u2
+    stored  ...                  request  x y  (nothing in common)  -> new: x y
+
+A regenerate is recognised by matching against the stored tail without its trailing answer: the
+thread already holds an answer to that request, so the new answer is not stored again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..types import Message
+
+#: roles that are stored; the client's system (and developer) messages are instructions, not history
+STORED_ROLES = ("user", "assistant", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """The messages to store before the call, and whether to store the answer after it."""
+
+    new: list[Message]
+    store_answer: bool
+
+
+def fingerprint(m: Message) -> tuple:
+    return (m.role, m.text.strip(), tuple((c.name, c.arguments) for c in m.tool_calls), m.tool_call_id)
+
+
+def overlap(stored: Sequence[Message], incoming: Sequence[Message]) -> int:
+    """The largest k such that the last k stored messages equal the first k incoming ones."""
+    s = [fingerprint(m) for m in stored]
+    c = [fingerprint(m) for m in incoming]
+    for k in range(min(len(s), len(c)), 0, -1):
+        if s[len(s) - k :] == c[:k]:
+            return k
+    return 0
+
+
+def new_messages(stored_tail: Sequence[Message], incoming: Sequence[Message]) -> Resend:
+    """Split a request's history (its storable messages, in order) against the thread's stored
+    tail (at least as many messages as the request holds, or the whole thread)."""
+    k = overlap(stored_tail, incoming)
+    if k:
+        return Resend(list(incoming[k:]), True)
+    answered = list(stored_tail)
+    while answered and answered[-1].role != "user":
+        answered.pop()
+    k = overlap(answered, incoming) if len(answered) < len(stored_tail) else 0
+    if k:
+        rest = list(incoming[k:])
+        return Resend(rest, bool(rest))
+    return Resend(list(incoming), True)

@@ -1,0 +1,54 @@
+"""Running the app under uvicorn: in the foreground until SIGTERM/SIGINT (``memstack serve``), or
+in a background thread on a free loopback port (tests, notebooks, embedding in another program).
+
+On SIGTERM uvicorn stops accepting connections, waits up to ``graceful_seconds`` for requests in
+flight (an acknowledged add is committed before its response is sent), then runs the app's
+shutdown, which drains the write queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+
+def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info") -> None:
+    """Serve ``app`` until a signal asks it to stop."""
+    uvicorn.Server(_config(app, host, port, graceful_seconds, log_level)).run()
+
+
+class BackgroundServer:
+    """``with BackgroundServer(app) as server: httpx.get(server.url + "/health")``."""
+
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful_seconds: float = 10.0, log_level: str = "warning") -> None:
+        self.server = uvicorn.Server(_config(app, host, port, graceful_seconds, log_level))
+        self._thread = threading.Thread(target=self.server.run, name="memstack-server", daemon=True)
+        self.url = ""
+
+    def start(self, timeout: float = 30.0) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        host, port = self.server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _config(app: Any, host: str, port: int, graceful_seconds: float, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False)

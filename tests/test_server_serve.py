@@ -1,0 +1,97 @@
+"""``memstack serve`` as a real process: SIGTERM during a burst of adds loses nothing that was
+acknowledged and drains the write queue; a public address without API keys is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
+
+from memstack import Memory  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"memstack serve exited with {proc.returncode}"
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("memstack serve did not become healthy")
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_during_a_burst_loses_no_acknowledged_message_and_drains_the_queue(tmp_path):
+    port, db = free_port(), tmp_path / "burst.db"
+    env = {**os.environ, "MEMSTACK_API_KEYS": "burst-key:acme", "MEMSTACK_HOME": str(tmp_path / "home")}
+    command = [sys.executable, "-m", "memstack", "serve", "--db", f"sqlite:///{db}", "--port", str(port), "--strategy", "window,retrieval", "--log-level", "warning"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    acknowledged: list[tuple[str, str]] = []
+    refused = threading.Event()
+    errors: list[str] = []
+    try:
+        wait_healthy(url, proc)
+
+        def client(n: int) -> None:
+            with httpx.Client(base_url=url, headers={"Authorization": "Bearer burst-key"}, timeout=30) as c:
+                for i in range(10_000):
+                    text = f"客户端{n}的第{i}条消息"
+                    try:
+                        r = c.post(f"/v1/users/user{n}/threads/t/messages", json={"messages": [{"role": "user", "content": text}]})
+                    except httpx.TransportError:
+                        refused.set()
+                        return
+                    if r.status_code == 201:
+                        acknowledged.append((f"user{n}", text))
+                    elif r.status_code != 503:
+                        errors.append(r.text)
+                        return
+
+        clients = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for t in clients:
+            t.start()
+        deadline = time.monotonic() + 60
+        while len(acknowledged) < 60 and not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        for t in clients:
+            t.join(60)
+        assert refused.is_set()  # the server stopped taking requests
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not errors, errors[:3]
+    assert proc.returncode in (0, -signal.SIGTERM), proc.stderr.read().decode()
+    with Memory(f"sqlite:///{db}", tenant="acme") as memory:
+        stored = {(f"user{n}", m.text) for n in range(8) for m in memory.history(user_id=f"user{n}", thread_id="t")}
+        assert memory.store.jobs.pending() == 0  # the write queue was drained before exit
+    assert len(acknowledged) >= 60 and set(acknowledged) <= stored
+
+
+def test_a_public_address_without_keys_is_refused(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "MEMSTACK_API_KEYS"} | {"MEMSTACK_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "memstack", "serve", "--host", "0.0.0.0", "--port", str(free_port())], env=env, capture_output=True, timeout=60)
+    err = proc.stderr.decode().strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "without API keys" in err, err
+    bad = subprocess.run([sys.executable, "-m", "memstack", "serve", "--api-key", "no-tenant", "--port", str(free_port())], env=env, capture_output=True, timeout=60)
+    assert bad.returncode == 2 and "KEY:TENANT" in bad.stderr.decode()
