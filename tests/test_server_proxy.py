@@ -76,7 +76,7 @@ class CannedUpstream:
             def _stream(self, body, text):
                 chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"content": text[i : i + 5]}, "finish_reason": None}]} for i in range(0, len(text), 5)]
                 chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + ("data: {not json\n\n" if "BROKEN" in text else "data: [DONE]\n\n")
                 self._send(data.encode(), "text/event-stream")
 
             def _send(self, data, content_type):
@@ -247,6 +247,16 @@ def test_a_dead_or_slow_upstream_is_a_json_502_or_504_and_the_message_stays_stor
         r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "崩了？"}], "user": "u"}, headers={"X-Memstack-Thread": "crash"})
         assert r.status_code == 502 and r.json()["error"] == {"code": "provider_unavailable", "message": "the model crashed", "field": None}
     assert history(memory, "u", "crash") == [("user", "崩了？")]
+
+
+def test_a_stream_that_breaks_midway_ends_with_an_error_event_and_stores_no_answer():
+    memory = Memory("memory://", layers="window")
+    with CannedUpstream(answer=lambda messages: "开头很好，然后 BROKEN") as upstream, BackgroundServer(create_app(memory, ServerConfig(model=upstream.model))) as server:
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "讲个故事"}], "user": "u", "stream": True}, headers={"X-Memstack-Thread": "t"}) as response:
+            events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "开头很好，"
+    assert json.loads(events[-1])["error"]["code"] == "provider_unavailable" and "[DONE]" not in events
+    assert history(memory, "u", "t") == [("user", "讲个故事")]
 
 
 def test_proxy_request_errors(served):

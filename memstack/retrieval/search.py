@@ -10,6 +10,7 @@ the relevance floor; hydrate the units; break ties by recency.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -87,8 +88,11 @@ class Searcher:
         s = self.settings
         rankings: dict[str, list[Scored]] = {}
         floors: dict[str, float] = {}
+        keyword = None
         if s.method in ("hybrid", "bm25"):
-            rankings["bm25"] = self.units.keyword_search(user, query, k=s.candidates, where=where)
+            # the keyword search (database work) runs while the query is embedded (model work):
+            # both release the GIL, so a hybrid query costs about the slower of the two
+            keyword = _POOL.submit(self.units.keyword_search, user, query, k=s.candidates, where=where)
             floors["bm25"] = s.bm25_floor
         if s.method in ("hybrid", "dense"):
             qv = self.embedder.embed_query(query)
@@ -98,6 +102,8 @@ class Searcher:
             if s.keys:
                 rankings["keys"] = _by_parent(x for x in found if KEY_MARK in x.id)[: s.candidates]
                 floors["keys"] = floors["dense"]
+        if keyword is not None:
+            rankings = {"bm25": keyword.result(), **rankings}
         return rankings, floors
 
     def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True) -> list[Fused]:
@@ -125,6 +131,10 @@ class Searcher:
         hits = [Hit(by_id[f.id], f.score, dict(f.ranks)) for f in fused if f.id in by_id]
         # equal fused scores: the closer meaning, then the stronger keyword match, then the newer
         return sorted(hits, key=lambda h: (-round(h.score, 9), *ties[h.unit.id], -h.unit.timestamp.timestamp(), h.unit.id))
+
+
+#: runs keyword searches beside the query embedding (see ``_rank``)
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-search")
 
 
 def _by_parent(keys) -> list[Scored]:

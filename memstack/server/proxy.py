@@ -17,6 +17,7 @@ An app gains memory by changing its base URL. For each call:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -40,6 +41,7 @@ from .schemas import ChatRequest, ModelList
 from .upstream import Upstream
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"])
+log = logging.getLogger("memstack.server")
 
 #: stored messages read beyond the request's length, for answers the client has not seen
 _TAIL_SLACK = 16
@@ -137,8 +139,9 @@ class Proxy:
             self._observe(None, started)
             if store_answer:
                 await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)])
-        except MemstackError as exc:
+        except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
+            log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
             yield f"data: {json.dumps(error_body(exc.code, str(exc)), ensure_ascii=False)}\n\n"
             return
         yield "data: [DONE]\n\n"
