@@ -20,6 +20,8 @@ from .errors import InvalidInput, MemstackError, UsageError
 from .memory import Memory
 from .types import parse_time
 
+#: the scenario presets (memstack.presets), named in --help without importing the layers
+PRESET_NAMES = ("customer-service", "personal-assistant", "enterprise-knowledge", "project-agent", "medical", "task-agent")
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--agent")
     p.add_argument("text", help="the message text, or - to read it from stdin")
     p.add_argument("--strategy", default="full", help="the layers whose write side this message feeds, e.g. summary,entities,retrieval (default: %(default)s)")
+    p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
     p.set_defaults(run=cmd_add)
 
     p = sub.add_parser("context", help="print the context for the next model call")
@@ -57,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--query", help="the user's next message (not stored)")
     p.add_argument("--at", help="reference time, ISO 8601 (default: now)")
     p.add_argument("--strategy", default="full", help="a layer or comma-separated stack of layers (default: %(default)s)")
+    p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
     p.add_argument("--k", type=int, help="turns kept by the window layer")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of the whole context (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
@@ -185,7 +189,7 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 def cmd_add(args: argparse.Namespace) -> None:
     text = _read_text(args.text)
     at = parse_time(args.at) if args.at else None
-    with _memory(args, layers=args.strategy) as mem:
+    with _memory(args, layers=args.strategy, preset=args.preset) as mem:
         stored = mem.add({"role": args.role, "content": text}, user_id=args.user, thread_id=args.thread, agent_id=args.agent, at=at)
     data = [m.to_dict() | {"seq": m.seq} for m in stored]
     _emit(args, {"stored": data}, lambda: "\n".join(f"stored {m.id} ({m.role}, {m.timestamp.isoformat()})" for m in stored))
@@ -193,7 +197,7 @@ def cmd_add(args: argparse.Namespace) -> None:
 
 def cmd_context(args: argparse.Namespace) -> None:
     at = parse_time(args.at) if args.at else None
-    with _memory(args, layers=args.strategy, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
+    with _memory(args, layers=args.strategy, preset=args.preset, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
         ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k)
     _emit(args, ctx.to_dict(), lambda: _render_context(ctx))
 

@@ -69,7 +69,9 @@ class Memory:
     ``store``: a Store, a URL (``sqlite:///file.db``, ``postgresql://...``, ``memory://``) or None
     for the SQLite file under MEMSTACK_HOME. ``layers``: the default stack (names or a
     comma-separated string); its layers with a write side get a job after every ``add``.
-    ``options`` configure layers by parameter name (``{"k": 4}`` sets the window's k).
+    ``options`` configure layers by parameter name (``{"k": 4}`` sets the window's k; a dotted
+    name ``{"retrieval.share": 0.3}`` one layer only). ``preset``: one of the articles' scenario
+    stacks by name (``memstack.presets.PRESETS``), instead of ``layers``.
     """
 
     def __init__(
@@ -84,8 +86,14 @@ class Memory:
         options: Mapping[str, Any] | None = None,
         lease_seconds: float = 300.0,
         background: bool = False,
+        preset: str | None = None,
     ) -> None:
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
+        if preset is not None:  # the scenario's layers and options; explicit options win
+            from .presets import preset_named
+
+            chosen = preset_named(preset)
+            layers, options = chosen.layers, {**chosen.options, **(options or {})}
         self.layers = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers)
         self.max_tokens = max_tokens
         self.counter = get_counter(counter)
@@ -111,7 +119,11 @@ class Memory:
         # a job name may carry its configuration after a colon ("extract:facts,entities"), so any
         # worker process runs it the same way
         name, _, variant = name.partition(":")
-        merged = {"store": self.store, "counter": self.counter, "stack": tuple(self.layers), **self.options, **options, **({"variant": variant} if variant else {})}
+        given = {**self.options, **{k: v for k, v in options.items() if v is not None}}
+        # "retrieval.share": an option for one layer only; plain names go to every layer
+        shared = {k: v for k, v in given.items() if "." not in k}
+        own = {k.split(".", 1)[1]: v for k, v in given.items() if k.startswith(name + ".")}
+        merged = {"store": self.store, "counter": self.counter, "stack": tuple(self.layers), **shared, **own, **({"variant": variant} if variant else {})}
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)

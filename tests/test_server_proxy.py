@@ -251,9 +251,13 @@ def test_a_dead_or_slow_upstream_is_a_json_502_or_504_and_the_message_stays_stor
 
 def test_a_stream_that_breaks_midway_ends_with_an_error_event_and_stores_no_answer():
     memory = Memory("memory://", layers="window")
-    with CannedUpstream(answer=lambda messages: "开头很好，然后 BROKEN") as upstream, BackgroundServer(create_app(memory, ServerConfig(model=upstream.model))) as server:
-        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "讲个故事"}], "user": "u", "stream": True}, headers={"X-Memstack-Thread": "t"}) as response:
-            events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    body = {"messages": [{"role": "user", "content": "讲个故事"}], "user": "u", "stream": True}
+    with (
+        CannedUpstream(answer=lambda messages: "开头很好，然后 BROKEN") as upstream,
+        BackgroundServer(create_app(memory, ServerConfig(model=upstream.model))) as server,
+        httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, headers={"X-Memstack-Thread": "t"}) as response,
+    ):
+        events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
     assert json.loads(events[0])["choices"][0]["delta"]["content"] == "开头很好，"
     assert json.loads(events[-1])["error"]["code"] == "provider_unavailable" and "[DONE]" not in events
     assert history(memory, "u", "t") == [("user", "讲个故事")]

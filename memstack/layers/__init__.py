@@ -21,6 +21,7 @@ _REGISTRY: dict[str, LayerFactory] = {}
 #: built-in layers with heavy imports (models, numpy), loaded on first use
 _LAZY: dict[str, str] = {
     "retrieval": "memstack.layers.retrieval",
+    "topic": "memstack.layers.retrieval",
     "extract": "memstack.layers.extractor",
     "summary": "memstack.layers.summary",
     "summary-buffer": "memstack.layers.summary",

@@ -26,6 +26,8 @@ class Entities:
     share: float = 0.25
     #: only the user's own entity (their attributes and preferences): the profile view
     profile_only: bool = False
+    #: cite each attribute's source message (short id) beside its date
+    provenance: bool = False
     name: str = "entities"
     scope: str = "user"
     history: str = "none"
@@ -43,7 +45,7 @@ class Entities:
         lines = [TITLES[lang] if not self.profile_only else ("用户画像" if lang == "zh" else "User profile")]
         left: list[Record] = []
         for r in ordered:
-            line = render_entity(r, lang)
+            line = render_entity(r, lang, provenance=self.provenance)
             if budget is not None and request.counter.count("\n".join([*lines, line])) > budget:
                 left.append(r)
                 continue
@@ -70,7 +72,7 @@ def rank(records: list[Record], query: str) -> list[Record]:
     return sorted(records, key=key)
 
 
-def render_entity(record: Record, lang: str) -> str:
+def render_entity(record: Record, lang: str, *, provenance: bool = False) -> str:
     v = record.value
     head = v.get("name") or record.key
     if v.get("type"):
@@ -78,11 +80,22 @@ def render_entity(record: Record, lang: str) -> str:
     aliases = [a for a in v.get("aliases", []) if a != v.get("name")]
     if aliases:
         head += ("，又名" if lang == "zh" else ", also ") + "、".join(aliases)
-    parts = [head + ("：" if lang == "zh" else ": ") + (v.get("description") or "")]
     attrs = v.get("attributes", {})
+    details = [v["description"]] if v.get("description") else []
     if attrs:
-        parts.append(("；".join if lang == "zh" else "; ".join)(f"{k}={a['value']}" + (f" ({a['valid_from'][:10]})" if a.get("valid_from") else "") for k, a in attrs.items()))
-    return "- " + (" " if lang != "zh" else "").join(p for p in parts if p.strip())
+        details.append(("；".join if lang == "zh" else "; ".join)(f"{k}={a['value']}" + _when(a, lang, provenance) for k, a in attrs.items()))
+    if not details:
+        return f"- {head}"
+    return f"- {head}" + ("：" if lang == "zh" else ": ") + ("；" if lang == "zh" else "; ").join(details)
+
+
+def _when(attribute: dict[str, Any], lang: str, provenance: bool) -> str:
+    from .graph import cite
+
+    parts = [attribute["valid_from"][:10]] if attribute.get("valid_from") else []
+    if provenance and attribute.get("source_ids"):
+        parts.append(cite(attribute["source_ids"], lang))
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def profile(store: Any, share: float = 0.2) -> Entities:

@@ -35,6 +35,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "summary": ("facts",),
     "summary-buffer": ("facts",),
     "entities": ("entities",),
+    "profile": ("entities",),
     "graph": ("entities", "relations"),
     "state": ("state",),
 }
@@ -341,6 +342,7 @@ class Extractor:
 
     def _relation_changes(self, user: Scope, batch: Batch, relations: Sequence[Any]) -> list[Change]:
         resolve = _Resolver({r.key: r for r in self.store.records.current(user, "entity")})
+        known = {r.key: r for r in self.store.records.current(user, "relation")}
         out = []
         for r in relations:
             if not (r.source.strip() and r.target.strip() and r.relation.strip()):
@@ -354,6 +356,15 @@ class Extractor:
             key = f"{src}\x1f{normalize(relation_label(r.relation, r.source, r.target))}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
             value = {"source": r.source.strip(), "relation": relation_label(r.relation, r.source, r.target), "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation, r.evidence, r.source, r.target)}
+            if key in known:
+                # said again: the first evidence and date stand (the fact was true since then);
+                # the new turns join its sources, and a higher confidence is kept
+                first = dict(known[key].value)
+                if confidence <= float(first.get("confidence", 0)):
+                    value = first
+                else:
+                    value = {**first, "confidence": confidence}
+                when = known[key].valid_from or when
             out.append(Change("put", "relation", key, value, sources, when))
         return out
 

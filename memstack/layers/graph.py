@@ -9,7 +9,7 @@ of one entity and cost no hop.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,8 @@ class Graph:
     store: Any
     hops: int = 3
     share: float = 0.25
+    #: cite each relation's source message (short id) beside its evidence and date
+    provenance: bool = False
     name: str = "graph"
     scope: str = "user"
     history: str = "none"
@@ -48,7 +50,7 @@ class Graph:
         lines = [TITLES[lang]]
         left: list[Record] = []
         for r in found:
-            line = render_relation(r, lang)
+            line = render_relation(r, lang, provenance=self.provenance)
             if budget is not None and request.counter.count("\n".join([*lines, line])) > budget:
                 left.append(r)
                 continue
@@ -103,9 +105,17 @@ def neighbourhood(seeds: set[str], relations: list[Record], hops: int) -> list[R
     return sorted((by_id[i] for i in reached), key=lambda r: (reached[r.id], -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()))
 
 
-def render_relation(r: Record, lang: str) -> str:
+def cite(ids: Sequence[str], lang: str) -> str:
+    """Source messages as short ids: "消息 1a2b3c4d" / "message 1a2b3c4d"."""
+    short = ", ".join(i[:8] for i in ids[:3])
+    return ("消息 " if lang == "zh" else "message ") + short if short else ""
+
+
+def render_relation(r: Record, lang: str, *, provenance: bool = False) -> str:
     v = r.value
     date = (r.valid_from or r.created_at).date().isoformat()
+    if provenance and r.source_ids:
+        date = f"{date}，{cite(r.source_ids, lang)}" if lang == "zh" else f"{date}, {cite(r.source_ids, lang)}"
     line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"
     evidence = (v.get("evidence") or "").strip()
     if lang == "zh":

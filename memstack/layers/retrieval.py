@@ -58,6 +58,10 @@ class Retrieval:
     key_min_tokens: int = 180
     #: plain ranking without relevance floor or time handling (the benchmark's baselines)
     baseline: bool = False
+    #: topic memory: search only the units of one category (``topic``, else the category of the
+    #: thread's latest message that has one, set at write time in the message's metadata)
+    by_topic: bool = False
+    topic: str | None = None
     counter: TokenCounter | str | None = None
     name: str = "retrieval"
     scope: str = "user"
@@ -88,8 +92,14 @@ class Retrieval:
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
         if not request.query:
             return LayerOutput(messages)
+        where = None
+        if self.by_topic:
+            topic = self.topic or self._current_topic(request, messages)
+            if not topic:
+                return LayerOutput(messages)  # no topic named: topic memory has nothing to add
+            where = SearchFilter(categories=(str(topic),))
         shown = {m.id for m in messages} | set(request.exclude_ids)
-        hits = [h for h in self.search(request.scope, request.query, at=request.at) if not set(h.unit.source_ids) <= shown]
+        hits = [h for h in self.search(request.scope, request.query, at=request.at, where=where) if not set(h.unit.source_ids) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         kept = fit_hits(hits, budget, request.counter, lang)
@@ -100,6 +110,12 @@ class Retrieval:
         sources = tuple(i for h in kept for i in h.unit.source_ids)
         section = Section(self.name, render_hits(kept, lang), priority=40, source_ids=sources)
         return LayerOutput(messages, [section], dropped)
+
+    def _current_topic(self, request: ReadRequest, messages: list[Message]) -> str | None:
+        """The category of the thread's latest message that has one (the layers before may have
+        left it out of ``messages``, so the stored thread is asked)."""
+        recent = [*self.store.history.read(request.scope, until=request.at, last=50), *messages]
+        return next((str(m.metadata["category"]) for m in reversed(recent) if m.metadata.get("category")), None)
 
     # ---- write side --------------------------------------------------------------------------
 
@@ -172,4 +188,12 @@ def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: A
     return Retrieval(store=store, embedder=embedder, **options).reindex(progress=progress)
 
 
+def topic_memory(store: Store, embedder: str | Embedder | None = None, topic: str | None = None, top_k: int = 6, share: float = 0.3, counter: TokenCounter | str | None = None) -> Retrieval:
+    """Project topic memory: retrieval within the current topic (a message's ``category``)."""
+    layer = Retrieval(store=store, embedder=embedder, top_k=top_k, share=share, counter=counter, by_topic=True, topic=topic, name="topic")
+    layer.job = "retrieval"  # the units are the retrieval layer's: indexed once, by its job
+    return layer
+
+
 register_layer("retrieval", Retrieval)
+register_layer("topic", topic_memory)

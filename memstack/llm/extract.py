@@ -112,14 +112,14 @@ def sentence(s: Statement, lang: str) -> str:
 
 def unpack(value: BaseModel, lang: str) -> Extracted:
     """Facts (each statement as a note), relations (subject -predicate-> object), entities (each
-    subject, typed, with its predicates as attributes and its first note as description)."""
+    subject, typed, with its predicates as attributes; no description: the attributes say it)."""
     statements = [s for s in getattr(value, "memories", []) if s.subject.strip() and s.predicate.strip() and s.object.strip()]
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
     relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip()) for s in statements]
     entities: dict[str, Entity] = {}
     for s in statements:
         key = s.subject.strip().casefold()
-        e = entities.setdefault(key, Entity(name=s.subject.strip(), type=s.subject_type.strip(), description=sentence(s, lang)))
+        e = entities.setdefault(key, Entity(name=s.subject.strip(), type=s.subject_type.strip()))
         if len(e.attributes) < 8:
             e.attributes.append(Attribute(key=s.predicate.strip(), value=s.object.strip()))
     return Extracted(facts, list(entities.values()), relations, list(getattr(value, "state", [])))

@@ -38,9 +38,10 @@ from .schemas import (
     Stored,
     ThreadOut,
     UsageOut,
+    error_responses,
 )
 
-router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"])
+router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"], responses=error_responses(400, 401, 404, 413, 422, 503))
 
 #: the layer name that edits made through the API carry in the audit trail
 EDITOR = "api"

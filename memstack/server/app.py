@@ -29,7 +29,7 @@ from . import api, errors, proxy
 from .auth import Auth
 from .limits import BodyLimit
 from .metrics import Metrics
-from .schemas import Health
+from .schemas import ErrorOut, Health
 from .upstream import Upstream, upstream_for
 
 log = logging.getLogger("memstack.server")
@@ -84,7 +84,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     errors.install(app)
     app.include_router(api.router)
     app.include_router(proxy.router)
-    app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"description": "starting, stopping or the store is unreachable"}})
+    app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
     app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(metrics.middleware)

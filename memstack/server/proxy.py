@@ -37,10 +37,10 @@ from .errors import ApiError, UpstreamTimeout, error_body
 from .metrics import Metrics
 from .prompt import MEMORY_MESSAGE_ID, ClientMessage, Outgoing, fit, last_user_text, parse_client, split_system
 from .resend import STORED_ROLES, new_messages
-from .schemas import ChatRequest, ModelList
+from .schemas import ChatRequest, ModelList, error_responses
 from .upstream import Upstream
 
-router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"])
+router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"], responses=error_responses(400, 401, 413, 422, 502, 504))
 log = logging.getLogger("memstack.server")
 
 #: stored messages read beyond the request's length, for answers the client has not seen

@@ -19,6 +19,23 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable: the error tree's code (invalid_input, user_not_found, upstream_timeout, ...)")
+    message: str
+    field: str | None = Field(None, description="the request field at fault, e.g. messages[0].role")
+
+
+class ErrorOut(BaseModel):
+    """Every error response's body."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` documenting the error body for these statuses."""
+    return {status: {"model": ErrorOut} for status in statuses}
+
+
 # ---- messages -------------------------------------------------------------------------------
 
 
