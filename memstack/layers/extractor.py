@@ -360,10 +360,7 @@ class Extractor:
                 # said again: the first evidence and date stand (the fact was true since then);
                 # the new turns join its sources, and a higher confidence is kept
                 first = dict(known[key].value)
-                if confidence <= float(first.get("confidence", 0)):
-                    value = first
-                else:
-                    value = {**first, "confidence": confidence}
+                value = first if confidence <= float(first.get("confidence", 0)) else {**first, "confidence": confidence}
                 when = known[key].valid_from or when
             out.append(Change("put", "relation", key, value, sources, when))
         return out
