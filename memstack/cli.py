@@ -144,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", action="append", default=[], metavar="KEY:TENANT", help="an API key and the tenant it may touch (repeatable; also $MEMSTACK_API_KEYS=\"k1:t1,k2:t2\")")
     p.add_argument("--model", default="local", help="the upstream chat model, also used by the model-backed layers: local (default) or a provider string, e.g. vllm:MODEL@http://host:8000/v1")
     p.add_argument("--strategy", default="summary-buffer,entities,retrieval", help="the layers that build every context and whose write side every message feeds (default: %(default)s)")
+    p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
@@ -334,6 +335,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     config = ServerConfig(
         db=open_store(args.db, home=args.home) if (args.db or args.home) else None,
         strategy=args.strategy,
+        preset=args.preset,
         model=args.model,
         embedder=args.embedder,
         api_keys=keys,

@@ -209,6 +209,7 @@ class Memory:
         counter: str | TokenCounter | None = None,
         tenant: str | None = None,
         agent_id: str | None = None,
+        preset: str | None = None,
         **options: Any,
     ) -> Context:
         """The messages to send next: system messages, one system message of memory sections,
@@ -221,6 +222,11 @@ class Memory:
         budget = self.max_tokens if max_tokens is _UNSET else max_tokens
         if budget is not None and budget < 0:
             raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        if preset is not None:  # a scenario stack for this call (its writes need the same layers)
+            from .presets import preset_named
+
+            chosen = preset_named(preset)
+            strategy, options = list(chosen.layers), {**chosen.options, **options}
         names = self.layers if strategy is None else layer_registry.parse_stack(strategy) if isinstance(strategy, str) else list(strategy)
         stack = [self._layer(n, options) for n in names]
         query_msg = Message(role="user", content=query, timestamp=when) if query is not None and query.strip() else None

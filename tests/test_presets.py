@@ -75,3 +75,23 @@ def test_options_can_reach_one_layer_only_and_explicit_ones_win():
 def test_an_unknown_preset_names_the_known_ones():
     with pytest.raises(UnknownName, match="customer-service"):
         Memory("memory://", preset="nope")
+
+
+def test_a_preset_by_name_in_a_context_call_and_in_the_service():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from memstack.server import ServerConfig, create_app
+
+    mem = Memory("memory://", preset="medical", options={"model": ScriptedModel([], default=EXTRACTION), "batch_messages": 4})
+    demo(mem)
+    mem.flush()
+    ctx = mem.context(user_id="user_001", thread_id="s2", query="知识中台的后端用什么？", preset="customer-service", max_tokens=500)
+    assert not [k for k in ctx.sections if k.startswith("memory:")]  # the call's preset, not the Memory's
+    app = create_app(mem, ServerConfig(preset="medical", model=ScriptedModel([], default="好的"), worker=False))
+    with TestClient(app) as http:
+        answer = http.post("/v1/users/user_001/threads/s2/context", json={"query": "知识中台的后端用什么？", "preset": "medical", "max_tokens": 800})
+        assert answer.status_code == 200, answer.text
+        assert "消息 " in answer.json()["messages"][0]["content"]  # provenance: facts cite their messages
+        wrong = http.post("/v1/users/user_001/threads/s2/context", json={"preset": "nope"})
+        assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "preset"

@@ -97,13 +97,14 @@ class Tables:
 
 
 def open_tables(target: Any) -> Tables:
-    """Tables beside ``target``: a Memory (its store), a Store, or a URL or path ``open_store`` takes."""
+    """Tables beside ``target``: a Memory (its store), a Store, a URL or path ``open_store`` takes,
+    or None for the default SQLite file under MEMSTACK_HOME (the one ``Memory()`` opens)."""
     from ..backends import open_store
     from ..memory import Memory
 
     if isinstance(target, Memory):
         return Tables(target.store)
-    if isinstance(target, (str, os.PathLike)):
+    if target is None or isinstance(target, (str, os.PathLike)):
         return Tables(open_store(target))
     return Tables(target)
 

@@ -81,7 +81,7 @@ def delete_thread(user_id: str, thread_id: str, tenant: Tenant, memory: Mem) -> 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
 def build_context(user_id: str, thread_id: str, body: ContextRequest, tenant: Tenant, memory: Mem) -> ContextOut:
     budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
-    ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, counter=body.counter, **budget, **body.options())
+    ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
     return ContextOut.of(ctx)
 
 

@@ -46,6 +46,8 @@ class ServerConfig:
     #: a store URL, an open Store, or None for the SQLite file under MEMSTACK_HOME
     db: str | Store | None = None
     strategy: str = DEFAULT_STRATEGY
+    #: one of the articles' scenario stacks (memstack.presets) instead of ``strategy``
+    preset: str | None = None
     model: Any = "local"
     embedder: str | None = None
     #: API key -> tenant; empty: every request is ``tenant``
@@ -67,7 +69,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     owned = memory is None
     if memory is None:
         options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
-        memory = Memory(config.db, layers=config.strategy, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
+        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
     upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout)
     metrics = Metrics()
     app = FastAPI(

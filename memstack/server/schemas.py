@@ -117,12 +117,22 @@ class ContextRequest(Strict):
     query: str | None = Field(None, description="the user's next message (not stored), appended last")
     at: AwareDatetime | None = Field(None, description="reference time: only messages dated at or before it are seen (default: now)")
     strategy: str | None = Field(None, description="a comma-separated stack of layers (default: the server's)", examples=["window,retrieval"])
+    preset: str | None = Field(None, description="one of the articles' scenario stacks instead of strategy", examples=["personal-assistant"])
     max_tokens: int | None = Field(None, ge=0, description="token budget of the whole context (null: unbounded; absent: the server's)")
     counter: str | None = Field(None, description="token counter: estimate, cl100k_base, o200k_base or a model name")
     k: int | None = Field(None, ge=0, description="turns the window layer keeps")
     top_k: int | None = Field(None, ge=1, description="units the retrieval layer returns at most")
     buffer_tokens: int | None = Field(None, ge=0, description="raw turns the summary-buffer layer keeps, in tokens")
     hops: int | None = Field(None, ge=0, le=3, description="relations the graph layer follows")
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, value: str | None) -> str | None:
+        from ..presets import PRESETS
+
+        if value is not None and value not in PRESETS:
+            raise ValueError(f"unknown preset {value!r}; known: {', '.join(PRESETS)}")
+        return value
 
     @field_validator("strategy")
     @classmethod

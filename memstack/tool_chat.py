@@ -1,0 +1,178 @@
+"""A chat loop in which the model uses memory tools itself: each step it answers with one JSON
+action (a tool call or the answer), the tool runs, and its result goes back to the model.
+
+    result = run_tool_chat(get_chat_model("local"), MemoryTools(memory, "u1", "s1"),
+                           [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}])
+    result.answer, result.steps
+
+Why JSON actions rather than native tool calling: memstack's ChatModel contract has one method,
+``complete(messages, schema=...)``, which every provider implements, the in-process local model
+included (as a grammar). An action schema built from the tools' own argument models (one
+variant per tool, told apart by ``action``) makes any model call the tools the same way, and a
+grammar-constrained model cannot even produce arguments that do not fit. Native ``tools=``
+calling for OpenAI-compatible providers is future work: it needs a tool-call-aware method on the
+contract. The loop stores nothing: keeping the conversation is the caller's ``Memory.add``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
+
+from .errors import InvalidInput
+from .llm import get_chat_model
+from .llm.base import ChatModel, Completion
+from .llm.structured import generate
+from .retrieval.units import language
+from .tools import MemoryTools, ToolSpec, parameters_schema
+
+ANSWER = "answer"
+
+PROMPTS = {
+    "zh": {
+        "intro": "你是一个有长期记忆的助手。你可以调用以下工具来管理用户的记忆：",
+        "format": '每一步只输出一个 JSON 对象：调用工具时输出 {"action": "工具名", "arguments": {参数}}；'
+        '回答用户时输出 {"action": "answer", "answer": "你的回答"}。'
+        "用户让你记住某件事时，先调用 save_memory；用户问起以前说过的事情时，先调用 recall_memory，再根据结果回答。",
+        "result": "工具 {name} 的结果：\n{result}",
+        "final": "请现在根据以上信息直接回答用户。",
+    },
+    "en": {
+        "intro": "You are an assistant with long-term memory. You can call these tools to manage the user's memory:",
+        "format": 'At each step output exactly one JSON object: {"action": "TOOL", "arguments": {...}} to call a tool, '
+        'or {"action": "answer", "answer": "YOUR REPLY"} to reply to the user. '
+        "When the user asks you to remember something, call save_memory first; when the user asks about "
+        "something said before, call recall_memory first and answer from its result.",
+        "result": "Result of {name}:\n{result}",
+        "final": "Now answer the user directly from the information above.",
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """One tool call the model made: the tool, its arguments, and what it returned (text)."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    result: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChatResult:
+    """The model's answer, the tool calls it made on the way, the whole exchange (OpenAI-shaped
+    messages, the loop's system message first) and every model call (for token accounting)."""
+
+    answer: str
+    steps: tuple[ToolStep, ...]
+    messages: tuple[Mapping[str, Any], ...]
+    completions: tuple[Completion, ...]
+
+
+def run_tool_chat(
+    model: ChatModel | str | None,
+    tools: MemoryTools,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    max_steps: int = 4,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+) -> ToolChatResult:
+    """Let ``model`` call ``tools`` until it answers: at most ``max_steps`` model calls, the last
+    of which may only answer (as may the call after a repeated identical tool call).
+
+    ``messages`` are the conversation so far (OpenAI-shaped; a leading system message is kept and
+    the tools' instructions appended to it). Tool mistakes go back to the model as error text;
+    a model whose output stays invalid raises ModelOutputError (see ``structured.generate``).
+    """
+    if max_steps < 1:
+        raise InvalidInput("max_steps must be >= 1", field="max_steps")
+    chat_model = get_chat_model(model)
+    lang = "zh" if any(language(_text(m)) == "zh" for m in messages) else "en"
+    specs = list(tools.specs().values())
+    conversation = with_tool_prompt(messages, specs, lang)
+    any_step, answer_only = step_schema(specs), step_schema([])
+    steps: list[ToolStep] = []
+    completions: list[Completion] = []
+    seen: set[str] = set()
+    must_answer = False
+    for step in range(max_steps):
+        final = must_answer or step == max_steps - 1
+        if final and steps:
+            conversation.append({"role": "user", "content": PROMPTS[lang]["final"]})
+        out = generate(chat_model, conversation, answer_only if final else any_step, max_tokens=max_tokens, temperature=temperature, language=lang)
+        completions += out.calls
+        action = out.value.root
+        if action.action == ANSWER:
+            conversation.append({"role": "assistant", "content": action.answer})
+            return ToolChatResult(action.answer, tuple(steps), tuple(conversation), tuple(completions))
+        arguments = action.arguments.model_dump()
+        result = tools.call(action.action, arguments)
+        steps.append(ToolStep(action.action, arguments, result))
+        call_text = json.dumps({"action": action.action, "arguments": arguments}, ensure_ascii=False)
+        conversation.append({"role": "assistant", "content": call_text})
+        conversation.append({"role": "user", "content": PROMPTS[lang]["result"].format(name=action.action, result=result)})
+        must_answer = call_text in seen
+        seen.add(call_text)
+    raise AssertionError("unreachable: the last step may only answer")
+
+
+def with_tool_prompt(messages: Sequence[Mapping[str, Any]], specs: Sequence[ToolSpec], lang: str) -> list[dict[str, Any]]:
+    """The conversation with the tools' instructions in its (first) system message."""
+    prompt = tool_prompt(specs, lang)
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system" and isinstance(out[0].get("content"), str):
+        out[0]["content"] = f"{out[0]['content']}\n\n{prompt}"
+    else:
+        out.insert(0, {"role": "system", "content": prompt})
+    return out
+
+
+def tool_prompt(specs: Sequence[ToolSpec], lang: str) -> str:
+    """The instructions: one line per tool (its parameters and description), then the format."""
+    lines = [PROMPTS[lang]["intro"]]
+    for spec in specs:
+        props = parameters_schema(spec.arguments).get("properties", {})
+        required = set(spec.arguments.model_json_schema().get("required", ()))
+        params = ", ".join(f"{name}{'' if name in required else '?'}" for name in props)
+        lines.append(f"- {spec.name}({params}): {spec.description}")
+    lines.append(PROMPTS[lang]["format"])
+    return "\n".join(lines)
+
+
+def step_schema(specs: Sequence[ToolSpec]) -> type[RootModel]:
+    """The model of one step: ``{"action": TOOL, "arguments": {...}}`` for each tool in ``specs``,
+    or ``{"action": "answer", "answer": TEXT}``, told apart by ``action``.
+
+    Its JSON schema is a ``oneOf`` whose root also says ``"type": "object"``: grammar engines
+    follow the ``oneOf``, and providers that want an object at the root get one.
+    """
+    variants: list[type[BaseModel]] = [
+        create_model(f"call_{s.name}", __config__=ConfigDict(extra="forbid"), action=(Literal[s.name], ...), arguments=(s.arguments, ...)) for s in specs  # type: ignore[valid-type]
+    ]
+    variants.append(create_model("answer", __config__=ConfigDict(extra="forbid"), action=(Literal[ANSWER], ...), answer=(str, ...)))  # type: ignore[valid-type]
+    choice = Annotated[Union[tuple(variants)], Field(discriminator="action")] if len(variants) > 1 else variants[0]  # noqa: UP007
+
+    class Step(RootModel[choice]):  # type: ignore[valid-type]
+        model_config = ConfigDict(json_schema_extra=_object_root)
+
+    return Step
+
+
+def _object_root(schema: dict[str, Any]) -> None:
+    # the discriminator's mapping points into $defs, which structured.json_schema_for inlines away
+    schema.pop("discriminator", None)
+    schema.setdefault("type", "object")
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
