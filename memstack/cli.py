@@ -154,6 +154,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(run=cmd_serve)
 
+    p = sub.add_parser("chat", help="talk to a model with memory in the terminal: /context, /memories, /state, /forget")
+    p.add_argument("--user", required=True)
+    p.add_argument("--thread", help="the conversation (default: today's UTC date, one thread per day)")
+    stack = p.add_mutually_exclusive_group()
+    stack.add_argument("--preset", help="the memory stack by scenario (default: personal-assistant): " + ", ".join(PRESET_NAMES))
+    stack.add_argument("--strategy", help="a stack of layers instead of a preset, e.g. window,retrieval")
+    p.add_argument("--model", default="local", help="the chat model, also used by the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
+    p.add_argument("--max-tokens", type=int, default=4000, help="token budget of each context, capped by the model's window (default: %(default)s)")
+    p.set_defaults(run=cmd_chat)
+
+    p = sub.add_parser("mcp", help="run an MCP server exposing one user's memory tools (save, recall, forget, state)")
+    p.add_argument("--user", required=True, help="whose memory the server's tools read and write")
+    p.add_argument("--thread", help="the conversation to record with saved memories (default: none)")
+    p.add_argument("--agent")
+    p.add_argument("--transport", default="stdio", choices=["stdio", "http"], help="stdio (spawned by the client) or streamable HTTP (default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s); the endpoint is /mcp")
+    p.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address although the server has no authentication")
+    p.add_argument("--embedder", help="embedding provider of the recall search (default: local)")
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(run=cmd_mcp)
+
     p = sub.add_parser("demo", help="replay a bundled Chinese conversation and show each strategy's context")
     p.add_argument("--keep", action="store_true", help="store the demo under --home/MEMSTACK_HOME instead of a temporary directory")
     p.set_defaults(run=cmd_demo)
@@ -347,6 +369,31 @@ def cmd_serve(args: argparse.Namespace) -> None:
         drain_seconds=args.graceful_timeout,
     )
     serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
+
+
+def cmd_chat(args: argparse.Namespace) -> None:
+    """Thin: the REPL is ``memstack.chat.run_chat``; rich is imported only here (the chat extra)."""
+    from .errors import require
+
+    require("rich", extra="chat")
+    from .chat import run_chat
+    from .llm import get_chat_model
+
+    model = get_chat_model(args.model)
+    stack = {"layers": args.strategy} if args.strategy else {"preset": args.preset or "personal-assistant"}
+    with _memory(args, **stack, options={"model": model}, max_tokens=args.max_tokens) as mem:
+        status = run_chat(mem, model, user_id=args.user, thread_id=args.thread)
+    if status:
+        sys.exit(status)
+
+
+def cmd_mcp(args: argparse.Namespace) -> None:
+    from .mcp_server import serve
+    from .tools import MemoryTools
+
+    with _memory(args, options={"embedder": args.embedder} if args.embedder else None) as mem:
+        tools = MemoryTools(mem, args.user, args.thread, agent_id=args.agent)
+        serve(tools, transport=args.transport, host=args.host, port=args.port, allow_remote=args.allow_remote, log_level=args.log_level)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
