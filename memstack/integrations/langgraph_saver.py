@@ -1,5 +1,5 @@
-"""A LangGraph checkpointer over a memstack store: an agent's graph state in the same SQLite file
-as its users' messages, so one file (and one ``memory://`` store in tests) holds both.
+"""A LangGraph checkpointer over a memstack store: an agent's graph state in the same database as
+its users' messages (a SQLite file, a PostgreSQL schema, or ``memory://`` in tests).
 
 memstack's own CheckpointStore keeps the newest N JSON snapshots of a thread and no pending
 writes; LangGraph needs every checkpoint, per-channel blobs at each version, parent links and
@@ -11,8 +11,8 @@ serializer (``serde``), so whatever LangGraph can checkpoint round-trips exactly
 Every row carries the saver's ``tenant``; thread ids are unique within a tenant. A checkpoint
 put under a config whose ``configurable`` names a ``user_id`` is tagged with it, so that
 ``delete_user`` erases a user's threads (``Memory.forget`` does not reach these tables).
-The async methods run the sync ones in a worker thread: SQLite calls are short and the store's
-lock serialises them anyway.
+The async methods run the sync ones in a worker thread: the calls are short, and SQLite's lock
+serialises them anyway.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_id, type, checkpoint
 
 
 class MemstackSaver(BaseCheckpointSaver[str]):
-    """LangGraph checkpoints in a memstack store (``sqlite:///file.db`` or ``memory://``).
+    """LangGraph checkpoints in a memstack store (``sqlite:///file.db``, ``postgresql://...``, ``memory://``).
 
     ``target``: a Memory, a Store, a URL or path, or None for the default SQLite file under
     MEMSTACK_HOME (the one ``Memory()`` uses). Lists are newest first (by checkpoint id);
@@ -148,13 +148,14 @@ class MemstackSaver(BaseCheckpointSaver[str]):
             (self.tenant, thread_id, ns, channel, str(version), *(self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")))
             for channel, version in new_versions.items()
         ]
-        with self.tables.write() as db:
-            db.executemany(
-                "INSERT INTO lg_blobs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET type = excluded.type, blob = excluded.blob",
+        with self.tables.write() as tx:
+            tx.executemany(
+                "INSERT INTO lg_blobs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, checkpoint_ns, channel, version) "
+                "DO UPDATE SET type = excluded.type, blob = excluded.blob",
                 blobs,
             )
-            db.execute(
-                "INSERT INTO lg_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET parent_id = excluded.parent_id, "
+            tx.execute(
+                "INSERT INTO lg_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET parent_id = excluded.parent_id, "
                 "type = excluded.type, checkpoint = excluded.checkpoint, metadata_type = excluded.metadata_type, metadata = excluded.metadata, "
                 "run_id = excluded.run_id, user_id = excluded.user_id",
                 (
@@ -174,18 +175,18 @@ class MemstackSaver(BaseCheckpointSaver[str]):
             index = WRITES_IDX_MAP.get(channel, idx)
             row = (self.tenant, thread_id, ns, checkpoint_id, task_id, index, channel, *self.serde.dumps_typed(value), task_path)
             (special if index < 0 else regular).append(row)
-        insert = "INSERT INTO lg_writes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-        with self.tables.write() as db:
-            db.executemany(insert + "DO NOTHING", regular)
-            db.executemany(insert + "DO UPDATE SET channel = excluded.channel, type = excluded.type, value = excluded.value, task_path = excluded.task_path", special)
+        insert = "INSERT INTO lg_writes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) "
+        with self.tables.write() as tx:
+            tx.executemany(insert + "DO NOTHING", regular)
+            tx.executemany(insert + "DO UPDATE SET channel = excluded.channel, type = excluded.type, value = excluded.value, task_path = excluded.task_path", special)
 
     # ---- deleting and copying ----------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of the thread (every namespace)."""
-        with self.tables.write() as db:
+        with self.tables.write() as tx:
             for table in ("lg_checkpoints", "lg_blobs", "lg_writes"):
-                db.execute(f"DELETE FROM {table} WHERE tenant = ? AND thread_id = ?", (self.tenant, str(thread_id)))
+                tx.execute(f"DELETE FROM {table} WHERE tenant = ? AND thread_id = ?", (self.tenant, str(thread_id)))
 
     def delete_user(self, user_id: str) -> int:
         """Delete every thread with a checkpoint put for ``user_id``; returns threads deleted."""
@@ -200,17 +201,17 @@ class MemstackSaver(BaseCheckpointSaver[str]):
             return
         marks = ", ".join("?" * len(run_ids))
         selected = f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints WHERE tenant = ? AND run_id IN ({marks})"
-        with self.tables.write() as db:
-            db.execute(f"DELETE FROM lg_writes WHERE tenant = ? AND (thread_id, checkpoint_ns, checkpoint_id) IN ({selected})", (self.tenant, self.tenant, *run_ids))
-            db.execute(f"DELETE FROM lg_checkpoints WHERE tenant = ? AND run_id IN ({marks})", (self.tenant, *run_ids))
+        with self.tables.write() as tx:
+            tx.execute(f"DELETE FROM lg_writes WHERE tenant = ? AND (thread_id, checkpoint_ns, checkpoint_id) IN ({selected})", (self.tenant, self.tenant, *run_ids))
+            tx.execute(f"DELETE FROM lg_checkpoints WHERE tenant = ? AND run_id IN ({marks})", (self.tenant, *run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write of one thread to another (rows it has are kept)."""
         source, target = str(source_thread_id), str(target_thread_id)
-        with self.tables.write() as db:
+        with self.tables.write() as tx:
             for table, columns in _COPIED.items():
-                db.execute(
-                    f"INSERT INTO {table} SELECT tenant, ?, {columns} FROM {table} WHERE tenant = ? AND thread_id = ? ON CONFLICT DO NOTHING",
+                tx.execute(
+                    f"INSERT INTO {table} SELECT tenant, CAST(? AS TEXT), {columns} FROM {table} WHERE tenant = ? AND thread_id = ? ON CONFLICT DO NOTHING",
                     (target, self.tenant, source),
                 )
 
@@ -229,18 +230,18 @@ class MemstackSaver(BaseCheckpointSaver[str]):
     def _keep_latest(self, thread_id: str) -> None:
         key = "tenant = ? AND thread_id = ?"
         same = "c.tenant = {t}.tenant AND c.thread_id = {t}.thread_id AND c.checkpoint_ns = {t}.checkpoint_ns"
-        with self.tables.write() as db:
+        with self.tables.write() as tx:
             newest = f"SELECT MAX(checkpoint_id) FROM lg_checkpoints c WHERE {same.format(t='lg_checkpoints')}"
-            db.execute(f"DELETE FROM lg_checkpoints WHERE {key} AND checkpoint_id <> ({newest})", (self.tenant, thread_id))
+            tx.execute(f"DELETE FROM lg_checkpoints WHERE {key} AND checkpoint_id <> ({newest})", (self.tenant, thread_id))
             kept = f"SELECT 1 FROM lg_checkpoints c WHERE {same.format(t='lg_writes')} AND c.checkpoint_id = lg_writes.checkpoint_id"
-            db.execute(f"DELETE FROM lg_writes WHERE {key} AND NOT EXISTS ({kept})", (self.tenant, thread_id))
+            tx.execute(f"DELETE FROM lg_writes WHERE {key} AND NOT EXISTS ({kept})", (self.tenant, thread_id))
             read = {
                 (ns, channel, str(version))
-                for ns, type_, blob in db.execute(f"SELECT checkpoint_ns, type, checkpoint FROM lg_checkpoints WHERE {key}", (self.tenant, thread_id))
+                for ns, type_, blob in tx.execute(f"SELECT checkpoint_ns, type, checkpoint FROM lg_checkpoints WHERE {key}", (self.tenant, thread_id))
                 for channel, version in self.serde.loads_typed((type_, blob))["channel_versions"].items()
             }
-            stale = [row for row in db.execute(f"SELECT checkpoint_ns, channel, version FROM lg_blobs WHERE {key}", (self.tenant, thread_id)) if tuple(row) not in read]
-            db.executemany(f"DELETE FROM lg_blobs WHERE {key} AND checkpoint_ns = ? AND channel = ? AND version = ?", [(self.tenant, thread_id, *row) for row in stale])
+            stale = [row for row in tx.execute(f"SELECT checkpoint_ns, channel, version FROM lg_blobs WHERE {key}", (self.tenant, thread_id)) if tuple(row) not in read]
+            tx.executemany(f"DELETE FROM lg_blobs WHERE {key} AND checkpoint_ns = ? AND channel = ? AND version = ?", [(self.tenant, thread_id, *row) for row in stale])
 
     # ---- async: the sync methods in a worker thread ------------------------------------------
 

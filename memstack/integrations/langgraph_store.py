@@ -65,7 +65,7 @@ class _Plan:
 
 
 class MemstackStore(BaseStore):
-    """LangGraph's BaseStore in a memstack store (``sqlite:///file.db`` or ``memory://``).
+    """LangGraph's BaseStore in a memstack store (``sqlite:///file.db``, ``postgresql://...``, ``memory://``).
 
     ``target``: a Memory, a Store, a URL or path, or None for the default SQLite file.
     ``index``: LangGraph's IndexConfig; ``embed`` may be a memstack provider string ("local",
@@ -89,7 +89,8 @@ class MemstackStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         plan = self._plan(ops)
-        vectors = self._checked(self.embedder.embed_documents(plan.documents())) if plan.texts and self.embedder else None
+        documents = plan.documents()
+        vectors = self._checked(self.embedder.embed_documents(documents)) if documents and self.embedder else None
         queries = {q: self.embedder.embed_query(q) for q in plan.queries} if self.embedder else {}
         return self._run(ops, plan, vectors, queries)
 
@@ -99,8 +100,8 @@ class MemstackStore(BaseStore):
         vectors = None
         queries: dict[str, np.ndarray] = {}
         if self.embedder is not None:
-            if plan.texts:
-                vectors = self._checked(await aembed_documents(self.embedder, plan.documents()))
+            if documents := plan.documents():
+                vectors = self._checked(await aembed_documents(self.embedder, documents))
             for query in plan.queries:
                 queries[query] = await aembed_query(self.embedder, query)
         return await asyncio.to_thread(self._run, ops, plan, vectors, queries)
@@ -141,12 +142,8 @@ class MemstackStore(BaseStore):
         embedded = {i: [(name, next(rows)) for name, _ in pairs] for i, pairs in plan.texts.items()}
         if not any(isinstance(op, PutOp) for op in ops):
             return [self._one(self.tables.query, op, queries, None) for op in ops]
-        with self.tables.write() as db:
-
-            def execute(sql: str, params: Sequence[Any]) -> list[tuple]:
-                return db.execute(sql, params).fetchall()
-
-            return [self._one(execute, op, queries, embedded.get(i)) for i, op in enumerate(ops)]
+        with self.tables.write() as tx:
+            return [self._one(tx.execute, op, queries, embedded.get(i)) for i, op in enumerate(ops)]
 
     def _one(self, execute: Execute, op: Op, queries: dict[str, np.ndarray], vectors: list[tuple[str, np.ndarray]] | None) -> Result:
         if isinstance(op, GetOp):
@@ -169,7 +166,7 @@ class MemstackStore(BaseStore):
             return None
         now = datetime.now(timezone.utc).isoformat()
         execute(
-            "INSERT INTO lg_items VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            "INSERT INTO lg_items VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, prefix, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
             (*key, _json(op.value), now, now),
         )
         for name, vector in vectors or ():
@@ -239,7 +236,7 @@ def _under(prefix: tuple[str, ...]) -> tuple[str, list[Any]]:
     if not prefix:
         return "1 = 1", []
     joined = _joined(prefix)
-    return "(prefix = ? OR substr(prefix, 1, ?) = ?)", [joined, len(joined) + 1, joined + "."]
+    return "(prefix = ? OR substr(prefix, 1, CAST(? AS INTEGER)) = ?)", [joined, len(joined) + 1, joined + "."]
 
 
 def _json(value: Any) -> str:

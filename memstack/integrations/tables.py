@@ -1,23 +1,28 @@
-"""The adapters' own tables, kept beside a memstack store's data: ``lg_*`` tables in its SQLite file.
+"""The adapters' own tables, kept beside a memstack store's data: ``lg_*`` tables in its database.
 
 LangGraph's checkpoints (one blob per channel version, pending writes per task) and its key-value
 store (namespaced JSON items with their vectors) fit none of memstack's contracts, and the
-backends stay untouched: the adapters add their own tables to the same SQLite file, through the
-store's own connection and write lock, so one file holds a user's messages and their agent's
-state. They migrate on their own, append-only, recorded in ``lg_migrations`` (never in memstack's
-``_migrations``, so a file the adapters touched still opens in a process that never imports them).
+backends stay untouched: the adapters add their own tables to the same database, through the
+store's own connection (SQLite: its connection and write lock; PostgreSQL: its pool and schema),
+so one database holds a user's messages and their agent's state. They migrate on their own,
+append-only, recorded in ``lg_migrations`` (never in memstack's migration table, so a database
+the adapters touched still opens in a process that never imports them).
 
 A ``memory://`` store gets a private in-process SQLite database instead, shared by every adapter
-over that store object and lost with it, like the store itself. Other backends are refused.
+over that store object and lost with it, like the store itself. ``jsonl://`` is refused.
+
+SQL is written once, with ``?`` placeholders and syntax both databases take; PostgreSQL gets
+``%s``, and its tables BYTEA for BLOB and byte-wise ("C") collation of text, as SQLite orders it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -59,7 +64,6 @@ MIGRATIONS: list[tuple[str, str]] = [
             created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
             PRIMARY KEY (tenant, prefix, key)
         );
-        CREATE INDEX lg_items_updated ON lg_items (tenant, updated_at);
         CREATE TABLE lg_item_vectors (
             tenant TEXT NOT NULL, prefix TEXT NOT NULL, key TEXT NOT NULL, field TEXT NOT NULL,
             model TEXT NOT NULL, vector BLOB NOT NULL,
@@ -70,30 +74,49 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+class Tx:
+    """One transaction's statements, in the adapters' SQL (``?`` placeholders)."""
+
+    def __init__(self, run: Callable[[str, Sequence[Any]], list[tuple]], run_many: Callable[[str, list[Sequence[Any]]], None]) -> None:
+        self._run = run
+        self._run_many = run_many
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """Run one statement; its rows ([] for a statement without any)."""
+        return self._run(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._run_many(sql, list(rows))
+
+
 class Tables:
-    """A SQLite connection for the ``lg_*`` tables: the store's own (its lock and transactions), or
-    a private in-memory one for ``memory://``. ``write()`` is one transaction; ``query`` one read."""
+    """The ``lg_*`` tables of one store: ``write()`` is one transaction, ``query`` one read."""
 
     def __init__(self, store: Store) -> None:
         from ..backends.memory import MemoryStore
+        from ..backends.postgres import PostgresStore
         from ..backends.sqlite import SQLiteStore
 
         if isinstance(store, SQLiteStore):
-            self._sqlite: Any = store
+            self._db: Any = _SQLite(store)
         elif isinstance(store, MemoryStore):
-            self._sqlite = _private_database(store)
+            self._db = _private_database(store)
+        elif isinstance(store, PostgresStore):
+            self._db = _Postgres(store)
         else:
-            raise UsageError(f"the LangGraph adapters keep their tables in SQLite: open a sqlite:/// or memory:// store, not {store.url}")
+            raise UsageError(f"the LangGraph adapters keep their tables in SQLite or PostgreSQL: open a sqlite://, postgresql:// or memory:// store, not {store.url}")
         self.store = store
+        self.dialect: str = self._db.dialect
         migrate(self)
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        with self._sqlite.write() as db:
-            yield db
+    def write(self):
+        """A context manager: a Tx in a write transaction (committed on success)."""
+        return self._db.write()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self._sqlite.query(sql, params)
+        with self._db.read() as tx:
+            return tx.execute(sql, params)
 
 
 def open_tables(target: Any) -> Tables:
@@ -110,41 +133,78 @@ def open_tables(target: Any) -> Tables:
 
 
 def migrate(tables: Tables) -> list[str]:
-    """Apply the ``lg_*`` migrations the database lacks, each in its own transaction."""
+    """Apply the ``lg_*`` migrations the database lacks, in one transaction (serialised across
+    processes by SQLite's write lock or a PostgreSQL advisory lock)."""
     known = [name for name, _ in MIGRATIONS]
-    with tables.write() as db:
-        db.execute("CREATE TABLE IF NOT EXISTS lg_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    applied = [row[0] for row in tables.query("SELECT name FROM lg_migrations ORDER BY rowid")]
-    unknown = [name for name in applied if name not in known]
-    if unknown:
-        raise SchemaError(f"database has LangGraph adapter migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack")
-    done = []
-    for name, script in MIGRATIONS:
-        if name in applied:
-            continue
-        with tables.write() as db:
-            if db.execute("SELECT 1 FROM lg_migrations WHERE name = ?", (name,)).fetchone() is None:
+    with tables.write() as tx:
+        if tables.dialect == "postgresql":
+            tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))", ("memstack.lg_migrate",))
+        tx.execute("CREATE TABLE IF NOT EXISTS lg_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        applied = [row[0] for row in tx.execute("SELECT name FROM lg_migrations")]
+        unknown = sorted(name for name in applied if name not in known)
+        if unknown:
+            raise SchemaError(f"database has LangGraph adapter migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack")
+        done = []
+        for name, script in MIGRATIONS:
+            if name not in applied:
                 for statement in script.split(";"):
                     if statement.strip():
-                        db.execute(statement)
-                db.execute("INSERT INTO lg_migrations VALUES (?, ?)", (name, utcnow().isoformat()))
+                        tx.execute(_ddl(statement, tables.dialect))
+                tx.execute("INSERT INTO lg_migrations VALUES (?, ?)", (name, utcnow().isoformat()))
                 done.append(name)
     return done
 
 
+# ---- the databases ---------------------------------------------------------------------------
+
+
+def _ddl(statement: str, dialect: str) -> str:
+    """PostgreSQL's spelling of a CREATE statement: BYTEA for BLOB, text ordered byte-wise."""
+    if dialect != "postgresql":
+        return statement
+    return re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', re.sub(r"\bBLOB\b", "BYTEA", statement))
+
+
+def _sqlite_tx(db: sqlite3.Connection) -> Tx:
+    def run_many(sql: str, rows: list[Sequence[Any]]) -> None:
+        db.executemany(sql, rows)
+
+    return Tx(lambda sql, params: db.execute(sql, params).fetchall(), run_many)
+
+
+class _SQLite:
+    """A SQLiteStore's connection: its write transactions (BEGIN IMMEDIATE) and its lock."""
+
+    dialect = "sqlite"
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        with self.store.write() as db:
+            yield _sqlite_tx(db)
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        yield Tx(lambda sql, params: self.store.query(sql, params), lambda sql, rows: None)
+
+
 class _PrivateSQLite:
-    """An in-memory SQLite database with the same ``write``/``query`` surface as SQLiteStore."""
+    """An in-memory SQLite database for a memory:// store, with one lock for its connection."""
+
+    dialect = "sqlite"
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._lock = threading.RLock()
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[Tx]:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
+                yield _sqlite_tx(self._db)
             except sqlite3.Error as exc:
                 self._db.execute("ROLLBACK")
                 raise StoreError(f"SQLite write failed: {exc}") from exc
@@ -154,12 +214,41 @@ class _PrivateSQLite:
             else:
                 self._db.execute("COMMIT")
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
         with self._lock:
             try:
-                return self._db.execute(sql, params).fetchall()
+                yield _sqlite_tx(self._db)
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite read failed: {exc}") from exc
+
+
+class _Postgres:
+    """A PostgresStore's pool and schema; every call one transaction, errors translated by it."""
+
+    dialect = "postgresql"
+
+    def __init__(self, store: Any) -> None:
+        self.database = store._db  # the backend's pool, schema and error translation
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        with self.database.transaction("writing the LangGraph adapters' tables") as cur:
+            yield self._tx(cur)
+
+    read = write
+
+    @staticmethod
+    def _tx(cur: Any) -> Tx:
+        def run(sql: str, params: Sequence[Any]) -> list[tuple]:
+            cur.execute(_postgres_sql(sql), params)
+            return cur.fetchall() if cur.description else []
+
+        return Tx(run, lambda sql, rows: cur.executemany(_postgres_sql(sql), rows))
+
+
+def _postgres_sql(sql: str) -> str:
+    return sql.replace("?", "%s")
 
 
 #: one private database per memory:// store object, so a saver and a store over it share one

@@ -1,0 +1,7 @@
+"""Adapters for agent frameworks; each module imports its framework and names its extra if missing.
+
+    memstack.integrations.langchain    chat message history, VectorStore, retriever   memstack[langchain]
+    memstack.integrations.langgraph    checkpointer (BaseCheckpointSaver), BaseStore   memstack[langgraph]
+
+Nothing here is imported by ``memstack`` itself: the core runs without these frameworks.
+"""
