@@ -390,7 +390,7 @@ class Memory:
             return None
         except Exception as exc:  # recorded on the job and retried with backoff: never lost
             error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
-            retry = min(3600.0, 2.0 ** (job.attempts + 1))
+            retry = min(3600.0, 2.0 ** min(job.attempts + 1, 12))
             log.warning("job failed (attempt %d, retry in %.0fs): %s", job.attempts + 1, retry, error)
             try:
                 self.store.jobs.fail(job, error, retry_in=retry)

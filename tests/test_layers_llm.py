@@ -346,3 +346,13 @@ def test_state_can_be_kept_per_thread():
     assert current_state(mem.store, mem.scope("u", "bugs"), per_thread=True) == {"当前任务": "修复登录问题"}
     assert current_state(mem.store, mem.scope("u")) == {}
     assert "修复登录问题" in system(mem.context(user_id="u", thread_id="bugs", strategy="state", max_tokens=500))
+
+
+def test_a_flush_with_a_broken_model_fails_once_and_does_not_spin():
+    model = ScriptedModel([], default="我不会输出 JSON")
+    mem = memory(["summary"], model, batch_messages=10)
+    mem.add(turns(["我叫李四", "你好，李四同学"]), user_id="u", thread_id="t")
+    mem.run_jobs()  # the batch is not full: the job waits
+    report = mem.run_jobs(final=True, max_jobs=50)
+    assert (report.ran, report.failed) == (0, 1)
+    assert mem.store.jobs.pending(mem.scope("u")) == 0 and len(mem.history(user_id="u", thread_id="t")) == 2

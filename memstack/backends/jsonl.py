@@ -285,7 +285,9 @@ def find_row(rows: list[JobRow], scope: Scope, layer: str) -> JobRow | None:
 def is_claimable(row: JobRow, now: datetime, *, waiting: bool = False) -> bool:
     if is_later(row["lease_until"], now):
         return False
-    return (row["requested"] > row["done"] and not is_later(row["not_before"], now)) or (waiting and bool(row.get("waiting")))
+    if is_later(row["not_before"], now):
+        return False
+    return row["requested"] > row["done"] or (waiting and bool(row.get("waiting")))
 
 
 def is_later(stamp: str | None, now: datetime) -> bool:

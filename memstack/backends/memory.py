@@ -218,7 +218,8 @@ class _Jobs:
                 for (key, layer), row in self._s._jobs.items()
                 if (scope is None or _user_match(key, scope))
                 and (row.lease_until is None or row.lease_until <= now)
-                and ((row.requested > row.done and (row.not_before is None or row.not_before <= now)) or (waiting and row.waiting))
+                and (row.not_before is None or row.not_before <= now)
+                and (row.requested > row.done or (waiting and row.waiting))
             ]
             if not ready:
                 return None

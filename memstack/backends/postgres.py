@@ -562,7 +562,8 @@ class _Jobs:
                 f"""WITH picked AS (
                         SELECT {KEY_COLUMNS}, layer FROM memstack_jobs
                         WHERE (lease_until IS NULL OR lease_until <= now())
-                          AND ((requested > done AND (not_before IS NULL OR not_before <= now())) OR (%s AND waiting)) {user_filter}
+                          AND (not_before IS NULL OR not_before <= now())
+                          AND (requested > done OR (%s AND waiting)) {user_filter}
                         ORDER BY pending_since LIMIT 1 FOR UPDATE SKIP LOCKED)
                     UPDATE memstack_jobs AS j SET owner = %s, lease_until = now() + make_interval(secs => %s)
                     FROM picked

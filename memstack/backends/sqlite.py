@@ -358,7 +358,7 @@ class _Jobs:
         now = _us(utcnow())
         sql = (
             "SELECT tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error FROM jobs "
-            "WHERE (lease_us IS NULL OR lease_us <= ?) AND ((requested > done AND (not_before_us IS NULL OR not_before_us <= ?)) OR (? AND waiting = 1))"
+            "WHERE (lease_us IS NULL OR lease_us <= ?) AND (not_before_us IS NULL OR not_before_us <= ?) AND (requested > done OR (? AND waiting = 1))"
         )
         params: list[Any] = [now, now, int(waiting)]
         if scope is not None:

@@ -95,7 +95,7 @@ def _dropped_table(ctx: Context) -> RenderableType:
 def memories_view(found: Memories) -> RenderableType:
     parts: list[RenderableType] = [_entities_table(found.entities), _relations_text(found.relations), _notes_text(found.notes)]
     if found.hits is not None:
-        parts.append(Text(f"Retrieval: {found.hits} earlier rounds match your last message ({_preview(found.query or '', 60)!r})."))
+        parts.append(Text(f"Retrieval finds {plural(found.hits, 'earlier round')} for your last message ({_preview(found.query or '', 60)!r})."))
     return Group(*parts)
 
 
@@ -132,6 +132,10 @@ def state_view(state: dict[str, Any]) -> RenderableType:
     if not state:
         return Text("No state yet: the model keeps it when the memory stack has the state layer.", style="dim")
     return Panel(JSON.from_data(state, ensure_ascii=False), title="state", title_align="left")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:

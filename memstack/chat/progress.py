@@ -9,10 +9,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..llm.base import ChatModel
-from ..memory import JobReport, Memory
+from ..memory import Memory
 
 Update = Callable[[int, int], None]
 
@@ -52,7 +61,7 @@ def prepare_model(model: ChatModel, console: Console) -> None:
 
 @dataclass
 class Drained:
-    """What the exit drain did: jobs run and failed, their errors, and whether Ctrl-C cut it short."""
+    """What a run of the queue (/flush, the exit drain) did: jobs run and failed, their errors, and whether Ctrl-C cut it short."""
 
     ran: int = 0
     failed: int = 0
@@ -61,9 +70,8 @@ class Drained:
 
 
 def drain(memory: Memory, user_id: str, console: Console) -> Drained:
-    """Stop the background worker and run this user's queued jobs, including turns waiting for a
-    fuller batch, one at a time under a bar. Ctrl-C stops early: what is left stays queued in the
-    store for the next session or ``memstack worker``."""
+    """Stop the background worker and run this user's queued jobs under a bar. Ctrl-C stops
+    early: what is left stays queued in the store for the next session or ``memstack worker``."""
     done = Drained()
     try:
         with console.status("waiting for the background worker…"):
@@ -71,14 +79,22 @@ def drain(memory: Memory, user_id: str, console: Console) -> Drained:
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} jobs"), TimeElapsedColumn())
         with Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("making memories of this session (Ctrl-C leaves them queued)", total=None)
-            while (report := _one_job(memory, user_id)).ran + report.failed:
-                done.ran, done.failed = done.ran + report.ran, done.failed + report.failed
-                done.errors += report.errors
-                progress.update(task, advance=1)
+            run_queue(memory, user_id, done, advance=lambda: progress.update(task, advance=1))
     except KeyboardInterrupt:
         done.interrupted = True
     return done
 
 
-def _one_job(memory: Memory, user_id: str) -> JobReport:
-    return memory.run_jobs(final=True, max_jobs=1, user_id=user_id)
+def run_queue(memory: Memory, user_id: str, done: Drained, advance: Callable[[], None] | None = None) -> Drained:
+    """Run the user's jobs one at a time, including turns waiting for a fuller batch, until none
+    is ready or one fails. Stopping at a failure matters: a job that waited for its batch and then
+    failed can be claimed again at once by a final run, so looping on would call a broken model
+    without end; the failed job stays queued, with its error, for a later run."""
+    while True:
+        report = memory.run_jobs(final=True, max_jobs=1, user_id=user_id)
+        done.ran, done.failed = done.ran + report.ran, done.failed + report.failed
+        done.errors += report.errors
+        if report.failed or not report.ran:
+            return done
+        if advance is not None:
+            advance()

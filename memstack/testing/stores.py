@@ -232,6 +232,14 @@ class StoreContract:
         store.history.append(A, [msg("user", "z")], enqueue=["probe"])
         assert store.jobs.claim(worker="w1").cursor == 1  # a new request takes it as usual
 
+    def test_a_waiting_job_that_failed_waits_for_its_retry_even_in_a_flush(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1")
+        store.jobs.complete(job, cursor=0, waiting=True)
+        flushed = store.jobs.claim(worker="w1", waiting=True)
+        store.jobs.fail(flushed, "the model's output stayed invalid", retry_in=60)
+        assert store.jobs.claim(worker="w1", waiting=True) is None  # not again at once: no busy loop
+
     def test_request_during_run_stays_pending(self, store):
         store.history.append(A, [msg("user", "x")], enqueue=["probe"])
         job = store.jobs.claim(worker="w1")
