@@ -215,6 +215,11 @@ def test_every_route_the_app_declares_is_requested():
         ok(c.post("/v1/users/tour2/import", json={"records": [{k: v for k, v in r.items() if k != "user_id"} for r in records]}))
         ok(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "你好"}], "user": "tour"}))
         ok(c.get("/v1/models"))
+        assert {t["function"]["name"] for t in ok(c.get("/v1/tools"))} >= {"save_memory", "recall_memory"}
+        saved = ok(c.post(f"{u}/tools/save_memory", json={"arguments": {"content": "我的后端使用SpringBoot"}}))
+        assert saved["tool"] == "save_memory" and not saved["result"].startswith("error")
+        assert "SpringBoot" in ok(c.post(f"{u}/tools/recall_memory", json={"arguments": {"query": "后端用什么？"}}))["result"]
+        assert ok(c.post(f"{u}/tools/no_such_tool", json={}))["result"].startswith("error")
         ok(c.delete(f"{u}/threads/t"))
         ok(c.delete("/v1/users/tour2"))
         ok(c.get("/health"))
@@ -224,7 +229,7 @@ def test_every_route_the_app_declares_is_requested():
         # every documented operation, and the undocumented routes of the app itself (/docs, ...)
         declared = {(method.upper(), path) for path, operations in app.openapi()["paths"].items() for method in operations}
         declared |= {(method, r.path) for r in app.routes if isinstance(r, Route) and not isinstance(r, APIRoute) for method in r.methods if method != "HEAD"}
-        assert len(declared) == 22, sorted(declared)
+        assert len(declared) == 24, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request, Response
 from .. import __version__
 from ..memory import Memory
 from ..stores import Store
-from . import api, errors, proxy
+from . import api, errors, proxy, tools_api
 from .auth import Auth
 from .limits import BodyLimit
 from .metrics import Metrics
@@ -85,6 +85,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.state.ready = False
     errors.install(app)
     app.include_router(api.router)
+    app.include_router(tools_api.router)
     app.include_router(proxy.router)
     app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
     app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response)

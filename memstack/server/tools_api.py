@@ -1,0 +1,35 @@
+"""The tool-based memory over HTTP: the same typed functions as the OpenAI tool schemas and the MCP
+server (``memstack.tools``), so an agent written in any language can let its model call them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from ..tools import MemoryTools
+from .deps import Mem, Tenant
+from .schemas import error_responses
+
+router = APIRouter(tags=["tools"], responses=error_responses(400, 401, 413, 422, 503))
+
+
+class ToolCall(BaseModel):
+    arguments: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments, as its schema in GET /v1/tools says")
+
+
+class ToolResult(BaseModel):
+    tool: str
+    result: str = Field(description="the text for the model; a model's mistake comes back as 'error: ...'")
+
+
+@router.get("/v1/tools", summary="The memory tools as OpenAI function-calling schemas")
+def list_tools(memory: Mem, tenant: Tenant) -> list[dict[str, Any]]:
+    return MemoryTools(memory, "schema", tenant=tenant).openai_tools()
+
+
+@router.post("/v1/users/{user_id}/tools/{name}", summary="Run one memory tool for a user (save, recall, forget, get/set state)")
+def call_tool(user_id: str, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None) -> ToolResult:
+    tools = MemoryTools(memory, user_id, thread_id, tenant=tenant)
+    return ToolResult(tool=name, result=tools.call(name, body.arguments))
