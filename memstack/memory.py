@@ -22,9 +22,9 @@ from . import layers as layer_registry
 from .backends import open_store
 from .backends.memory import json_copy
 from .budget import pack, trim
-from .errors import BudgetError, InvalidInput, MemstackError, UsageError
+from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
-from .stores import RecordStore, Store
+from .stores import RecordStore, Store, records_of, usage_of
 from .tokens import TokenCounter, get_counter
 from .types import (
     AuditEvent,
@@ -307,14 +307,10 @@ class Memory:
 
     def usage(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[UsageRecord]:
         """The model calls made for the user: layer, model, tokens, latency, failures."""
-        if not hasattr(self.store, "usage"):
-            raise UsageError(f"the {type(self.store).__name__} backend records no model usage; use sqlite, postgresql or memory")
-        return self.store.usage.read(self.scope(user_id, tenant=tenant, agent_id=agent_id))
+        return usage_of(self.store).read(self.scope(user_id, tenant=tenant, agent_id=agent_id))
 
     def _records(self) -> RecordStore:
-        if not hasattr(self.store, "records"):
-            raise UsageError(f"the {type(self.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
-        return self.store.records
+        return records_of(self.store)
 
     # ---- deleting, export, import ----------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import UsageError
 from .types import AuditEvent, Change, Checkpoint, Job, Message, Record, Scope, Scored, SearchFilter, ThreadInfo, Unit, UsageRecord
 
 
@@ -226,3 +227,19 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections; calling it twice is harmless."""
         ...
+
+
+def records_of(store: Store) -> RecordStore:
+    """The store's RecordStore, or UsageError for a backend without one (jsonl)."""
+    records = getattr(store, "records", None)
+    if records is None:
+        raise UsageError(f"the {type(store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
+    return records
+
+
+def usage_of(store: Store) -> UsageLog:
+    """The store's UsageLog, or UsageError for a backend without one (jsonl)."""
+    usage = getattr(store, "usage", None)
+    if usage is None:
+        raise UsageError(f"the {type(store).__name__} backend records no model usage; use sqlite, postgresql or memory")
+    return usage

@@ -7,14 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import UsageError
-from .stores import Store
+from .stores import Store, records_of, usage_of
 from .types import Record, Scope
-
-
-def _records(store: Store) -> Any:
-    if not hasattr(store, "records"):
-        raise UsageError(f"the {type(store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
-    return store.records
 
 
 def _record(r: Record) -> dict[str, Any]:
@@ -28,15 +22,17 @@ def _record(r: Record) -> dict[str, Any]:
 
 
 def entities(store: Store, scope: Scope) -> list[dict[str, Any]]:
-    return [_record(r) for r in _records(store).current(scope.user(), "entity")]
+    return [_record(r) for r in records_of(store).current(scope.user(), "entity")]
 
 
 def graph(store: Store, scope: Scope) -> list[dict[str, Any]]:
-    return [_record(r) for r in _records(store).current(scope.user(), "relation")]
+    return [_record(r) for r in records_of(store).current(scope.user(), "relation")]
 
 
 def state(store: Store, scope: Scope) -> dict[str, Any]:
-    return {r.key: r.value.get("value") for r in _records(store).current(scope.user(), "state")}
+    from .layers.state import current_state
+
+    return current_state(store, scope)
 
 
 def audit(store: Store, scope: Scope, *, kind: str | None = None, limit: int | None = 100) -> list[dict[str, Any]]:
@@ -52,15 +48,13 @@ def audit(store: Store, scope: Scope, *, kind: str | None = None, limit: int | N
             "after": dict(e.after) if e.after is not None else None,
             "source_ids": list(e.source_ids),
         }
-        for e in _records(store).audit(scope.user(), kind=kind, limit=limit)
+        for e in records_of(store).audit(scope.user(), kind=kind, limit=limit)
     ]
 
 
 def usage(store: Store, scope: Scope) -> dict[str, Any]:
     """Totals per layer and model, and every call."""
-    if not hasattr(store, "usage"):
-        raise UsageError(f"the {type(store).__name__} backend records no model usage; use sqlite, postgresql or memory")
-    rows = store.usage.read(scope.user())
+    rows = usage_of(store).read(scope.user())
     totals: dict[str, dict[str, Any]] = {}
     for u in rows:
         t = totals.setdefault(f"{u.layer} {u.model}", {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0})

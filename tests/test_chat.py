@@ -12,11 +12,11 @@ import re
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 pytest.importorskip("rich")
+from openai_stub import CannedOpenAI  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from memstack import Memory  # noqa: E402
@@ -199,37 +199,10 @@ def test_a_bar_appears_only_when_there_is_progress_to_show():
 # ---- through a pseudo-terminal, against a real OpenAI-compatible server on loopback ----------------
 
 
-class _Canned:
+def _Canned() -> CannedOpenAI:
     """An OpenAI-compatible chat server on 127.0.0.1: the extraction when a JSON schema is asked
     for, else the canned reply."""
-
-    def __enter__(self):
-        self.requests = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                content = json.dumps(EXTRACTION, ensure_ascii=False) if body.get("response_format") else REPLY
-                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}], "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
+    return CannedOpenAI(lambda body: json.dumps(EXTRACTION, ensure_ascii=False) if body.get("response_format") else REPLY, usage=(50, 20))
 
 
 class Screen:

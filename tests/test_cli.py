@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from openai_stub import CannedOpenAI
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def test_demo_finishes(home):
         assert expected in text
 
 
-class _CannedChat:
+class _CannedChat(CannedOpenAI):
     """A real OpenAI-compatible HTTP server on loopback that answers every chat completion with one
     extraction, so the worker subprocess runs the model-backed layers end to end."""
 
@@ -136,40 +137,7 @@ class _CannedChat:
     }
 
     def __init__(self, delay: float = 0.0):
-        self.delay = delay
-
-    def __enter__(self):
-        import threading
-        import time
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        answer = json.dumps(self.ANSWER, ensure_ascii=False)
-        self.requests = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                time.sleep(outer.delay)
-                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}], "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
+        super().__init__(lambda body: json.dumps(self.ANSWER, ensure_ascii=False), delay=delay, usage=(120, 80))
 
 
 def test_model_backed_layers_from_the_command_line(home):

@@ -9,10 +9,8 @@ answers from the memory the proxy put in front of it, so the test shows what the
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import httpx
@@ -20,6 +18,8 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
 openai = pytest.importorskip("openai")
+
+from openai_stub import CannedOpenAI  # noqa: E402
 
 from memstack import Memory, ProviderUnavailable  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
@@ -43,62 +43,15 @@ def from_memory(messages) -> str:
     return f"收到：{last}"
 
 
-class CannedUpstream:
-    """An OpenAI-compatible chat server on loopback: extraction JSON when a response_format is
-    asked (the model-backed layers), else ``answer(messages)``, whole or as an SSE stream."""
+class CannedUpstream(CannedOpenAI):
+    """The upstream model: the extraction when a JSON schema is asked for, else ``answer(messages)``."""
 
     def __init__(self, answer=from_memory, delay: float = 0.0):
-        self.answer = answer
-        self.delay = delay
-        self.requests: list[dict] = []
+        super().__init__(lambda body: json.dumps(EXTRACTION, ensure_ascii=False) if "response_format" in body else answer(body["messages"]), delay=delay)
 
     @property
     def chats(self) -> list[dict]:
         return [r for r in self.requests if "response_format" not in r]
-
-    def __enter__(self):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                time.sleep(outer.delay)
-                text = json.dumps(EXTRACTION, ensure_ascii=False) if "response_format" in body else outer.answer(body["messages"])
-                if body.get("stream"):
-                    self._stream(body, text)
-                else:
-                    reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-                    self._send(json.dumps(reply).encode(), "application/json")
-
-            def _stream(self, body, text):
-                chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"content": text[i : i + 5]}, "finish_reason": None}]} for i in range(0, len(text), 5)]
-                chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + ("data: {not json\n\n" if "BROKEN" in text else "data: [DONE]\n\n")
-                self._send(data.encode(), "text/event-stream")
-
-            def _send(self, data, content_type):
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.model = f"vllm:qwen@{self.url}"
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def settle(memory: Memory, timeout: float = 60) -> None:

@@ -8,13 +8,13 @@ must be idempotent (keyed by source message ids), since a job killed mid-way run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from ..tokens import TokenCounter
-from ..types import Dropped, Message, Scope, Section
+from ..types import Dropped, Message, Record, Scope, Section
 
 if TYPE_CHECKING:
     from ..stores import Store
@@ -82,6 +82,25 @@ class Writer(Protocol):
         """Process ``request.messages``; return the seq of the last message consumed (None: all),
         or Waiting(cursor) to hold them back until the batch fills (never when ``request.final``)."""
         ...
+
+
+def record_lines(layer: str, title: str, records: Sequence[Record], render: Callable[[Record], str], budget: int | None, counter: TokenCounter, *, what: str, priority: int) -> LayerOutput:
+    """One section of ``title`` and a line per record, best first, within ``budget`` tokens (a
+    record that does not fit is left out, the ones after it may still fit); its sections and what it
+    dropped (``what``: "entities", "relations"), for a LayerOutput of no messages of its own."""
+    lines = [title]
+    shown: list[Record] = []
+    left: list[tuple[Record, str]] = []
+    for r in records:
+        line = render(r)
+        if budget is not None and counter.count("\n".join([*lines, line])) > budget:
+            left.append((r, line))
+            continue
+        lines.append(line)
+        shown.append(r)
+    dropped = [Dropped(layer, f"{len(left)} {what} over its share of the budget", tuple(i for r, _ in left for i in r.source_ids), sum(counter.count(line) for _, line in left))] if left else []
+    sections = [Section(layer, "\n".join(lines), priority=priority, source_ids=tuple(i for r in shown for i in r.source_ids))] if shown else []
+    return LayerOutput([], sections, dropped)
 
 
 def dropped_between(layer: str, before: Sequence[Message], after: Sequence[Message], reason: str, counter: TokenCounter) -> list[Dropped]:

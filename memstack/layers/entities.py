@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..llm.grounding import normalize
-from ..types import Dropped, Message, Record, Section
+from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest
+from .base import LayerOutput, ReadRequest, record_lines
 from .extractor import SELF_KEY
 
 TITLES = {"zh": "已知的实体", "en": "Known entities"}
@@ -42,19 +42,9 @@ class Entities:
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
         ordered = rank(records, request.query or "")
         budget = None if request.budget is None else int(request.budget * self.share)
-        lines = [TITLES[lang] if not self.profile_only else ("用户画像" if lang == "zh" else "User profile")]
-        left: list[Record] = []
-        for r in ordered:
-            line = render_entity(r, lang, provenance=self.provenance)
-            if budget is not None and request.counter.count("\n".join([*lines, line])) > budget:
-                left.append(r)
-                continue
-            lines.append(line)
-        dropped = [Dropped(self.name, f"{len(left)} entities over its share of the budget", tuple(i for r in left for i in r.source_ids), sum(request.counter.count(render_entity(r, lang)) for r in left))] if left else []
-        if len(lines) == 1:
-            return LayerOutput(messages, dropped=dropped)
-        shown = [r for r in ordered if r not in left]
-        return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=35, source_ids=tuple(i for r in shown for i in r.source_ids))], dropped)
+        title = TITLES[lang] if not self.profile_only else ("用户画像" if lang == "zh" else "User profile")
+        out = record_lines(self.name, title, ordered, lambda r: render_entity(r, lang, provenance=self.provenance), budget, request.counter, what="entities", priority=35)
+        return LayerOutput(messages, out.sections, out.dropped)
 
 
 def names(record: Record) -> list[str]:

@@ -24,7 +24,7 @@ from ..llm.base import ChatModel
 from ..llm.extract import Batch, extract, merge_notes
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
-from ..stores import Store
+from ..stores import Store, records_of
 from ..tokens import TokenCounter, get_counter
 from ..types import Change, Message, Record, Scope, Unit
 from . import register_layer
@@ -111,8 +111,7 @@ class Extractor:
     def __post_init__(self) -> None:
         if self.variant and not set(self.variant.split(",")) <= {"facts", "entities", "relations", "state", "keys"}:
             raise UsageError(f"unknown extraction parts {self.variant!r}; known: facts, entities, relations, state, keys")
-        if not hasattr(self.store, "records"):
-            raise UsageError(f"the {type(self.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
+        records_of(self.store)  # fails now, with the reason, on a backend without records
         if self.batch_messages < 1 or self.batch_tokens < 1:
             raise UsageError("batch_messages and batch_tokens must be positive")
         self.counter = get_counter(self.counter)

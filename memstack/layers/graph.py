@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..llm.grounding import normalize
-from ..types import Dropped, Message, Record, Section
+from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest
+from .base import LayerOutput, ReadRequest, record_lines
 
 TITLES = {"zh": "相关的事实（知识图谱）", "en": "Related facts (knowledge graph)"}
 
@@ -47,19 +47,8 @@ class Graph:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         budget = None if request.budget is None else int(request.budget * self.share)
-        lines = [TITLES[lang]]
-        left: list[Record] = []
-        for r in found:
-            line = render_relation(r, lang, provenance=self.provenance)
-            if budget is not None and request.counter.count("\n".join([*lines, line])) > budget:
-                left.append(r)
-                continue
-            lines.append(line)
-        dropped = [Dropped(self.name, f"{len(left)} relations over its share of the budget", tuple(i for r in left for i in r.source_ids), sum(request.counter.count(render_relation(r, lang)) for r in left))] if left else []
-        if len(lines) == 1:
-            return LayerOutput(messages, dropped=dropped)
-        shown = [r for r in found if r not in left]
-        return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=35, source_ids=tuple(i for r in shown for i in r.source_ids))], dropped)
+        out = record_lines(self.name, TITLES[lang], found, lambda r: render_relation(r, lang, provenance=self.provenance), budget, request.counter, what="relations", priority=35)
+        return LayerOutput(messages, out.sections, out.dropped)
 
 
 def named_in(query: str, relations: Iterable[Record], entities: Iterable[Record]) -> set[str]:

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..stores import records_of
 from ..types import Message, Scope, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest
@@ -18,7 +19,7 @@ TITLES = {"zh": "用户当前状态（JSON）", "en": "The user's current state 
 
 def current_state(store: Any, scope: Scope, *, per_thread: bool = False) -> dict[str, Any]:
     """The user's (or, ``per_thread``, the scope's thread's) state as one JSON object: key -> value."""
-    return {r.key: r.value.get("value") for r in store.records.current(scope if per_thread else scope.user(), "state")}
+    return {r.key: r.value.get("value") for r in records_of(store).current(scope if per_thread else scope.user(), "state")}
 
 
 @dataclass

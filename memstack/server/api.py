@@ -14,9 +14,9 @@ from fastapi import APIRouter, Query
 from pydantic import AwareDatetime
 
 from .. import views
-from ..errors import InvalidInput, UsageError
+from ..errors import InvalidInput
 from ..memory import Memory
-from ..stores import RecordStore
+from ..stores import RecordStore, records_of
 from ..types import Change, SearchFilter, utcnow
 from .deps import Mem, Tenant, require_thread, require_user
 from .errors import ApiError
@@ -158,7 +158,4 @@ def _thread_for(kind: str, thread_id: str | None) -> str | None:
 
 
 def _records(memory: Memory) -> RecordStore:
-    records = getattr(memory.store, "records", None)
-    if records is None:
-        raise UsageError(f"the {type(memory.store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
-    return records
+    return records_of(memory.store)
