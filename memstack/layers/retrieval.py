@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
 from ..retrieval.render import fit_hits, render_hits
 from ..retrieval.search import KEY_MARK, Searcher, SearchSettings
-from ..retrieval.units import head, rounds, units_for_round
+from ..retrieval.units import dense_text, head, rounds, units_for_round
 from ..stores import Store, VectorIndex
 from ..tokens import TokenCounter, get_counter
 from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section, Unit
@@ -149,7 +149,7 @@ class Retrieval:
         an extra key pointing to the unit: "unit id~kN" in the same vector index."""
         model = self.searcher.embedder
         keys = [key_unit(u, n, text) for u in units for n, text in enumerate(u.metadata.get("keys", ()))] if self.sentence_keys else []
-        texts = [head(u.text, self.dense_tokens, self.counter) for u in units] + [head(k.text, self.dense_tokens, self.counter) for k in keys]
+        texts = [dense_text(u, self.dense_tokens, self.counter) for u in units] + [head(k.text, self.dense_tokens, self.counter) for k in keys]
         vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, texts)
         self.index.upsert([*units, *keys], vectors, model=model.name)
 
