@@ -136,6 +136,11 @@ class VectorIndex(Protocol):
 
     def search(self, scope: Scope, vector: Any, *, k: int, where: SearchFilter | None = None) -> list[Scored]: ...
 
+    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        """{unit id: stored vector (unit length, float32)} for the ids found in the scope's user (and
+        agent, when it names one); ids of other users are never found."""
+        ...
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """Delete by unit id in the user, or (ids None) the scope's thread, or the whole user."""
         ...

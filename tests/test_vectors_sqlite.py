@@ -64,6 +64,9 @@ class TwoStores:
     def search(self, *args, **kwargs):
         return self.reader.vectors.search(*args, **kwargs)
 
+    def fetch(self, *args, **kwargs):
+        return self.reader.vectors.fetch(*args, **kwargs)
+
     def info(self):
         return self.reader.vectors.info()
 

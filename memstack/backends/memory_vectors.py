@@ -124,6 +124,16 @@ class UserVectors:
             rows, cosines = rows[keep], cosines[keep]
         return best_first(((self._keys[r][1], score(c)) for r, c in zip(rows.tolist(), cosines.tolist(), strict=True)), k)
 
+    def fetch(self, agent_id: str | None, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored rows of these unit ids (of the agent, when named), copied."""
+        agents = [agent_id] if agent_id is not None else sorted(self._agents)
+        out: dict[str, np.ndarray] = {}
+        for unit_id in ids:
+            row = next((self._row[(a, unit_id)] for a in agents if (a, unit_id) in self._row), None)
+            if row is not None:
+                out[unit_id] = self._vectors[row].copy()
+        return out
+
     def _matching(self, agent_id: str | None, where: SearchFilter | None) -> np.ndarray | None:
         """Row numbers matching the agent and filter; None when every row matches."""
         if agent_id is None and (where is None or where == SearchFilter()):
@@ -213,6 +223,11 @@ class NumpyVectorIndex:
             query = query_row(vector, self._dimension)
             user = self._users.get(user_key(scope))
             return user.search(query, k, scope.agent_id, where) if user else []
+
+    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        with self._lock:
+            user = self._users.get(user_key(scope))
+            return user.fetch(scope.agent_id, ids) if user else {}
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         with self._lock:

@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from ..errors import StoreError, require
 from ..types import Scope, Scored, SearchFilter, Unit
 from .vector_rules import best_first, check_model, epoch_us, query_row, score, upsert_batch
@@ -166,6 +168,16 @@ class MilvusVectorIndex:
                 search_params={"metric_type": "COSINE"},
             )
         return best_first(((hit["entity"]["unit_id"], score(hit["distance"])) for hit in found[0]), min(k, MAX_TOP_K))
+
+    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        if not ids:
+            return {}
+        with self._translated("reading vectors"):
+            if self._held()[1] is None:
+                return {}
+            expression = " and ".join([*user_expression(scope), one_of("unit_id", list(dict.fromkeys(ids)))])
+            rows = self._client.query(self.collection, filter=expression, output_fields=["unit_id", "vector"])
+        return {row["unit_id"]: np.asarray(row["vector"], dtype=np.float32) for row in rows}
 
     def _count(self, expression: str) -> int:
         rows = self._client.query(self.collection, filter=expression, output_fields=["count(*)"])

@@ -248,6 +248,14 @@ class PgVectorIndex:
                     return found
             return self._exact(cur, ext, condition, params, query, k)
 
+    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        if not ids:
+            return {}
+        condition, params = search_condition(scope, None)
+        with self._db.transaction("reading vectors") as cur:
+            cur.execute(f"SELECT unit_id, embedding::text FROM memstack_vectors WHERE {condition} AND unit_id = ANY(%s)", [*params, list(dict.fromkeys(ids))])
+            return {unit_id: np.array(text.strip("[]").split(","), dtype=np.float32) for unit_id, text in cur.fetchall()}
+
     @staticmethod
     def _exact(cur: Cursor[Any], ext: str, condition: str, params: list[Any], query: str, k: int) -> list[Scored]:
         """Score every matching row (the ORDER BY is not the indexed distance, so no HNSW)."""

@@ -236,25 +236,36 @@ class SQLiteVectorIndex:
     def search(self, scope: Scope, vector: Any, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
         if k <= 0:
             return []
+        return self._with_user(scope, lambda user, dimension: user.search(query_row(vector, dimension), k, scope.agent_id, where), [], vector)
+
+    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        if not ids:
+            return {}
+        return self._with_user(scope, lambda user, _dimension: user.fetch(scope.agent_id, ids), {})
+
+    def _with_user(self, scope: Scope, read: Callable[[UserVectors, int], Any], empty: Any, vector: Any = None) -> Any:
+        """``read`` applied to the user's current rows (the cached matrix, or one read from the
+        file and cached), under the cache's lock; ``empty`` when the user has none."""
         key = user_key(scope)
         dimension, version = self._s.query(
             "SELECT dimension, (SELECT version FROM vector_versions WHERE tenant = ? AND user_id = ?) FROM vector_meta", key
         )[0]
         if dimension is None:
-            return []
-        query = query_row(vector, dimension)
+            return empty
+        if vector is not None:
+            query_row(vector, dimension)  # a wrong dimension raises, even for a user with no vectors
         if version is None:  # the user has no vectors
             self._cache.forget(key)
-            return []
+            return empty
         with self._cache.lock:
             user = self._cache.at(key, version)
             if user is not None:
-                return user.search(query, k, scope.agent_id, where)
+                return read(user, dimension)
         version, user = self._read_user(key)
         with self._cache.lock:
             if user.dimension == dimension:  # else a reset and a new model came between the two reads
                 self._cache.keep(key, version, user)
-            return user.search(query, k, scope.agent_id, where) if user.dimension == dimension else []
+            return read(user, dimension) if user.dimension == dimension else empty
 
     def _read_user(self, key: UserKey) -> tuple[int, UserVectors]:
         """The user's version and rows, read in one snapshot."""

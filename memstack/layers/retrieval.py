@@ -56,7 +56,10 @@ class Retrieval:
     #: development sets: 150 and 180 tie on LongMemEval, 200 loses there.
     sentence_keys: bool = True
     key_min_tokens: int = 180
-    #: plain ranking without relevance floor or time handling (the benchmark's baselines)
+    #: pseudo-relevance feedback: the first ``feedback`` relevant results' vectors move the query
+    #: for a second vector search (0: off; see SearchSettings.feedback)
+    feedback: int = 3
+    #: plain ranking without relevance floor, time handling or feedback (the benchmark's baselines)
     baseline: bool = False
     #: topic memory: search only the units of one category (``topic``, else the category of the
     #: thread's latest message that has one, set at write time in the message's metadata)
@@ -81,7 +84,7 @@ class Retrieval:
     def searcher(self) -> Searcher:
         if self._searcher is None:
             model = get_embedder(self.embedder)
-            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys))
+            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys, feedback=0 if self.baseline else self.feedback))
         return self._searcher
 
     # ---- read side ---------------------------------------------------------------------------

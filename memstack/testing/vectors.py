@@ -148,6 +148,18 @@ class VectorIndexContract:
         assert index.search(Scope(user_id="user_003"), axis(0), k=10) == []
         assert index.info()[2] == 4
 
+    def test_fetch_returns_the_stored_vectors_within_the_user(self, index):
+        assert index.fetch(A, ["u1"]) == {}
+        index.upsert([unit("u1", A), unit("u2", A2), unit("u1", B), unit("u3", AGENT)], [axis(0) * 2.0, toward(1, 0.6), axis(3), axis(4)], model=MODEL)
+        got = index.fetch(A.thread("t9"), ["u1", "u2", "missing", "u1"])
+        assert sorted(got) == ["u1", "u2"]
+        assert np.allclose(got["u1"], axis(0), atol=TOLERANCE) and abs(float(np.linalg.norm(got["u2"])) - 1.0) <= TOLERANCE
+        assert np.allclose(index.fetch(B, ["u1", "u2"])["u1"], axis(3), atol=TOLERANCE) and "u2" not in index.fetch(B, ["u2"])
+        assert sorted(index.fetch(A, ["u3"])) == ["u3"]  # no agent named: every agent of the user
+        assert index.fetch(Scope(user_id="user_001", agent_id="nobody"), ["u1", "u3"]) == {}
+        assert index.fetch(Scope(user_id="user_003"), ["u1"]) == {}
+        assert index.fetch(A, []) == {}
+
     def test_scope_thread_is_not_a_filter(self, index):
         index.upsert([unit("here", A), unit("there", A2)], [axis(0), axis(1)], model=MODEL)
         assert sorted(ids(index.search(A, axis(0), k=10))) == ["here", "there"]
