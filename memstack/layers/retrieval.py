@@ -59,7 +59,8 @@ class Retrieval:
     #: pseudo-relevance feedback: the first ``feedback`` relevant results' vectors move the query
     #: for a second vector search (0: off; see SearchSettings.feedback)
     feedback: int = 3
-    #: plain ranking without relevance floor, time handling or feedback (the benchmark's baselines)
+    #: plain ranking without relevance floor, time handling, sentence keys or feedback (the
+    #: benchmark's baselines)
     baseline: bool = False
     #: topic memory: search only the units of one category (``topic``, else the category of the
     #: thread's latest message that has one, set at write time in the message's metadata)
@@ -84,7 +85,7 @@ class Retrieval:
     def searcher(self) -> Searcher:
         if self._searcher is None:
             model = get_embedder(self.embedder)
-            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys, feedback=0 if self.baseline else self.feedback))
+            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys and not self.baseline, feedback=0 if self.baseline else self.feedback))
         return self._searcher
 
     # ---- read side ---------------------------------------------------------------------------
