@@ -9,6 +9,7 @@ p50/p95 of the whole query and of the query embedding alone.
 
     python bench/hybrid_latency.py --total 1000000 --per-user 100000
     python bench/hybrid_latency.py --total 300000 --per-user 100000 --pg-dsn postgresql://postgres@127.0.0.1:5433/postgres
+    python bench/hybrid_latency.py --only postgres --keep --pg-dsn ...   # keep the loaded schema; a rerun only queries
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def main() -> None:
     parser.add_argument("--per-user", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--pg-dsn")
+    parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL bench schema, and reuse it when it holds --total units")
+    parser.add_argument("--only", choices=("sqlite", "postgres"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder = get_embedder()
@@ -105,18 +108,19 @@ def main() -> None:
     queries = [("我上次说的" + "和".join(rng.sample(ZH, 2)) + "是什么？") if i % 2 else ("What did I say about " + " and ".join(rng.sample(EN, 2)) + "?") for i in range(50)]
     results = {"total": args.total, "per_user": args.per_user, "queries": args.queries}
     with tempfile.TemporaryDirectory() as tmp:
-        targets = [("sqlite", lambda: open_store(f"sqlite:///{tmp}/bench.db"))]
-        if args.pg_dsn:
+        targets = [] if args.only == "postgres" else [("sqlite", lambda: open_store(f"sqlite:///{tmp}/bench.db"))]
+        if args.pg_dsn and args.only != "sqlite":
             from memstack.backends.postgres import PostgresStore
 
             targets.append(("postgres", lambda: PostgresStore(args.pg_dsn, schema="memstack_bench_hybrid")))
         for name, opener in targets:
             store = opener()
             try:
-                load = generate(store, total=args.total, per_user=args.per_user, dim=embedder.dimension, model=embedder.name)
-                results[name] = {"load_seconds": round(load, 1), **measure(store, embedder, queries, args.queries)}
+                reuse = args.keep and name == "postgres" and store.vectors.info()[2] == args.total
+                load = None if reuse else generate(store, total=args.total, per_user=args.per_user, dim=embedder.dimension, model=embedder.name)
+                results[name] = {"load_seconds": None if load is None else round(load, 1), **measure(store, embedder, queries, args.queries)}
             finally:
-                if name == "postgres":
+                if name == "postgres" and not args.keep:
                     with store._db.transaction("dropping the bench schema") as cur:
                         cur.execute("DROP SCHEMA memstack_bench_hybrid CASCADE")
                 store.close()
