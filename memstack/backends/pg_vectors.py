@@ -265,11 +265,13 @@ class PgVectorIndex:
                 ) SELECT agent_id FROM a WHERE agent_id IS NOT NULL"""
             params = [*user, *user, *user]
         with self._db.transaction("reading vectors") as cur:
+            ext = self._extension(cur)
+            # pgvector's binary form (int16 dimension, int16 unused, big-endian float4s): no text parsing
             cur.execute(
-                f"SELECT unit_id, embedding::text FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND agent_id IN ({agents}) AND unit_id = ANY(%s)",
+                f"SELECT unit_id, {ext}.vector_send(embedding) FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND agent_id IN ({agents}) AND unit_id = ANY(%s)",
                 [*params, wanted],
             )
-            return {unit_id: np.array(text.strip("[]").split(","), dtype=np.float32) for unit_id, text in cur.fetchall()}
+            return {unit_id: np.frombuffer(blob, ">f4", offset=4).astype(np.float32) for unit_id, blob in cur.fetchall()}
 
     @staticmethod
     def _exact(cur: Cursor[Any], ext: str, condition: str, params: list[Any], query: str, k: int) -> list[Scored]:
