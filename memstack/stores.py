@@ -109,6 +109,11 @@ class UnitStore(Protocol):
         """The units with these ids in the scope's user, in the order of ``ids`` (missing ones skipped)."""
         ...
 
+    def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
+        """The units of the scope's thread (its exact key, agent included) whose round is one of
+        ``rounds``, in no particular order: the neighbours of a hit. InvalidInput without a thread."""
+        ...
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """Delete units by id in the user, or (ids None) all of the scope's thread, or of the user."""
         ...

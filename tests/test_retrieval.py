@@ -153,3 +153,31 @@ def test_a_fact_said_in_passing_in_a_long_message_is_found_by_its_sentence_key(t
         assert hits and "Yamaha FG800" in hits[0].unit.text
         units = sum(len(b) for b in mem.store.units.iterate(mem.scope("u")))
         assert mem.store.vectors.info()[2] > units  # each unit's vector, plus the user's sentences
+
+
+def test_a_short_turn_comes_with_its_neighbours(tmp_path):
+    turns = [
+        ("Alice", "I finally adopted a dog from the shelter last weekend."),
+        ("Bob", "What breed is it?"),
+        ("Alice", "A border collie named Pepper."),
+        ("Bob", "Nice! I have been learning the cello since spring."),
+        ("Alice", "The tax office sent me a letter about my car registration."),
+    ]
+    with Memory(tmp_path / "n.db", layers=["retrieval"]) as mem:
+        for i, (name, text) in enumerate(turns):
+            mem.add({"role": "user", "name": name, "content": text}, user_id="u", thread_id="s1", at=T0 + timedelta(minutes=i))
+        mem.flush()
+        hit = mem.search("What is the name of Alice's border collie?", user_id="u", k=1)[0]
+        assert "Pepper" in hit.unit.text and "cello" not in hit.unit.text
+
+        def memory_text(**options):
+            ctx = mem.context(user_id="u", thread_id="s2", query="What is the name of Alice's border collie?", max_tokens=600, **{"retrieval.top_k": 1, **options})
+            return "\n".join(m.text for m in ctx.messages if m.role == "system")
+
+        plain = memory_text(**{"retrieval.neighbours": 0})
+        assert "Pepper" in plain and "cello" not in plain and "adopted a dog" not in plain
+        expanded = memory_text()
+        assert "Pepper" in expanded and "cello" in expanded  # the next turn
+        assert expanded.index("breed") < expanded.index("Pepper") < expanded.index("cello")  # in the order said
+        other = mem.context(user_id="someone", thread_id="s2", query="What is the name of Alice's border collie?", max_tokens=600)
+        assert all("Pepper" not in m.text for m in other.messages)

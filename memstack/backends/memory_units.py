@@ -130,6 +130,13 @@ class MemoryUnits:
             found = [c.units[i][0] for i in dict.fromkeys(ids) for c in corpora if i in c.units]
         return [_copy(u) for u in found]
 
+    def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
+        wanted = thread_rounds(scope, rounds)
+        with self._lock:
+            corpus = self._users.get((scope.tenant, scope.user_id), {}).get(scope.agent_id or "")
+            found = [u for u, _ in corpus.units.values() if u.scope.thread_id == scope.thread_id and u.round in wanted] if corpus and wanted else []
+        return [_copy(u) for u in found]
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
@@ -174,6 +181,13 @@ class MemoryUnits:
         """(agent, corpus) of the scope's user: every agent's, or the scope's agent's only."""
         agents = self._users.get((scope.tenant, scope.user_id), {})
         return [(a, c) for a, c in agents.items() if scope.agent_id is None or a == scope.agent_id]
+
+
+def thread_rounds(scope: Scope, rounds: Sequence[int]) -> set[int]:
+    """The round numbers asked for, after checking that the scope names a thread."""
+    if scope.thread_id is None:
+        raise InvalidInput("in_rounds needs a scope with a thread", field="thread_id")
+    return {int(r) for r in rounds}
 
 
 def _bm25(corpora: list[tuple[str, _Corpus]], terms: list[str], where: SearchFilter | None) -> list[tuple[float, str, str]]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInput
 from ..text import analyze_query
 from ..types import Scope, Scored, SearchFilter, Unit
-from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts
+from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts, thread_rounds
 
 if TYPE_CHECKING:
     from psycopg import Cursor
@@ -223,6 +223,17 @@ class PostgresUnits:
         for row in rows:
             found.setdefault(row[4], []).append(_unit(row))
         return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
+
+    def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
+        wanted = sorted(thread_rounds(scope, rounds))
+        if not wanted:
+            return []
+        with self._db.transaction("reading units") as cur:
+            cur.execute(
+                f"SELECT {COLUMNS} FROM memstack_units WHERE tenant = %s AND user_id = %s AND agent_id = %s AND thread_id = %s AND round = ANY(%s)",
+                [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, wanted],
+            )
+            return [_unit(row) for row in cur.fetchall()]
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..text import analyze_query
 from ..types import Scope, Scored, SearchFilter, Unit
 from .memory import json_copy
-from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts
+from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts, thread_rounds
 
 if TYPE_CHECKING:
     from .sqlite import SQLiteStore
@@ -188,6 +188,16 @@ class SQLiteUnits:
             for row in rows:
                 found.setdefault(row[4], []).append(_unit(row))
         return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
+
+    def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
+        wanted = sorted(thread_rounds(scope, rounds))
+        if not wanted:
+            return []
+        rows = self._s.query(
+            f"SELECT {COLUMNS} FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ? AND round IN ({','.join('?' * len(wanted))})",
+            [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, *wanted],
+        )
+        return [_unit(row) for row in rows]
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,

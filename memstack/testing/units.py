@@ -99,6 +99,29 @@ class UnitStoreContract:
         assert got.timestamp.utcoffset() == timedelta(hours=8)
         assert isinstance(got.source_ids, tuple)
 
+    def test_in_rounds_reads_one_thread_of_one_user_and_agent(self, units):
+        units.put(
+            [
+                unit("r1", "第一轮", round=1),
+                unit("r2a", "第二轮上半", round=2, minutes=1),
+                unit("r2b", "第二轮下半", round=2, minutes=1),
+                unit("r3", "第三轮", round=3, minutes=2),
+                unit("fact", "没有轮次的事实", kind="fact"),
+                unit("other-thread", "别的会话", A2, round=2),
+                unit("other-user", "别的用户", B, round=2),
+                unit("other-agent", "别的代理", AGENT, round=2),
+            ]
+        )
+        assert sorted(u.id for u in units.in_rounds(A, [2])) == ["r2a", "r2b"]
+        assert sorted(u.id for u in units.in_rounds(A, [1, 3, 9])) == ["r1", "r3"]
+        assert [u.id for u in units.in_rounds(AGENT, [2])] == ["other-agent"]
+        assert [u.id for u in units.in_rounds(B, [1, 2, 3])] == ["other-user"]
+        assert units.in_rounds(A, []) == [] and units.in_rounds(Scope(user_id="nobody", thread_id="t1"), [1]) == []
+        (got,) = units.in_rounds(A, [3])
+        assert got == unit("r3", "第三轮", round=3, minutes=2)
+        with pytest.raises(InvalidInput):
+            units.in_rounds(Scope(user_id="user_001"), [1])
+
     def test_get_follows_the_order_of_ids_and_skips_missing(self, units):
         units.put([unit("a", "一"), unit("b", "二"), unit("c", "三")])
         assert [u.id for u in units.get(A, ["c", "missing", "a"])] == ["c", "a"]
