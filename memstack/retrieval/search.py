@@ -107,7 +107,7 @@ class Searcher:
             rankings["dense"] = [x for x in found if KEY_MARK not in x.id][: s.candidates]
             floors["dense"] = self._background_score(qv) + s.dense_margin
             if s.keys:
-                rankings["keys"] = _by_parent(x for x in found if KEY_MARK in x.id)[: s.candidates]
+                rankings["keys"] = _best_of_units([x for x in found if KEY_MARK in x.id])[: s.candidates]
                 floors["keys"] = floors["dense"]
         if keyword is not None:
             rankings = {"bm25": keyword.result(), **rankings}
@@ -166,20 +166,11 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstack-search")
 
 
 def _best_of_units(found: Sequence[Scored]) -> list[Scored]:
-    """Unit and sentence-key hits as one ranking of units, each at its best score."""
+    """Unit and sentence-key hits as one ranking of units, each at its best score (ties keep
+    their order)."""
     out: dict[str, Scored] = {}
     for x in sorted(found, key=lambda x: -x.score):
         parent = x.id.rsplit(KEY_MARK, 1)[0] if KEY_MARK in x.id else x.id
-        if parent not in out:
-            out[parent] = Scored(parent, x.score)
-    return list(out.values())
-
-
-def _by_parent(keys) -> list[Scored]:
-    """Key hits as their units' ranking: each unit at its best key's score."""
-    out: dict[str, Scored] = {}
-    for x in keys:
-        parent = x.id.rsplit(KEY_MARK, 1)[0]
         if parent not in out:
             out[parent] = Scored(parent, x.score)
     return list(out.values())
