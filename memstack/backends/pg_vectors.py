@@ -268,7 +268,7 @@ class PgVectorIndex:
             ext = self._extension(cur)
             # pgvector's binary form (int16 dimension, int16 unused, big-endian float4s): no text parsing
             cur.execute(
-                f"SELECT unit_id, {ext}.vector_send(embedding) FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND agent_id IN ({agents}) AND unit_id = ANY(%s)",
+                f"SELECT unit_id, {ext}.vector_send(embedding) FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND agent_id = ANY(ARRAY({agents})) AND unit_id = ANY(%s)",
                 [*params, wanted],
             )
             return {unit_id: np.frombuffer(blob, ">f4", offset=4).astype(np.float32) for unit_id, blob in cur.fetchall()}
