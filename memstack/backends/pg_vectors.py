@@ -253,22 +253,22 @@ class PgVectorIndex:
             return {}
         user, wanted = [scope.tenant, scope.user_id], list(dict.fromkeys(ids))
         if scope.agent_id is not None:
-            agents, params = "%s", [*user, scope.agent_id]
+            agents, params = "agent_id = %s", [*user, scope.agent_id]
         else:
             # the user's agents by a skip scan of the primary key (one seek each), so that the ids
             # are seeks too; "unit_id = ANY" under an unknown agent would read the user's whole range
-            agents = """WITH RECURSIVE a(agent_id) AS (
+            agents = """agent_id = ANY(ARRAY(WITH RECURSIVE a(agent_id) AS (
                     (SELECT agent_id FROM memstack_vectors WHERE tenant = %s AND user_id = %s ORDER BY agent_id LIMIT 1)
                     UNION ALL
                     SELECT (SELECT v.agent_id FROM memstack_vectors AS v WHERE v.tenant = %s AND v.user_id = %s AND v.agent_id > a.agent_id ORDER BY v.agent_id LIMIT 1)
                     FROM a WHERE a.agent_id IS NOT NULL
-                ) SELECT agent_id FROM a WHERE agent_id IS NOT NULL"""
+                ) SELECT agent_id FROM a WHERE agent_id IS NOT NULL))"""
             params = [*user, *user, *user]
         with self._db.transaction("reading vectors") as cur:
             ext = self._extension(cur)
             # pgvector's binary form (int16 dimension, int16 unused, big-endian float4s): no text parsing
             cur.execute(
-                f"SELECT unit_id, {ext}.vector_send(embedding) FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND agent_id = ANY(ARRAY({agents})) AND unit_id = ANY(%s)",
+                f"SELECT unit_id, {ext}.vector_send(embedding) FROM memstack_vectors WHERE tenant = %s AND user_id = %s AND {agents} AND unit_id = ANY(%s)",
                 [*params, wanted],
             )
             return {unit_id: np.frombuffer(blob, ">f4", offset=4).astype(np.float32) for unit_id, blob in cur.fetchall()}
