@@ -39,9 +39,9 @@ class SearchSettings:
     keys: bool = True
     #: pseudo-relevance feedback (Rocchio): the query vector moved toward the stored vectors of the
     #: first ``feedback`` relevant candidates re-scores the vector search's pool (4 x candidates),
-    #: a fourth list at half weight (0: off). It finds what the question names only by kind ("musical instruments" -> the piano
-    #: mentioned once): LongMemEval sample R@10 .83 -> .87, MemoryBank-CN R@1 kept at .70, LoCoMo
-    #: R@10 .773 -> .769 (at full weight .763)
+    #: a fourth list at half weight (0: off). It finds what the question names only by kind
+    #: ("musical instruments" -> the piano mentioned once): LongMemEval sample R@10 .83 -> .87,
+    #: MemoryBank-CN R@1 kept at .70, LoCoMo R@10 .773 -> .769 (.763 at full weight)
     feedback: int = 3
     feedback_weight: float = 0.5
     #: a dense hit counts as relevant when its cosine similarity beats the query's similarity to
