@@ -126,6 +126,27 @@ def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration] = M
     return done
 
 
+@contextmanager
+def write_transaction(db: sqlite3.Connection, lock: Any) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT on ``db`` under ``lock``; rolled back on any error, SQLite's
+    own errors raised as StoreError."""
+    with lock:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite write failed: {exc}") from exc
+        try:
+            yield db
+        except sqlite3.Error as exc:
+            db.execute("ROLLBACK")
+            raise StoreError(f"SQLite write failed: {exc}") from exc
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        else:
+            db.execute("COMMIT")
+
+
 class SQLiteStore:
     """All four stores over one SQLite file (``":memory:"`` for a private in-process database)."""
 
@@ -157,21 +178,8 @@ class SQLiteStore:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE: the file's write lock is taken up front)."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite write failed: {exc}") from exc
-            try:
-                yield self._db
-            except sqlite3.Error as exc:
-                self._db.execute("ROLLBACK")
-                raise StoreError(f"SQLite write failed: {exc}") from exc
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+        with write_transaction(self._db, self._lock) as db:
+            yield db
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:

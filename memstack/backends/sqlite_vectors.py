@@ -236,36 +236,36 @@ class SQLiteVectorIndex:
     def search(self, scope: Scope, vector: Any, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
         if k <= 0:
             return []
-        return self._with_user(scope, lambda user, dimension: user.search(query_row(vector, dimension), k, scope.agent_id, where), [], vector)
+        return self._with_user(scope, lambda user, query: user.search(query, k, scope.agent_id, where), [], vector)
 
     def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
         if not ids:
             return {}
-        return self._with_user(scope, lambda user, _dimension: user.fetch(scope.agent_id, ids), {})
+        return self._with_user(scope, lambda user, _query: user.fetch(scope.agent_id, ids), {})
 
-    def _with_user(self, scope: Scope, read: Callable[[UserVectors, int], Any], empty: Any, vector: Any = None) -> Any:
-        """``read`` applied to the user's current rows (the cached matrix, or one read from the
-        file and cached), under the cache's lock; ``empty`` when the user has none."""
+    def _with_user(self, scope: Scope, read: Callable[[UserVectors, Any], Any], empty: Any, vector: Any = None) -> Any:
+        """``read(rows, query)`` on the user's current rows (the cached matrix, or one read from the
+        file and cached), under the cache's lock, with ``vector`` checked against the index's
+        dimension and normalised (None without one); ``empty`` when the user has none."""
         key = user_key(scope)
         dimension, version = self._s.query(
             "SELECT dimension, (SELECT version FROM vector_versions WHERE tenant = ? AND user_id = ?) FROM vector_meta", key
         )[0]
         if dimension is None:
             return empty
-        if vector is not None:
-            query_row(vector, dimension)  # a wrong dimension raises, even for a user with no vectors
+        query = None if vector is None else query_row(vector, dimension)  # a wrong dimension raises, even for a user with no vectors
         if version is None:  # the user has no vectors
             self._cache.forget(key)
             return empty
         with self._cache.lock:
             user = self._cache.at(key, version)
             if user is not None:
-                return read(user, dimension)
+                return read(user, query)
         version, user = self._read_user(key)
         with self._cache.lock:
             if user.dimension == dimension:  # else a reset and a new model came between the two reads
                 self._cache.keep(key, version, user)
-            return read(user, dimension) if user.dimension == dimension else empty
+            return read(user, query) if user.dimension == dimension else empty
 
     def _read_user(self, key: UserKey) -> tuple[int, UserVectors]:
         """The user's version and rows, read in one snapshot."""

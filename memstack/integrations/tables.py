@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ..backends.sqlite import write_transaction
 from ..errors import SchemaError, StoreError, UsageError
 from ..stores import Store
 from ..types import utcnow
@@ -201,18 +202,8 @@ class _PrivateSQLite:
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield _sqlite_tx(self._db)
-            except sqlite3.Error as exc:
-                self._db.execute("ROLLBACK")
-                raise StoreError(f"SQLite write failed: {exc}") from exc
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+        with write_transaction(self._db, self._lock) as db:
+            yield _sqlite_tx(db)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:

@@ -133,14 +133,15 @@ class Retrieval:
         wanted: dict[Scope, set[int]] = {}
         for h in short:
             wanted.setdefault(h.unit.scope, set()).update(range(h.unit.round - n, h.unit.round + n + 1))
+        short_ids = {h.unit.id for h in short}
         threads = {
-            scope: sorted((u for u in self.store.units.in_rounds(scope, sorted(rounds)) if where is None or u.id in {h.unit.id for h in short} or where.matches(u)), key=thread_order)
+            scope: sorted((u for u in self.store.units.in_rounds(scope, sorted(rounds)) if where is None or u.id in short_ids or where.matches(u)), key=thread_order)
             for scope, rounds in wanted.items()
         }
         out: dict[str, Hit] = {}
         for h in hits:
             out.setdefault(h.unit.id, h)
-            if h not in short:
+            if h.unit.id not in short_ids:
                 continue
             line = threads[h.unit.scope]
             at = next((i for i, u in enumerate(line) if u.id == h.unit.id), None)
