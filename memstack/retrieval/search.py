@@ -86,10 +86,13 @@ class Searcher:
         if span is None:
             return self._relevant(self._rank(user, query, where))
         inside = replace(where, since=_later(where.since, span.since), until=_earlier(where.until, span.until))
-        # the question names the period: everything said then is a candidate, floors aside
+        # the question names a period: what was said then is ranked among itself, floors aside,
+        # which lifts it (its ranks there are at least as good) without burying a clearly better
+        # match from outside the period (the period parsed may be approximate)
         first = self._relevant(self._rank(user, query, inside), floors=False)
-        rest = [f for f in self._relevant(self._rank(user, query, where)) if f.id not in {x.id for x in first}]
-        return first + rest
+        ids = {f.id for f in first}
+        rest = [f for f in self._relevant(self._rank(user, query, where)) if f.id not in ids]
+        return sorted(first + rest, key=lambda f: (-f.score, min(f.ranks.values()), f.id))
 
     def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[dict[str, list[Scored]], dict[str, float]]:
         s = self.settings
