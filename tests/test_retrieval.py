@@ -89,6 +89,28 @@ def test_time_in_the_question_prefers_that_period(mem):
     assert "杭州" in mem.search("我8月3日去哪里旅游了？", user_id=user, at=at)[0].unit.text
 
 
+def test_a_period_named_gives_one_order_for_every_k(mem):
+    # what was said in the period comes first (it is ranked among itself as one more list of the
+    # fusion), and the first k results are the same whatever k is asked for (they used to be cut
+    # before the merge, so k changed the order)
+    user = "diarist"
+    topics = ["历史", "科学", "旅行", "烹饪"]
+    for day in range(1, 29):
+        text = f"今天我读完了第{day}本书，是关于{topics[day % 4]}的，一共{100 + day * 7}页"
+        save(mem, user, text, thread=f"d{day}", at=datetime(2026, 8, day, 10, tzinfo=timezone.utc))
+    mem.flush()
+    at = datetime(2026, 9, 1, 10, tzinfo=timezone.utc)
+    for query in ("我上周读了什么书？", "What did I read last week?", "我8月25日读了什么书？"):
+        hits = mem.search(query, user_id=user, at=at, k=20)
+        full = [h.unit.id for h in hits]
+        if "8月25日" not in query:
+            assert len(hits) >= 5 and {h.unit.timestamp.day for h in hits[:5]} == {24, 25, 26, 27, 28}, query
+        for k in (1, 2, 3, 5, 10):
+            assert [h.unit.id for h in mem.search(query, user_id=user, at=at, k=k)] == full[:k], (query, k)
+    day = mem.search("我8月25日读了什么书？", user_id=user, at=at, k=1)[0].unit
+    assert day.timestamp.date().isoformat() == "2026-08-25"
+
+
 def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
     with Memory(tmp_path / "f.db", layers=["retrieval"]) as m:
         save(m, "gone", "我的密码提示是小狗的名字", thread="x")

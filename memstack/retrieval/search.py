@@ -34,7 +34,7 @@ class SearchSettings:
 
     method: str = "hybrid"
     candidates: int = 50
-    weights: tuple[tuple[str, float], ...] = (("bm25", 1.0), ("dense", 1.0), ("keys", 1.0), ("feedback", 0.5))
+    weights: tuple[tuple[str, float], ...] = (("bm25", 1.0), ("dense", 1.0), ("keys", 1.0), ("feedback", 0.5), ("period", 2.0))
     #: the vector index also holds sentence keys: rank units by their best key as a third list
     keys: bool = True
     #: pseudo-relevance feedback (Rocchio): the query vector moved toward the stored vectors of the
@@ -83,16 +83,17 @@ class Searcher:
     # ---- candidates --------------------------------------------------------------------------
 
     def _fused(self, user: Scope, query: str, where: SearchFilter, span) -> list[Fused]:
+        ranked = self._rank(user, query, where)
         if span is None:
-            return self._relevant(self._rank(user, query, where))
+            return self._relevant(ranked)
         inside = replace(where, since=_later(where.since, span.since), until=_earlier(where.until, span.until))
-        # the question names a period: what was said then is ranked among itself, floors aside,
-        # which lifts it (its ranks there are at least as good) without burying a clearly better
-        # match from outside the period (the period parsed may be approximate)
-        first = self._relevant(self._rank(user, query, inside), floors=False)
-        ids = {f.id for f in first}
-        rest = [f for f in self._relevant(self._rank(user, query, where)) if f.id not in ids]
-        return sorted(first + rest, key=lambda f: (-f.score, min(f.ranks.values()), f.id))
+        # the question names a period: what was said then, ranked among itself (floors aside:
+        # all of it is a candidate), is one more list in the fusion. It lifts the period's units
+        # above equally good matches from other times without burying a clearly better match
+        # from outside it (people date things loosely: "10 days ago", "last month" said of a
+        # thing done at the start of this one)
+        period = [Scored(f.id, f.score) for f in self._relevant(self._rank(user, query, inside), floors=False)]
+        return self._relevant(ranked, extra={"period": period})
 
     def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[dict[str, list[Scored]], dict[str, float]]:
         s = self.settings
@@ -137,7 +138,8 @@ class Searcher:
         cosines = np.stack([vectors[i] for i in ids]) @ (moved / np.linalg.norm(moved))
         return _best_of_units([Scored(i, min(1.0, max(0.0, (1.0 + float(c)) / 2.0))) for i, c in zip(ids, cosines.tolist(), strict=True)])[: self.settings.candidates]
 
-    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True) -> list[Fused]:
+    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True, extra: dict[str, list[Scored]] | None = None) -> list[Fused]:
+        """The rankings fused, each cut at its relevance floor (``extra`` lists are not cut)."""
         rankings, limits = ranked
         if not (floors and self.settings.relevance_floor):
             limits = {}
@@ -145,7 +147,7 @@ class Searcher:
             name: [x for x in items if name not in limits or x.score >= limits[name]]
             for name, items in rankings.items()
         }
-        return rrf(kept, weights=dict(self.settings.weights))
+        return rrf({**kept, **(extra or {})}, weights=dict(self.settings.weights))
 
     def _background_score(self, qv: np.ndarray) -> float:
         """The query's best similarity to unrelated background text, as a [0, 1] score."""
