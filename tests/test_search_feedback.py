@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memstack.backends.memory import MemoryStore
-from memstack.retrieval.search import BACKGROUND, SearchSettings, Searcher
+from memstack.retrieval.search import BACKGROUND, Searcher, SearchSettings
 from memstack.types import Scope, Unit
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -125,7 +125,7 @@ def units_for_round(
     round_no: int,
     counter: TokenCounter,
     *,
-    chunk_tokens: int = 200,
+    chunk_tokens: int = 280,
     previous: Sequence[Message] = (),
     lead_tokens: int = 40,
     key_min_tokens: int | None = 180,
@@ -160,7 +160,7 @@ def units_for_round(
                 round=round_no,
                 category=str(category) if category else None,
                 source_ids=sources,
-                metadata={"lang": lang, "spans": spans, **({"keys": keys} if keys else {})},
+                metadata={"lang": lang, "spans": spans, "roles": sorted({p.message.role for p in group}), **({"keys": keys} if keys else {})},
             )
         )
     return units
