@@ -2,9 +2,10 @@
 relevance floor so that an unrelated question retrieves nothing.
 
 Steps, each a small function: find a time range in the query ("上周", "last May") relative to the
-request's ``at``; ask the keyword and vector indexes for candidates (inside the range when there
-is one, topped up from outside it); fuse by weighted reciprocal rank; keep candidates that pass
-the relevance floor; hydrate the units; break ties by recency.
+request's ``at``; ask the keyword and vector indexes for candidates (and, when the query names a
+period, for the candidates said in it, ranked among themselves as one more list); fuse by
+weighted reciprocal rank; keep candidates that pass the relevance floor; hydrate the units,
+weighting the bare tail of a long answer down; break ties by recency.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..errors import InvalidInput
 from ..providers.embeddings import Embedder
 from ..stores import UnitStore, VectorIndex
 from ..timeparse import parse_time_range
-from ..types import Hit, Scope, Scored, SearchFilter
+from ..types import Hit, Scope, Scored, SearchFilter, Unit
 from .fusion import Fused, rrf
 from .units import LABELS
 
@@ -53,7 +54,8 @@ class SearchSettings:
     bm25_floor: float = 0.0
     #: drop candidates below the floors above (off for the plain baselines of the benchmark)
     relevance_floor: bool = True
-    #: restrict to a time range named in the query ("上周", "last May"), topping up from outside
+    #: rank what was said in a period the query names ("上周", "last May") among itself, as one
+    #: more list in the fusion (its weight: "period" above)
     use_time: bool = True
     #: a unit holding only the assistant's words (the tail of a long answer) ranks at this share
     #: of its fused score, unless the query speaks to the assistant ("you", "你": "what did you
@@ -87,7 +89,7 @@ class Searcher:
         span = parse_time_range(query, at) if at is not None and self.settings.use_time else None
         fused = self._fused(user, query, where, span)
         weight = 1.0 if _SPEAKS_TO_ASSISTANT.search(query) else self.settings.assistant_weight
-        hits = self._hydrate(user, fused[: max(2 * k, POOL)], assistant_weight=weight)
+        hits = self._hydrate(user, fused[: max(2 * k, MIN_HYDRATED)], assistant_weight=weight)
         return hits[:k]
 
     # ---- candidates --------------------------------------------------------------------------
@@ -176,15 +178,15 @@ class Searcher:
         return sorted(hits, key=lambda h: (-round(h.score, 9), *ties[h.unit.id], -h.unit.timestamp.timestamp(), h.unit.id))
 
 
-#: fused candidates hydrated (at least; 2 x k when more): the order of the first k results is the
-#: same for every k up to half of it
-POOL = 50
+#: fused candidates hydrated (at least; 2 x k when more): the first k results are in the same
+#: order for every k up to half of it
+MIN_HYDRATED = 50
 #: "you" / "你" / "您": the question is about what the assistant said
 _SPEAKS_TO_ASSISTANT = re.compile(r"\b(?:you|your|yours|yourself)\b|[你您]", re.IGNORECASE)
 _ASSISTANT_LABELS = frozenset(labels["assistant"] for labels in LABELS.values())
 
 
-def assistant_only(unit) -> bool:
+def assistant_only(unit: Unit) -> bool:
     """Whether the unit holds only the assistant's words (by its roles, else its speaker labels)."""
     roles = unit.metadata.get("roles")
     if roles is not None:
