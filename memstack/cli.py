@@ -120,8 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.set_defaults(run=cmd_search)
 
-    p = sub.add_parser("reindex", help="re-embed every memory (after changing the embedder)")
+    p = sub.add_parser("reindex", help="re-embed every memory (after changing the embedder), or cut the threads into units again")
     p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.add_argument("--rechunk", action="store_true", help="cut every thread into units again (after a change of chunk size; older stores used 200 tokens)")
+    p.add_argument("--chunk-tokens", type=int, help="with --rechunk: the largest unit in tokens (default: the layer's, 280)")
     p.set_defaults(run=cmd_reindex)
 
     p = sub.add_parser("bench", help="benchmarks")
@@ -327,8 +329,11 @@ def cmd_search(args: argparse.Namespace) -> None:
 def cmd_reindex(args: argparse.Namespace) -> None:
     from .layers.retrieval import reindex
 
+    if args.chunk_tokens is not None and (not args.rechunk or args.chunk_tokens < 20):
+        raise UsageError("--chunk-tokens goes with --rechunk and is at least 20")
     with _memory(args) as mem:
-        n = reindex(mem.store, args.embedder, progress=None if args.json else lambda done: print(f"\r{done} units", end="", file=sys.stderr))
+        options = {"chunk_tokens": args.chunk_tokens} if args.chunk_tokens else {}
+        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=None if args.json else lambda done: print(f"\r{done} units", end="", file=sys.stderr), **options)
     _emit(args, {"reindexed": n}, lambda: f"\nreindexed {n} units")
 
 

@@ -159,6 +159,38 @@ def test_a_new_embedder_is_refused_until_reindex(tmp_path):
         assert any("跑步" in h.unit.text for h in hits)  # searched with the new model
 
 
+def test_rechunk_cuts_the_threads_again_and_keeps_other_units(tmp_path):
+    from memstack.layers.retrieval import reindex
+    from memstack.types import Scope, Unit
+
+    db = tmp_path / "rc.db"
+    reply = "".join(f"第{i}条建议：每周跑三次，每次三十分钟，跑前热身，跑后拉伸。" for i in range(12))
+    with Memory(db, layers=["retrieval"], options={"chunk_tokens": 60}) as m:
+        save(m, "u", "我平时喜欢跑步，你有什么训练建议吗？", thread="a", reply=reply)
+        save(m, "v", "我喜欢游泳", thread="b", reply="好的")
+        assert m.flush().failed == 0
+        thread = Scope(user_id="u", thread_id="a")
+        before = [x for b in m.store.units.iterate(thread) for x in b]
+        assert len(before) > 3 and {x.kind for x in before} == {"chunk"}
+        model = m._layer("retrieval", {}).searcher.embedder
+        fact = Unit(id="f-1", scope=thread, text="用户的职业是软件工程师", timestamp=T0, kind="fact")
+        m.store.units.put([fact])
+        m.store.vectors.upsert([fact], model.embed_documents([fact.text]), model=model.name)
+        vectors_before = m.store.vectors.info()[2]
+    with Memory(db, layers=["retrieval"]) as m:
+        assert reindex(m.store, rechunk=True, chunk_tokens=2000) == 2  # one unit per round now
+        after = [x for b in m.store.units.iterate(thread) for x in b]
+        assert sorted(x.kind for x in after) == ["fact", "round"]
+        whole = next(x for x in after if x.kind == "round")
+        assert reply in whole.text and whole.metadata["roles"] == ["assistant", "user"]
+        assert m.store.vectors.fetch(thread, [x.id for x in before if x.id != whole.id]) == {}
+        assert m.store.vectors.info()[2] < vectors_before and m.store.vectors.fetch(thread, ["f-1", whole.id]).keys() == {"f-1", whole.id}
+        assert "跑步" in m.search("我喜欢什么运动？", user_id="u", k=1)[0].unit.text
+        assert [h.unit.scope.user_id for h in m.search("我喜欢什么运动？", user_id="v")] == ["v"]
+    bad = subprocess.run([sys.executable, "-m", "memstack", "reindex", "--db", f"sqlite:///{db}", "--chunk-tokens", "100"], capture_output=True, text=True, env={**os.environ, "MEMSTACK_HOME": str(tmp_path)})
+    assert bad.returncode != 0 and "--rechunk" in bad.stderr
+
+
 def test_a_fact_said_in_passing_in_a_long_message_is_found_by_its_sentence_key(tmp_path):
     from test_retrieval_units import LONG_USER
 

@@ -165,9 +165,17 @@ class Retrieval:
     # ---- write side --------------------------------------------------------------------------
 
     def write(self, request: WriteRequest) -> int | None:
+        units, cursor = self._cut(request)
+        if units:
+            request.store.units.put(units)
+            self._embed(request.scope, units)
+        return cursor
+
+    def _cut(self, request: WriteRequest) -> tuple[list[Unit], int | None]:
+        """The units of the request's rounds, and the cursor for the next job."""
         groups = rounds(request.messages)
         if not groups:
-            return None
+            return [], None
         scope = request.scope
         # After the thread's start the batch begins with the round before the last one written:
         # it leads in the next round and is already indexed with its own lead-in.
@@ -181,13 +189,36 @@ class Retrieval:
             units += units_for_round(
                 scope, groups[i], round_no, self.counter, chunk_tokens=self.chunk_tokens, previous=previous, lead_tokens=self.lead_tokens, key_min_tokens=self.key_min_tokens if self.sentence_keys else None
             )
-        if units:
-            request.store.units.put(units)
-            self._embed(scope, units)
         # the next job re-reads the last two rounds: the last may still be answered, and the one
         # before leads it in
         keep = groups[-2][0].seq if len(groups) > 1 else groups[-1][0].seq
-        return (keep - 1) if keep else None
+        return units, (keep - 1) if keep else None
+
+    def rechunk(self, *, batch: int = 500, progress: Any = None) -> int:
+        """Cut every thread's messages into units again with this layer's settings (after a change
+        of ``chunk_tokens``, ``lead_tokens`` or the key settings) and embed them; the thread's old
+        units and their vectors are replaced only once the new ones are stored, so a failure
+        loses nothing. Other units (extracted facts, documents) stay. Returns units written."""
+        old: dict[Scope, list[Unit]] = {}
+        for units in self.store.units.iterate(batch=batch):
+            for u in units:
+                if u.kind in ("round", "chunk"):
+                    old.setdefault(u.scope, []).append(u)
+        done = 0
+        for scope, before in old.items():
+            units, _ = self._cut(WriteRequest(scope, self.store.history.read(scope), final=True, store=self.store))
+            if units:
+                self.store.units.put(units)
+                self._embed(scope, units)
+            kept = {u.id for u in units} | {f"{u.id}{KEY_MARK}{n}" for u in units for n in range(len(u.metadata.get("keys", ())) if self.sentence_keys else 0)}
+            stale = [i for u in before for i in (u.id, *(f"{u.id}{KEY_MARK}{n}" for n in range(len(u.metadata.get("keys", ()))))) if i not in kept]
+            if stale:
+                self.index.delete(scope, stale)
+                self.store.units.delete(scope, [u.id for u in before if u.id not in kept])
+            done += len(units)
+            if progress:
+                progress(done)
+        return done
 
     def _embed(self, scope: Scope, units: list) -> None:
         """Embed each unit's opening, and (``sentence_keys``) each sentence the user said in it as
@@ -234,9 +265,11 @@ def key_unit(unit: Unit, n: int, text: str) -> Unit:
     return replace(unit, id=f"{unit.id}{KEY_MARK}{n}", text=text, metadata={"parent": unit.id})
 
 
-def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, **options: Any) -> int:
-    """Re-embed every unit of the store with ``embedder`` (after a change of model)."""
-    return Retrieval(store=store, embedder=embedder, **options).reindex(progress=progress)
+def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, rechunk: bool = False, **options: Any) -> int:
+    """Re-embed every unit of the store with ``embedder`` (after a change of model); with
+    ``rechunk``, cut the threads into units again with ``options`` (``chunk_tokens``...) instead."""
+    layer = Retrieval(store=store, embedder=embedder, **options)
+    return layer.rechunk(progress=progress) if rechunk else layer.reindex(progress=progress)
 
 
 def topic_memory(store: Store, embedder: str | Embedder | None = None, topic: str | None = None, top_k: int = 6, share: float = 0.3, counter: TokenCounter | str | None = None) -> Retrieval:
