@@ -69,8 +69,8 @@ class Retrieval:
     #: only cost tokens (see BENCHMARKS.md).
     neighbours: int = 1
     neighbour_below: int = 80
-    #: pseudo-relevance feedback: the first ``feedback`` relevant results' vectors move the query
-    #: for a second vector search (0: off; see SearchSettings.feedback)
+    #: pseudo-relevance feedback: the first ``feedback`` relevant results' vectors move the query,
+    #: which re-scores the vector search's pool (0: off; see SearchSettings.feedback)
     feedback: int = 3
     #: plain ranking without relevance floor, time handling, sentence keys or feedback (the
     #: benchmark's baselines)
@@ -206,12 +206,15 @@ class Retrieval:
                     old.setdefault(u.scope, []).append(u)
         done = 0
         for scope, before in old.items():
-            units, _ = self._cut(WriteRequest(scope, self.store.history.read(scope), final=True, store=self.store))
+            messages = self.store.history.read(scope)
+            if not messages:
+                continue  # nothing to cut them from again: the units stay as they are
+            units, _ = self._cut(WriteRequest(scope, messages, final=True, store=self.store))
             if units:
                 self.store.units.put(units)
                 self._embed(scope, units)
-            kept = {u.id for u in units} | {f"{u.id}{KEY_MARK}{n}" for u in units for n in range(len(u.metadata.get("keys", ())) if self.sentence_keys else 0)}
-            stale = [i for u in before for i in (u.id, *(f"{u.id}{KEY_MARK}{n}" for n in range(len(u.metadata.get("keys", ()))))) if i not in kept]
+            kept = {i for u in units for i in vector_ids(u)}
+            stale = [i for u in before for i in vector_ids(u) if i not in kept]
             if stale:
                 self.index.delete(scope, stale)
                 self.store.units.delete(scope, [u.id for u in before if u.id not in kept])
@@ -262,7 +265,16 @@ def thread_order(unit: Unit) -> tuple:
 
 def key_unit(unit: Unit, n: int, text: str) -> Unit:
     """A sentence key of ``unit`` for the vector index only (never stored as a unit)."""
-    return replace(unit, id=f"{unit.id}{KEY_MARK}{n}", text=text, metadata={"parent": unit.id})
+    return replace(unit, id=key_id(unit.id, n), text=text, metadata={"parent": unit.id})
+
+
+def key_id(unit_id: str, n: int) -> str:
+    return f"{unit_id}{KEY_MARK}{n}"
+
+
+def vector_ids(unit: Unit) -> list[str]:
+    """The ids ``unit`` has in the vector index: its own and its sentence keys' (see ``_embed``)."""
+    return [unit.id, *(key_id(unit.id, n) for n in range(len(unit.metadata.get("keys", ()))))]
 
 
 def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, rechunk: bool = False, **options: Any) -> int:
