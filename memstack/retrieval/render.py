@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from itertools import groupby
 
 from ..tokens import TokenCounter
-from ..types import Hit
+from ..types import Hit, Unit
 from .units import language
 
 WEEKDAYS = {"zh": "一二三四五六日", "en": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]}
@@ -51,7 +51,9 @@ def date_line(when: datetime, lang: str) -> str:
 
 def _messages(hits: Sequence[Hit]) -> list[_Message]:
     """The hits as messages, each once (spans of one message merged; units without spans whole),
-    threads in the order they started, messages of a thread in append order."""
+    each dated by its own time (a lead-in by the time stored with it, else its unit's), in the
+    order of the days they were said; on one day, threads in the order they started that day,
+    messages of a thread in append order."""
     found: dict[str, _Message] = {}
     for hit in hits:
         u = hit.unit
@@ -60,25 +62,38 @@ def _messages(hits: Sequence[Hit]) -> list[_Message]:
         if not spans:
             found.setdefault(f"unit:{u.id}", _Message("", u.timestamp, thread, -1, [(0, u.text)]))
             continue
+        lead = _lead(u)
         for message_id, seq, label, offset, start, end in spans:
-            m = found.setdefault(message_id, _Message(label, u.timestamp, thread, seq or 0))
-            m.when = min(m.when, u.timestamp)
+            when = lead[1] if lead is not None and lead[0] == message_id else u.timestamp
+            m = found.setdefault(message_id, _Message(label, when, thread, seq or 0))
+            m.when = min(m.when, when)
             m.segments.append((offset, u.text[start:end]))
-    started: dict[str, datetime] = {}
+    started: dict[tuple[date, str], datetime] = {}
     for m in found.values():
-        started[m.thread] = min(started.get(m.thread, m.when), m.when)
-    return sorted(found.values(), key=lambda m: (started[m.thread], m.thread, m.seq, m.when))
+        key = (m.when.date(), m.thread)
+        started[key] = min(started.get(key, m.when), m.when)
+    return sorted(found.values(), key=lambda m: (m.when.date(), started[m.when.date(), m.thread], m.thread, m.seq, m.when))
+
+
+def _lead(unit: Unit) -> tuple[str, datetime] | None:
+    """The lead-in message's id and time (see ``units_for_round``), or None."""
+    lead = unit.metadata.get("lead")
+    if not isinstance(lead, dict) or "id" not in lead or "at" not in lead:
+        return None
+    return str(lead["id"]), datetime.fromisoformat(str(lead["at"]))
 
 
 def render_hits(hits: Sequence[Hit], lang: str | None = None) -> str:
-    """The hits' messages in time order under one date line per day, after a one-line header."""
+    """The hits' messages under one date line per day, days ascending, each day once, after a
+    one-line header (see ``_messages`` for the order within a day)."""
     if not hits:
         return ""
     lang = lang or language("".join(h.unit.text for h in hits))
     lines = [HEADERS[lang]]
-    for day, group in groupby(_messages(hits), key=lambda m: date_line(m.when, lang)):
-        lines.append(day)
-        lines.extend(f"{m.label}: {m.text()}" if m.label else m.text() for m in group)
+    for _day, group in groupby(_messages(hits), key=lambda m: m.when.date()):
+        messages = list(group)
+        lines.append(date_line(messages[0].when, lang))
+        lines.extend(f"{m.label}: {m.text()}" if m.label else m.text() for m in messages)
     return "\n".join(lines)
 
 

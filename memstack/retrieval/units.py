@@ -131,7 +131,9 @@ def units_for_round(
     key_min_tokens: int | None = 180,
 ) -> list[Unit]:
     """The units of one round: the whole round if it fits ``chunk_tokens``, else its chunks; the
-    first is led in by the end of the ``previous`` round's reply (see ``lead_in``). A unit longer
+    first is led in by the end of the ``previous`` round's reply (see ``lead_in``): context only,
+    so a unit's time is that of its own first message, and the lead-in's own id and time are kept
+    in ``metadata["lead"]`` (rendering dates it by them). A unit longer
     than ``key_min_tokens`` lists the user's sentences in it as keys (None: no keys); a shorter one
     is about what its own embedding says, and keys would only repeat it."""
     lang = language("".join(m.text for m in messages))
@@ -144,23 +146,25 @@ def units_for_round(
     if lead is not None:
         groups[0] = [lead, *groups[0]]
     first = messages[0]
+    own = [g[1:] if (i == 0 and lead is not None) else g for i, g in enumerate(groups)]
     category = next((m.metadata.get("category") for m in messages if m.metadata.get("category")), None)
     units = []
     for i, group in enumerate(groups):
         sources = tuple(dict.fromkeys(p.message.id for p in group))
         text, spans = render_pieces(group)
-        keys = sentence_keys(group[1:] if (i == 0 and lead is not None) else group) if key_min_tokens is not None and counter.count(text) > key_min_tokens else []
+        keys = sentence_keys(own[i]) if key_min_tokens is not None and counter.count(text) > key_min_tokens else []
+        led = {"lead": {"id": lead.message.id, "at": lead.message.timestamp.isoformat()}} if (i == 0 and lead is not None) else {}
         units.append(
             Unit(
                 id=f"{first.id}:{i}",
                 scope=scope,
                 text=text,
-                timestamp=group[0].message.timestamp,
+                timestamp=own[i][0].message.timestamp,
                 kind="round" if len(groups) == 1 else "chunk",
                 round=round_no,
                 category=str(category) if category else None,
                 source_ids=sources,
-                metadata={"lang": lang, "spans": spans, "roles": sorted({p.message.role for p in group}), **({"keys": keys} if keys else {})},
+                metadata={"lang": lang, "spans": spans, "roles": sorted({p.message.role for p in group}), **({"keys": keys} if keys else {}), **led},
             )
         )
     return units
