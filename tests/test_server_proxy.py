@@ -145,7 +145,7 @@ def m(role, text):
 def test_resend_rules():
     u1, a1, u2, a2, u3 = m("user", "u1"), m("assistant", "a1"), m("user", "u2"), m("assistant", "a2"), m("user", "u3")
     a1b = m("assistant", "a1 again")
-    assert new_messages([u1, a1, u2, a2], [u1, a1, u2, a2, u3]) == new_messages([], [u3])  # what follows the overlap
+    assert new_messages([u1, a1, u2, a2], [u1, a1, u2, a2, u3]).new == new_messages([], [u3]).new == [u3]  # what follows the overlap
     assert [x.text for x in new_messages([u1, a1, u2, a2], [u2, a2, u3]).new] == ["u3"]  # a windowed client
     retry = new_messages([u1], [u1])  # the first call failed upstream: nothing new, the answer is wanted
     assert retry.new == [] and retry.store_answer
@@ -244,3 +244,34 @@ def test_the_local_model_remembers_the_backend_across_sessions(tmp_path):
         answer = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert "springboot" in answer.lower().replace(" ", ""), answer
     assert [r for r, _ in history(memory, "lisi", "s2")] == ["user", "assistant"]
+
+
+def _memory_text(sent: list[dict]) -> str:
+    return " ".join(m["content"] for m in sent if m["role"] == "system" and m != SYSTEM)
+
+
+def test_a_client_that_sends_only_its_newest_message_gets_the_thread_s_earlier_turns_once(tmp_path):
+    """§4.9: many clients send only the new message; the thread's stored turns are the history."""
+    with CannedUpstream() as upstream:
+        memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="summary-buffer,entities,retrieval", options={"model": upstream.model})
+        app = create_app(memory, ServerConfig(model=upstream.model, upstream_timeout=10))
+        with BackgroundServer(app) as server:
+            sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
+            ask = lambda messages: sdk.chat.completions.create(model="m", messages=messages, user="wangwu", extra_headers={"X-Memstack-Thread": "t"})  # noqa: E731
+            first = ask([{"role": "user", "content": "我叫王五"}]).choices[0].message.content
+            settle(memory)  # the round is indexed: retrieval could show it too
+            ask([SYSTEM, {"role": "user", "content": "我叫什么？"}])
+            sent = upstream.chats[-1]["messages"]
+            assert sent[0] == SYSTEM and sent[-1] == {"role": "user", "content": "我叫什么？"}
+            convo = [{"role": x["role"], "content": x["content"]} for x in sent if x["role"] != "system"]
+            assert convo == [{"role": "user", "content": "我叫王五"}, {"role": "assistant", "content": first}, {"role": "user", "content": "我叫什么？"}]
+            assert "王五" not in _memory_text(sent)  # not in a memory section as well
+
+            # a client that resends the whole history gets each message once
+            answer = "收到：我叫什么？"
+            ask([SYSTEM, {"role": "user", "content": "我叫王五"}, {"role": "assistant", "content": first}, {"role": "user", "content": "我叫什么？"}, {"role": "assistant", "content": answer}, {"role": "user", "content": "我住在杭州"}])
+            sent = upstream.chats[-1]["messages"]
+            convo = [(x["role"], x["content"]) for x in sent if x["role"] != "system"]
+            assert convo == [("user", "我叫王五"), ("assistant", first), ("user", "我叫什么？"), ("assistant", answer), ("user", "我住在杭州")]
+            assert "王五" not in _memory_text(sent)
+            assert history(memory, "wangwu", "t") == convo + [("assistant", "收到：我住在杭州")]

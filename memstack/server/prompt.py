@@ -1,6 +1,7 @@
 """The request the proxy sends upstream: the client's system messages, then one system message of
-memory, then the client's conversation as sent, trimmed by the core's ``trim`` only when the whole
-would exceed the budget. Pure functions.
+memory, then the thread's earlier turns the client did not send, then the client's conversation
+as sent, trimmed by the core's ``trim`` (oldest first) only when the whole would exceed the
+budget. Pure functions.
 
 The client's messages are forwarded as the client wrote them (every field kept); they are parsed
 into Messages only to be counted, trimmed and stored. ``developer`` messages count as system ones.
@@ -64,10 +65,12 @@ def last_user_text(client: Sequence[ClientMessage]) -> str | None:
     return next((c.message.text for c in reversed(client) if c.message.role == "user" and c.message.text.strip()), None)
 
 
-def fit(system: Sequence[ClientMessage], memory: Message | None, convo: Sequence[ClientMessage], budget: int | None, counter: TokenCounter) -> Outgoing:
-    """System messages, memory, conversation; over ``budget``, the conversation is trimmed from
-    its oldest end (whole turns, starting on a user message), and if even its last message cannot
-    fit beside the memory, the memory goes first. BudgetError when nothing of it fits."""
+def fit(system: Sequence[ClientMessage], memory: Message | None, convo: Sequence[ClientMessage], budget: int | None, counter: TokenCounter, *, earlier: Sequence[Message] = ()) -> Outgoing:
+    """System messages, memory, the ``earlier`` stored turns, conversation; over ``budget``, the
+    earlier turns and then the conversation are trimmed from the oldest end (whole turns, starting
+    on a user message), and if even its last message cannot fit beside the memory, the memory goes
+    first. BudgetError when nothing of it fits."""
+    convo = [ClientMessage(m.to_openai(), m) for m in earlier] + list(convo)
     fixed = [c.message for c in system]
     talk = [c.message for c in convo]
     for mem in ([memory] if memory is not None else []) + [None]:

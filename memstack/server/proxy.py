@@ -7,8 +7,11 @@ An app gains memory by changing its base URL. For each call:
 2. store what is new: the request's trailing messages the thread does not hold yet (``resend``),
    so a client that resends its whole history stores each message once;
 3. memory: ``Memory.context()`` with the client's last user message as the query builds the one
-   system message of memory sections, placed after the client's own system messages; the client's
-   history is kept, and trimmed only when the whole would exceed the budget (``prompt.fit``);
+   system message of memory sections, placed after the client's own system messages; then the
+   thread's turns from before the client's history, as the stack's conversation layers (window,
+   summary-buffer...) keep them, for the clients that send only their newest message (turns the
+   client resent are its own, never sent twice); then the client's history as sent. The whole is
+   trimmed, oldest turns first, only when it would exceed the budget (``prompt.fit``);
 4. answer: forward upstream (``upstream``), relay the answer or its stream, then store it (before
    the stream's ``[DONE]``), which queues the layers' work. A dead or slow upstream is a 502/504
    JSON error, and the user's message stays stored.
@@ -20,7 +23,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -31,7 +34,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import InvalidInput, MemstackError
 from ..memory import Memory
-from ..types import utcnow
+from ..types import Message, utcnow
 from .deps import Tenant
 from .errors import ApiError, UpstreamTimeout, error_body
 from .metrics import Metrics
@@ -64,6 +67,15 @@ class Prepared:
     store_answer: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What storing a request's new messages found: whether to store the answer, and the seq of
+    the thread's copy of the request's first message (None: the request holds no history)."""
+
+    store_answer: bool
+    client_from: int | None
+
+
 class Proxy:
     """The proxy's work for one app: Memory on one side, the upstream model on the other.
 
@@ -84,21 +96,22 @@ class Proxy:
 
     def prepare(self, who: Who, body: ChatRequest) -> Prepared:
         client = parse_client([m.model_dump(exclude_none=True) for m in body.messages])
-        store_answer = self._store_new(who, client)
+        stored = self._store_new(who, client)
         system, convo = split_system(client)
         budget = self._budget(body)
         ctx = self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
         memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
-        return Prepared(fit(system, memory, convo, budget, self.memory.counter), store_answer)
+        earlier = earlier_turns(ctx.messages, stored.client_from)
+        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer)
 
-    def _store_new(self, who: Who, client: list[ClientMessage]) -> bool:
+    def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
         with self._locks[hash((who.tenant, who.user_id, who.thread_id)) % _STRIPES]:
             tail = [m for m in self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK) if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)
-            if plan.new:
-                self.memory.add([m.to_openai() for m in plan.new], **who.ids())
-        return plan.store_answer
+            added = self.memory.add([m.to_openai() for m in plan.new], **who.ids()) if plan.new else []
+        first = tail[plan.first] if plan.first is not None else added[0] if added else None
+        return Stored(plan.store_answer, first.seq if first is not None else None)
 
     def _budget(self, body: ChatRequest) -> int:
         answer = body.max_completion_tokens or body.max_tokens or self.completion_tokens
@@ -154,6 +167,13 @@ class Proxy:
         outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"
         self.metrics.upstream.labels(outcome).inc()
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
+
+
+def earlier_turns(context: Sequence[Message], client_from: int | None) -> list[Message]:
+    """The conversation of ``Memory.context()`` stored before the client's own history (seq below
+    ``client_from``; all of it when the client sent no history): what the thread said that this
+    request does not carry. The query and the memory message (no seq) are never among them."""
+    return [m for m in context if m.role != "system" and m.seq is not None and (client_from is None or m.seq < client_from)]
 
 
 def _collect(chunk: dict[str, Any], text: list[str], calls: dict[int, dict[str, Any]]) -> None:

@@ -12,6 +12,10 @@ prefix of the request that the stored tail ends with:
 
 A regenerate is recognised by matching against the stored tail without its trailing answer: the
 thread already holds an answer to that request, so the new answer is not stored again.
+
+``Resend.first`` says where the request's history starts in the stored tail (the index of the
+stored copy of its first message; None when even that one is new): what the thread holds before
+it is history the client did not send (a client that sends only its newest message).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class Resend:
 
     new: list[Message]
     store_answer: bool
+    #: the index in the stored tail of the request's first message (None: it is new, stored now)
+    first: int | None = None
 
 
 def fingerprint(m: Message) -> tuple:
@@ -52,12 +58,12 @@ def new_messages(stored_tail: Sequence[Message], incoming: Sequence[Message]) ->
     tail (at least as many messages as the request holds, or the whole thread)."""
     k = overlap(stored_tail, incoming)
     if k:
-        return Resend(list(incoming[k:]), True)
+        return Resend(list(incoming[k:]), True, len(stored_tail) - k)
     answered = list(stored_tail)
     while answered and answered[-1].role != "user":
         answered.pop()
     k = overlap(answered, incoming) if len(answered) < len(stored_tail) else 0
     if k:
         rest = list(incoming[k:])
-        return Resend(rest, bool(rest))
+        return Resend(rest, bool(rest), len(answered) - k)
     return Resend(list(incoming), True)
