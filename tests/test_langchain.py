@@ -135,6 +135,35 @@ def test_runnable_with_message_history_shares_the_thread():
     assert memory.history(user_id="u1", thread_id="s2") == []
 
 
+@pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
+def test_an_empty_model_answer_keeps_the_users_message_and_says_why_the_answer_is_not_stored(caplog):
+    """§4.10: an empty AI reply made the whole batch fail inside a LangChain callback (only logged)."""
+    memory = Memory("memory://")
+    model = GenericFakeChatModel(messages=iter([AIMessage(""), AIMessage("  "), AIMessage("Your name is Li Si.")]))
+    chat = RunnableWithMessageHistory(model, lambda session_id: MemstackChatMessageHistory(memory, user_id="u1", thread_id=session_id))
+    config = {"configurable": {"session_id": "s1"}}
+    with caplog.at_level("WARNING", logger="memstack"):
+        assert chat.invoke([HumanMessage("My name is Li Si.")], config).content == ""
+        assert chat.invoke([HumanMessage("Hello?")], config).content == "  "
+    skipped = [r for r in caplog.records if r.name.startswith("memstack") and "empty" in r.getMessage()]
+    assert len(skipped) == 2 and all(r.levelname == "WARNING" for r in skipped)
+    assert chat.invoke([HumanMessage("What is my name?")], config).content == "Your name is Li Si."
+    stored = [(m.role, m.text) for m in memory.history(user_id="u1", thread_id="s1")]
+    assert stored == [("user", "My name is Li Si."), ("user", "Hello?"), ("user", "What is my name?"), ("assistant", "Your name is Li Si.")]
+
+
+def test_other_invalid_messages_are_refused_naming_the_message_and_nothing_is_stored():
+    memory = Memory("memory://")
+    history = MemstackChatMessageHistory(memory, user_id="u1", thread_id="s1")
+    with pytest.raises(InvalidInput) as refused:
+        history.add_messages([HumanMessage("hi"), HumanMessage("")])
+    assert refused.value.field == "messages[1].content"
+    with pytest.raises(InvalidInput) as refused:
+        history.add_messages([AIMessage("ok"), ChatMessage("x", role="critic")])
+    assert refused.value.field == "messages[1].role"
+    assert memory.history(user_id="u1", thread_id="s1") == []
+
+
 def test_history_feeds_the_memory_layers():
     memory = Memory("memory://", layers=["window", "retrieval"])
     history = MemstackChatMessageHistory(memory, user_id="u1", thread_id="s1")

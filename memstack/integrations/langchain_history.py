@@ -18,6 +18,7 @@ metadata (values JSON cannot hold become their text); a tool message's ``artifac
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,8 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependency("langchain-core", "langchain") from exc
+
+log = logging.getLogger("memstack.integrations.langchain")
 
 #: the key of memstack Message.metadata under which LangChain-only fields are kept
 KEPT = "langchain"
@@ -67,12 +70,21 @@ class MemstackChatMessageHistory(BaseChatMessageHistory):
         return [to_langchain(m) for m in stored]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Store the messages in one ``Memory.add`` (all validated before any is written)."""
-        if not messages:
-            return
+        """Store the messages in one ``Memory.add`` (all validated before any is written).
+
+        An empty AI reply (no text, no tool calls: a model that answered "" or stopped at once)
+        is not stored, and a warning says so; the rest of the batch is, so under
+        ``RunnableWithMessageHistory`` the user's message of that turn is kept, as LangChain's
+        own histories keep it. Any other message memstack cannot store (an empty human message,
+        an unknown role) is refused with InvalidInput naming it (``messages[1].content``) and
+        nothing of the batch is written.
+        """
         now = utcnow()
+        batch = [m for m in (_stored_form(i, m, now) for i, m in enumerate(messages)) if m is not None]
+        if not batch:
+            return
         s = self.scope
-        self.memory.add([to_memstack(m, at=now) for m in messages], user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id)  # type: ignore[arg-type]
+        self.memory.add(batch, user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id)  # type: ignore[arg-type]
 
     def clear(self) -> None:
         """Forget the thread: its messages and everything the layers keyed to it."""
@@ -81,6 +93,17 @@ class MemstackChatMessageHistory(BaseChatMessageHistory):
 
 
 # ---- LangChain -> memstack -------------------------------------------------------------------
+
+
+def _stored_form(i: int, message: BaseMessage, at: datetime) -> Message | None:
+    """The Message to store for the i-th message of a batch; None for an empty AI reply."""
+    try:
+        return to_memstack(message, at=at)
+    except InvalidInput as exc:
+        if isinstance(message, AIMessage) and exc.field == "content":
+            log.warning("not storing an empty AI reply (id %s) in the history: memstack keeps only messages with content or tool calls", message.id)
+            return None
+        raise InvalidInput(f"messages[{i}]: {exc}", field=f"messages[{i}].{exc.field or 'content'}") from exc
 
 
 def to_memstack(message: BaseMessage, *, at: datetime | None = None) -> Message:
