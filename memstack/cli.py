@@ -139,6 +139,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", metavar="FILE", help="keep the ingested conversations in this SQLite file and reuse them on the next run")
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
+    p = bench.add_parser("qa", help="answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines")
+    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn"])
+    p.add_argument("--data", required=True, help="the benchmark file (.json or .json.gz); MemoryBank-CN format files may carry answer_keywords")
+    p.add_argument("--preset", action="append", default=[], help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES))
+    p.add_argument("--strategy", action="append", default=[], help="a stack of layers to test, e.g. window,retrieval (repeatable)")
+    p.add_argument("--baselines", default="none,full,oracle", help="baselines in the same run, comma-separated, or '' for none (default: %(default)s)")
+    p.add_argument("--model", default="local", help="the chat model of the model-backed layers and of the answers (default: %(default)s)")
+    p.add_argument("--judge", help="a chat model that also grades every answer with a strict correct/wrong prompt (default: rules only)")
+    p.add_argument("--max-tokens", type=int, default=1200, help="token budget of each memory context (default: %(default)s)")
+    p.add_argument("--thread", choices=["new", "last"], default="new", help="ask in a new thread (default) or in the last session's thread")
+    p.add_argument("--limit", type=int, help="questions at most")
+    p.add_argument("--per-type", type=int, help="questions at most per question type (a stratified sample)")
+    p.add_argument("--only", action="append", default=[], metavar="ID", help="only this conversation (repeatable)")
+    p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
+    p.add_argument("--reuse", metavar="DIR", help="keep each system's ingested store in DIR and reuse it on the next run")
+    p.add_argument("--answers", metavar="FILE", help="also write every question's context size, answer and verdict as JSON lines")
+    p.set_defaults(run=cmd_bench_qa)
+    _common(p)
 
     p = sub.add_parser("serve", help="run the memory service: the REST API and the OpenAI-compatible proxy")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
@@ -338,7 +356,8 @@ def cmd_reindex(args: argparse.Namespace) -> None:
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> None:
-    from .evaluation.recall import format_report, run, stderr_progress
+    from .evaluation.progress import Progress
+    from .evaluation.recall import format_report, run
 
     try:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
@@ -346,8 +365,29 @@ def cmd_bench_recall(args: argparse.Namespace) -> None:
         raise InvalidInput(f"--k: not a list of integers: {args.k!r}") from exc
     if not ks or min(ks) < 1:
         raise InvalidInput("--k: give positive cut-offs, e.g. 1,5,10")
-    report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=stderr_progress, db=args.reuse, only=args.only)
-    print(file=sys.stderr)
+    with Progress() as progress:
+        report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=progress, db=args.reuse, only=args.only)
+    _emit(args, report, lambda: format_report(report))
+
+
+def cmd_bench_qa(args: argparse.Namespace) -> None:
+    from .evaluation.progress import Progress
+    from .evaluation.qa import format_report, run, systems_for
+
+    split = lambda values: [x.strip() for v in values for x in v.split(",") if x.strip()]  # noqa: E731
+    systems = systems_for(split(args.preset), args.strategy, split([args.baselines]))
+    if args.max_tokens < 1:
+        raise InvalidInput("--max-tokens must be positive", field="max_tokens")
+    with Progress() as progress:
+        report = run(args.dataset, args.data, systems, model=args.model, judge=args.judge, max_tokens=args.max_tokens, limit=args.limit, per_type=args.per_type, only=args.only, reuse=args.reuse, embedder=args.embedder, thread=args.thread, progress=progress)
+    if args.answers:
+        with open(args.answers, "w", encoding="utf-8") as f:
+            for name, system in report["systems"].items():
+                for row in system["answers"]:
+                    f.write(json.dumps({"system": name, **row}, ensure_ascii=False) + "\n")
+    if not args.json:
+        for system in report["systems"].values():
+            system.pop("answers")
     _emit(args, report, lambda: format_report(report))
 
 

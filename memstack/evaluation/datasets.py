@@ -45,6 +45,9 @@ class Question:
     category: str
     at: datetime
     answer: str | None = None
+    #: answer keywords: each entry a "|"-separated set of alternatives, one of which a correct
+    #: answer contains (MemoryBank-CN format's optional ``answer_keywords``)
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +181,11 @@ def load_memorybank(data: dict[str, Any]) -> list[Conversation]:
             continue
         user = q["user"]
         last = next(last for u, _, last in out if u == user)
-        by_user[user].append(Question(f"{user}#{i}", q["question"], frozenset(q["evidence"]), str(q.get("type", "")), last + timedelta(hours=2), str(q.get("answer", "")) or None))
+        keywords = q.get("answer_keywords") or []
+        if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
+            raise ValueError(f"question {i}: answer_keywords must be a list of strings")
+        keywords = tuple(k for k in keywords if k.strip())
+        by_user[user].append(Question(f"{user}#{i}", q["question"], frozenset(q["evidence"]), str(q.get("type", "")), last + timedelta(hours=2), str(q.get("answer", "")) or None, keywords))
     return [Conversation(user, tuple(sessions), tuple(by_user[user])) for user, sessions, _ in out]
 
 

@@ -11,7 +11,6 @@ verbatim in that text.
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -74,7 +73,7 @@ def run(
     ks: Sequence[int] = DEFAULT_KS,
     limit: int | None = None,
     embedder: str | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
     db: str | Path | None = None,
     only: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -87,6 +86,8 @@ def run(
     if not conversations:
         raise InvalidInput(f"no conversation of {dataset} matches {', '.join(only)}", field="only")
     ks = sorted(set(ks))
+    total = sum(len(c.questions) for c in conversations)
+    total = min(total, limit) if limit is not None else total
     cl100k = get_counter("cl100k_base")
     per_q: list[dict[str, Any]] = []
     index_seconds = 0.0
@@ -113,7 +114,7 @@ def run(
                     latencies.append(time.perf_counter() - t1)
                     per_q.append(_score(q, hits, keys, ks, cl100k))
                     if progress:
-                        progress(f"{dataset} {method}: {asked} questions, {len(latencies) and statistics.median(latencies) * 1000:.0f} ms/query")
+                        progress(asked, total, f"{dataset} {method}: {statistics.median(latencies) * 1000:.0f} ms/query")
     return _report(dataset, method, per_q, ks, index_seconds, latencies)
 
 
@@ -171,8 +172,3 @@ def format_report(report: dict[str, Any]) -> str:
     for label, values in rows:
         lines.append(f"| {label} | " + " | ".join(str(values[k]) for k in ks) + " |")
     return "\n".join(lines)
-
-
-def stderr_progress(message: str) -> None:
-    sys.stderr.write("\r\033[K" + message)
-    sys.stderr.flush()
