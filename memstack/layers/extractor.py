@@ -21,7 +21,7 @@ from typing import Any
 from ..budget import split_text
 from ..errors import JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
-from ..llm.extract import Batch, extract, merge_notes
+from ..llm.extract import Batch, extract, merge_notes, sentence
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
 from ..stores import Store, records_of
@@ -29,6 +29,7 @@ from ..tokens import TokenCounter, get_counter
 from ..types import Change, Message, Record, Scope, Unit
 from . import register_layer
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
+from .notes import apply_updates, grounded_note, said_notes
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -210,15 +211,17 @@ class Extractor:
         old = dict(current[0].value) if current else {"items": []}
         items = list(old.get("items", []))
         seen = {normalize(i["text"]) for i in items}
+        statements = {sentence(s, batch.lang): s for s in getattr(batch.result.value, "memories", [])}
+        fresh = []
         for fact in facts:
             text = fact.strip()
             if not text or normalize(text) in seen:
                 continue
             seen.add(normalize(text))
-            sources, _ = sentence_sources(text, batch.messages, threshold=0.2)
-            sources = sources or tuple(m.id for m in batch.messages)
-            when = max(m.timestamp for m in batch.messages if m.id in sources)
-            items.append({"text": text, "at": when.isoformat(), "source_ids": list(sources)})
+            fresh.append(grounded_note(text, batch.messages, statements.get(text)))
+        # what the notes do not carry of a user turn is quoted, so no covered turn goes unsaid
+        fresh += [n for n in said_notes(batch.messages, items + fresh, batch.lang) if normalize(n["text"]) not in seen]
+        items = apply_updates(items, fresh)
         if sum(self.counter.count(i["text"]) for i in items) > self.summary_tokens:
             items = self._compress(scope, items, batch.lang)
         last = batch.messages[-1]

@@ -49,7 +49,8 @@ class Summary:
         recent = {m.id for m in trim([m for m in messages if m.role != "system"], self.buffer_tokens, request.counter)} if self.buffer_tokens else set()
         kept = [m for m in messages if (m.seq or 0) > covered or m.id in recent or m.seq is None]
         shown = {m.id for m in kept}
-        items = [i for i in value.get("items", []) if not set(i.get("source_ids", [])) <= shown]
+        # a note is left out only when every turn it draws on is shown raw (a note grounded in no turn stays)
+        items = [i for i in value.get("items", []) if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
         dropped = dropped_between(self.name, messages, kept, "covered by the summary", request.counter)

@@ -132,13 +132,19 @@ def language(messages: Sequence[Message]) -> str:
     return "zh" if text and cjk * 10 >= len(text) else "en"
 
 
-_CONTENT = re.compile(r"[\u3400-\u9fff]|[A-Za-z0-9]+")
+#: what acknowledgements are made of; a turn of nothing else carries nothing to remember
+_ACKS = re.compile(
+    r"好的|好吧|好|嗯嗯|嗯|哦|噢|收到|明白了|明白|了解了|了解|知道了|懂了|谢谢你|谢谢|多谢|感谢|没问题|可以|行|对|是的|哈哈|太棒了|不错|"
+    r"\b(?:ok|okay|sure|thanks|thank you|thx|got it|great|cool|nice|yes|yeah|yep|right|noted|alright|understood|will do)\b"
+)
+_LEFT = re.compile(r"[\u3400-\u9fff]|[a-z0-9]+")
 
 
 def trivial(message: Message) -> bool:
-    """An acknowledgement with nothing to remember ("好的。", "OK, thanks!"): at most four Chinese
-    characters or two words. Left out of the prompt: small models echo them as facts."""
-    return len(_CONTENT.findall(message.text)) <= (4 if language([message]) == "zh" else 2)
+    """An acknowledgement with nothing to remember ("好的。", "OK, thanks!", "明白，谢谢！"): nothing is
+    left once acknowledgement words and punctuation are taken out. Left out of the prompt: small
+    models echo them as facts. A short statement ("我叫李四", "I'm 28") is not one."""
+    return not _LEFT.search(_ACKS.sub(" ", message.text.casefold()))
 
 
 def render_turns(messages: Sequence[Message], lang: str) -> str:

@@ -1,0 +1,78 @@
+"""What the summary says it covers, it carries: no turn is lost between the notes and the buffer.
+
+A turn the summary "covers" (its seq is at or before ``covers_until``) leaves the context; that is
+right only when some note carries what it said. Scripted model, the real Extractor, the SQLite
+store and Memory.context.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memstack import Memory
+from memstack.testing import ScriptedModel
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def turns(texts, start=T0):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+
+
+def out(*statements):
+    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+
+
+def context_text(ctx):
+    return "\n".join(m.text for m in ctx.messages)
+
+
+@pytest.mark.parametrize("buffer_tokens", [0, 30, 45])
+def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_tokens):
+    # the model noted the project but not the name: the name's turn must not vanish, whether the
+    # note is shown or hidden because its own turn is in the buffer (45 tokens hold the last two)
+    model = ScriptedModel([out(("用户", "人物", "开发", "知识中台"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary-buffer"], options={"model": model, "batch_messages": 4, "buffer_tokens": buffer_tokens})
+    mem.add(turns(["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思，祝你顺利。"]), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary-buffer", query="我叫什么？", max_tokens=2000)
+    assert "李四" in context_text(ctx)
+    assert "知识中台" in context_text(ctx)
+
+
+def test_a_note_grounded_nowhere_does_not_claim_the_whole_batch(tmp_path):
+    # a paraphrase the turns do not support: it is shown, and the turns it does not carry stay carried
+    model = ScriptedModel([out(("User", "person", "enjoys", "hiking"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    mem.add(turns(["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"]), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    ungrounded = next(i for i in items if "hiking" in i["text"])
+    assert ungrounded["source_ids"] == []
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary", query="Where do I work?", max_tokens=2000)
+    text = context_text(ctx)
+    assert "Chengdu" in text and "nurse" in text and "hiking" in text
+
+
+def test_turns_the_notes_carry_still_leave_the_context(tmp_path):
+    model = ScriptedModel([out(("用户", "人物", "叫", "李四"), ("用户", "人物", "正在开发", "一个知识中台"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 4})
+    mem.add(turns(["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思。"]), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=2000)
+    assert [m.text for m in ctx.messages if m.role != "system"] == []
+    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    assert [i["text"] for i in items] == ["用户叫李四", "用户正在开发一个知识中台"]  # nothing copied: the notes carry both
+
+
+def test_short_statements_reach_the_model_and_acknowledgements_do_not():
+    model = ScriptedModel([out()])
+    mem = Memory("memory://", layers=["summary"], options={"model": model, "batch_messages": 6})
+    mem.add(turns(["我叫李四", "好的。", "我28岁", "明白，谢谢！", "I'm Tom", "OK, thanks!"]), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    prompt = model.calls[0]["messages"][-1]["content"]
+    assert "我叫李四" in prompt and "我28岁" in prompt and "I'm Tom" in prompt
+    assert "好的。" not in prompt and "明白，谢谢！" not in prompt and "OK, thanks!" not in prompt
