@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from itertools import groupby
 
+from ..reldates import annotate
 from ..tokens import TokenCounter
 from ..types import Hit, Unit
 from .units import language
@@ -93,7 +94,8 @@ def render_hits(hits: Sequence[Hit], lang: str | None = None) -> str:
     for _day, group in groupby(_messages(hits), key=lambda m: m.when.date()):
         messages = list(group)
         lines.append(date_line(messages[0].when, lang))
-        lines.extend(f"{m.label}: {m.text()}" if m.label else m.text() for m in messages)
+        # relative dates said then ("上周六") carry their calendar date: the reader is weeks later
+        lines.extend(f"{m.label}: {annotate(m.text(), m.when, lang)}" if m.label else annotate(m.text(), m.when, lang) for m in messages)
     return "\n".join(lines)
 
 
