@@ -15,7 +15,7 @@ from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
 from .base import LayerOutput, ReadRequest, record_lines
-from .extractor import SELF_KEY
+from .extractor import SELF_KEY, attribute_values, first_person
 
 TITLES = {"zh": "已知的实体", "en": "Known entities"}
 
@@ -52,11 +52,13 @@ def names(record: Record) -> list[str]:
 
 
 def rank(records: list[Record], query: str) -> list[Record]:
-    """Named in the query first, then the user's own entity, then the most recently changed."""
+    """Named in the query first (the user's own entity when it speaks in the first person), then
+    the user's own entity, then the most recently changed."""
     q = normalize(query)
+    me = first_person(query)
 
     def key(r: Record) -> tuple:
-        named = any(normalize(n) in q for n in names(r)) if q else False
+        named = (me and r.key == SELF_KEY) or (any(normalize(n) in q for n in names(r)) if q else False)
         return (not named, r.key != SELF_KEY, -(r.valid_from or r.created_at).timestamp())
 
     return sorted(records, key=key)
@@ -73,19 +75,44 @@ def render_entity(record: Record, lang: str, *, provenance: bool = False) -> str
     attrs = v.get("attributes", {})
     details = [v["description"]] if v.get("description") else []
     if attrs:
-        details.append(("；".join if lang == "zh" else "; ".join)(f"{k}={a['value']}" + _when(a, lang, provenance) for k, a in attrs.items()))
+        details.append(("；" if lang == "zh" else "; ").join(render_attribute(k, a, lang, provenance=provenance) for k, a in attrs.items()))
     if not details:
         return f"- {head}"
     return f"- {head}" + ("：" if lang == "zh" else ": ") + ("；" if lang == "zh" else "; ").join(details)
 
 
-def _when(attribute: dict[str, Any], lang: str, provenance: bool) -> str:
-    from .graph import cite
-
-    parts = [attribute["valid_from"][:10]] if attribute.get("valid_from") else []
+def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenance: bool = False) -> str:
+    """One attribute as "key=value (date)": several current values joined, each dated when their
+    dates differ; superseded values after the current one, as past:
+    "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" / "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)"."""
+    current, before = attribute_values(attribute)
+    current = [c for c in current if c.get("value")]
+    zh = lang == "zh"
+    dates = {str(c.get("valid_from", ""))[:10] for c in current}
+    if len(dates) > 1:
+        shown = ("、" if zh else ", ").join(c["value"] + _paren([str(c.get("valid_from", ""))[:10]], lang) for c in current)
+        notes = []
+    else:
+        shown = ("、" if zh else ", ").join(c["value"] for c in current)
+        day = next(iter(dates), "")
+        notes = [(f"自{day}" if zh else f"since {day}") if day and before else day] if day else []
     if provenance and attribute.get("source_ids"):
-        parts.append(cite(attribute["source_ids"], lang))
-    return f" ({', '.join(parts)})" if parts else ""
+        from .graph import cite
+
+        notes.append(cite(attribute["source_ids"], lang))
+    if before:
+        old = ("、" if zh else ", ").join(p["value"] + (("，" if zh else ", ") + (f"{p['valid_from'][:10]}起" if zh else f"from {p['valid_from'][:10]}") if p.get("valid_from") else "") for p in before)
+        notes.append(("此前：" if zh else "before: ") + old)
+    if not shown:
+        return f"{key}=" + _paren(["目前未知" if zh else "unknown now", *notes], lang).strip()
+    return f"{key}={shown}" + _paren(notes, lang)
+
+
+def _paren(notes: list[str], lang: str) -> str:
+    notes = [n for n in notes if n]
+    if not notes:
+        return ""
+    return f"（{'；'.join(notes)}）" if lang == "zh" else f" ({'; '.join(notes)})"
 
 
 def profile(store: Any, share: float = 0.2) -> Entities:

@@ -14,6 +14,7 @@ Reruns are idempotent: a put of the value already current is a no-op.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +31,7 @@ from ..types import Change, Message, Record, Scope, Unit
 from . import register_layer
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
 from .notes import apply_updates, grounded_note, said_notes
+from .supersede import canonical, replaced, said_as_old
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -44,13 +46,26 @@ NEEDS: dict[str, tuple[str, ...]] = {
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
 ALIAS_RELATIONS = frozenset(
     normalize(r)
-    for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "叫", "名叫", "名字是", "名字叫", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.", "is called", "is named", "name is", "named")
+    for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "叫", "名叫", "叫做", "名字", "姓名", "名字是", "名字叫", "name", "called", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.", "is called", "is named", "name is", "named")
 )
 #: words that, in a relation's evidence naming both ends, say the two names are one entity
 ALIAS_WORDS = ("笔名", "别名", "又名", "又称", "外号", "昵称", "化名", "pen name", "also known as", "nickname", "alias", "a.k.a")
 #: what a speaker calls themself: stored under one key so the profile has one entry
-SELF_NAMES = frozenset(normalize(n) for n in ("用户", "我", "本人", "user", "the user", "i", "me"))
+SELF_NAMES = frozenset(normalize(n) for n in ("用户", "我", "我的", "本人", "我自己", "用户本人", "user", "the user", "i", "me", "my", "myself"))
 SELF_KEY = "user"
+#: a question in the first person is about the user's own entity ("我的后端使用什么技术？")
+_FIRST_PERSON = re.compile(r"我|本人|\b(?:i|me|my|mine|myself|i'm|i've|i'd)\b")
+#: how a user introduces themself: the name follows ("我叫小李", "my name is Li Lei")
+_SELF_INTRO = re.compile(r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me|\bi'm|\bi am)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+#: determiners and quantifiers that are not part of a name ("一个知识中台", "the Atlas project")
+_NAME_PREFIX = re.compile(r"^(?:一个|一款|一家|一位|一名|一套|一种|一项|这个|那个|这款|那款|这家|那家|我的|我们的|咱们的|the |a |an |my |our |this |that )", re.IGNORECASE)
+#: generic type words after a name ("星图项目" is 星图 when 星图 is known, and the reverse)
+_TYPE_SUFFIX = re.compile(r"(?:项目|系统|平台|公司|集团|应用|产品|工具|框架|服务|网站|小程序|团队|app|project|system|platform|company|service|tool|framework|app|team|inc\.?|ltd\.?)$", re.IGNORECASE)
+
+
+def first_person(text: str) -> bool:
+    """Whether the text speaks in the first person (我/我的/I/my/me): a question about the user."""
+    return _FIRST_PERSON.search(normalize(text)) is not None
 #: the assistant is not an entity of the user's memory
 ASSISTANT_NAMES = frozenset(normalize(n) for n in ("助手", "assistant", "the assistant", "ai", "ai助手", "chatgpt"))
 
@@ -66,8 +81,27 @@ def is_alias(relation: str, evidence: str = "", source: str = "", target: str = 
 
 
 def entity_key(name: str) -> str:
+    """The key of the entity a name means: normalised, a leading determiner or quantifier removed
+    ("一个知识中台" -> "知识中台"), and every name of the speaker ("用户", "我", "I") -> SELF_KEY."""
     key = normalize(name)
-    return SELF_KEY if key in SELF_NAMES else key
+    if key in SELF_NAMES:
+        return SELF_KEY
+    bare = _NAME_PREFIX.sub("", key).strip()
+    return bare if len(bare) >= 2 else key
+
+
+def display_name(name: str) -> str:
+    """A name as shown, without a leading determiner ("一个知识中台" -> "知识中台")."""
+    text = name.strip()
+    bare = _NAME_PREFIX.sub("", text).strip()
+    return bare if len(bare) >= 2 else text
+
+
+def stem(key: str) -> str:
+    """A key without a generic type word at its end ("星图项目" -> "星图"); the key itself when what
+    is left would be too short to name anything."""
+    bare = _TYPE_SUFFIX.sub("", key).strip()
+    return bare if len(bare) >= 2 and (not bare.isascii() or len(bare) >= 3) else key
 
 
 def relation_label(relation: str, source: str, target: str) -> str:
@@ -196,7 +230,7 @@ class Extractor:
         if "entities" in self.parts:
             user_changes += self._entity_changes(scope.user(), batch, value.entities, value.relations)
         if "relations" in self.parts:
-            user_changes += self._relation_changes(scope.user(), batch, value.relations)
+            user_changes += self._relation_changes(scope.user(), batch, value.relations, pending=user_changes)
         if "state" in self.parts and self.state_per_thread:
             records.apply(scope, self._state_changes(batch, value.state), layer=self.name)
         elif "state" in self.parts:
@@ -293,22 +327,26 @@ class Extractor:
             self_named = entity_key(e.name) == SELF_KEY
             if not self_named and not any(grounded.values()):
                 continue  # not said: not stored
-            canonical = aliases.get(entity_key(e.name))
+            canonical = aliases[entity_key(e.name)][1] if entity_key(e.name) in aliases else None
             key = resolve.key([canonical] if canonical else names)
-            base = changed.get(key) or (dict(current[key].value) if key in current else {"name": canonical or e.name, "type": "", "description": "", "aliases": [], "attributes": {}})
-            e = e.model_copy(update={"attributes": [a for a in e.attributes if not is_alias(a.key)], "aliases": [*e.aliases, *([e.name] if canonical else [])]})
+            base = changed.get(key) or (dict(current[key].value) if key in current else _new_entity(canonical or e.name))
+            # a name that resolved to another entity ("星图" to 星图项目, "小李" to the user) is its alias
+            other_name = key != entity_key(e.name) and not self_named
+            e = e.model_copy(update={"attributes": [a for a in e.attributes if not is_alias(a.key)], "aliases": [*e.aliases, *([e.name] if other_name else [])]})
             value = _merge_entity(base, e, batch, grounded, self_named, user_said=_said_by_user(grounded, batch.messages))
             changed[key] = value
             resolve.add(key, value)
             sources_of.setdefault(key, set()).update(i for ids in grounded.values() for i in ids)
-        for alias_key, canonical in aliases.items():  # an alias named only in the alias relation
+        for alias_key, (alias, canonical) in aliases.items():  # an alias named only in the alias relation
             key = resolve.key([canonical])
-            base = changed.get(key) or (dict(current[key].value) if key in current else None)
-            alias = next((r.source if entity_key(r.source) == alias_key else r.target for r in relations if alias_key in (entity_key(r.source), entity_key(r.target))), None)
-            if base is None or alias is None or not name_sources(alias, batch.messages):
+            base = changed.get(key) or (dict(current[key].value) if key in current else (_new_entity(canonical) if key == SELF_KEY else None))
+            ids = name_sources(alias, batch.messages)
+            if base is None or not ids:
                 continue
-            if entity_key(alias) not in {entity_key(n) for n in [base.get("name", ""), *base.get("aliases", [])]}:
-                changed[key] = {**base, "aliases": [*base.get("aliases", []), alias.strip()]}
+            if alias_key not in {entity_key(n) for n in [key, base.get("name", ""), *base.get("aliases", [])]}:
+                changed[key] = {**base, "aliases": [*base.get("aliases", []), display_name(alias)]}
+                resolve.add(key, changed[key])
+                sources_of.setdefault(key, set()).update(ids)
         when = batch.messages[-1].timestamp
         out = []
         for key, value in changed.items():
@@ -317,35 +355,49 @@ class Extractor:
         return out
 
     @staticmethod
-    def _aliases(batch: Batch, entities: Sequence[Any], relations: Sequence[Any], resolve: _Resolver) -> dict[str, str]:
-        """alias key -> canonical name, from alias relations ("莫尔索是小李的笔名"): the canonical
-        end is the one already known, else the one with more statements, else the target."""
+    def _aliases(batch: Batch, entities: Sequence[Any], relations: Sequence[Any], resolve: _Resolver) -> dict[str, tuple[str, str]]:
+        """alias key -> (alias, canonical name), from alias relations ("莫尔索是小李的笔名") and the
+        user's self-introductions ("我叫小李": 小李 is the user). The canonical end is the user,
+        else the one already known, else the one with more statements, else the target."""
         subjects: dict[str, int] = {}
         for e in entities:
             subjects[entity_key(e.name)] = subjects.get(entity_key(e.name), 0) + len(e.attributes)
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, str]] = {}
         for r in relations:
             found = evidence_for(r, batch.messages)
             if found is None or not is_alias(r.relation, found[0], r.source, r.target):
                 continue
             a, b = r.source.strip(), r.target.strip()
+            if entity_key(a) == entity_key(b):
+                continue
             known_a, known_b = resolve.find(a) is not None, resolve.find(b) is not None
-            if known_a != known_b:
+            if SELF_KEY in (entity_key(a), entity_key(b)):
+                canonical, alias = (a, b) if entity_key(a) == SELF_KEY else (b, a)
+            elif known_a != known_b:
                 canonical, alias = (a, b) if known_a else (b, a)
             elif subjects.get(entity_key(a), 0) != subjects.get(entity_key(b), 0):
                 canonical, alias = (a, b) if subjects.get(entity_key(a), 0) > subjects.get(entity_key(b), 0) else (b, a)
             else:
                 canonical, alias = b, a
-            out[entity_key(alias)] = canonical
+            out[entity_key(alias)] = (alias, canonical)
             resolve.add(resolve.key([canonical]), {"name": canonical, "aliases": [alias]})
+        for name in self_introduced(batch.messages, [n for e in entities for n in (e.name, *e.aliases)] + [x for r in relations for x in (r.source, r.target)]):
+            if entity_key(name) != SELF_KEY and resolve.find(name) in (None, SELF_KEY):
+                out[entity_key(name)] = (name, "用户")
+                resolve.add(SELF_KEY, {"name": "用户", "aliases": [name]})
         return out
 
     # ---- relations ---------------------------------------------------------------------------
 
-    def _relation_changes(self, user: Scope, batch: Batch, relations: Sequence[Any]) -> list[Change]:
-        resolve = _Resolver({r.key: r for r in self.store.records.current(user, "entity")})
+    def _relation_changes(self, user: Scope, batch: Batch, relations: Sequence[Any], pending: Sequence[Change] = ()) -> list[Change]:
+        """Grounded relations as puts; ``pending``: this batch's entity changes, so a name resolves to
+        the entity it joins in this same batch ("小李" to the user after "我叫小李"). A relation that
+        another replaces (``supersede``) is kept with ``invalid_at`` set in its value."""
+        entities: dict[str, Any] = {r.key: r for r in self.store.records.current(user, "entity")}
+        entities.update({c.key: c.value for c in pending if c.kind == "entity" and c.value is not None})
+        resolve = _Resolver(entities)
         known = {r.key: r for r in self.store.records.current(user, "relation")}
-        out = []
+        out: dict[str, Change] = {}
         for r in relations:
             if not (r.source.strip() and r.target.strip() and r.relation.strip()):
                 continue
@@ -355,17 +407,26 @@ class Extractor:
             evidence, sources, confidence = found
             r = r.model_copy(update={"evidence": evidence})
             src, dst = resolve.find(r.source) or entity_key(r.source), resolve.find(r.target) or entity_key(r.target)
-            key = f"{src}\x1f{normalize(relation_label(r.relation, r.source, r.target))}\x1f{dst}"
+            label = relation_label(r.relation, r.source, r.target)
+            key = f"{src}\x1f{normalize(label)}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
-            value = {"source": r.source.strip(), "relation": relation_label(r.relation, r.source, r.target), "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation, r.evidence, r.source, r.target)}
-            if key in known:
+            value = {"source": r.source.strip(), "relation": label, "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation, r.evidence, r.source, r.target)}
+            earlier = out[key].value if key in out else (known[key].value if key in known else None)
+            if earlier is not None:
                 # said again: the first evidence and date stand (the fact was true since then);
                 # the new turns join its sources, and a higher confidence is kept
-                first = dict(known[key].value)
+                first = dict(earlier)
                 value = first if confidence <= float(first.get("confidence", 0)) else {**first, "confidence": confidence}
-                when = known[key].valid_from or when
-            out.append(Change("put", "relation", key, value, sources, when))
-        return out
+                when = (known[key].valid_from if key in known else out[key].at) or when
+                if first.get("invalid_at") and not said_as_old(r.target, evidence):
+                    value = {k: v for k, v in value.items() if k != "invalid_at"}  # true again
+            if said_as_old(r.target, evidence):
+                value = {**value, "invalid_at": value.get("invalid_at") or when.isoformat()}  # "从上海搬到深圳": 上海 is past
+            elif not value["alias"]:
+                for other in _superseded(value, evidence, [*known.values(), *out.values()], skip=key):
+                    out[other.key] = Change("put", "relation", other.key, {**other.value, "invalid_at": when.isoformat()}, tuple(getattr(other, "source_ids", ())), getattr(other, "valid_from", None) or getattr(other, "at", None))
+            out[key] = Change("put", "relation", key, value, sources, when)
+        return list(out.values())
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -384,20 +445,26 @@ class Extractor:
 
 
 class _Resolver:
-    """Finds the entity a name refers to: by canonical key, then by alias."""
+    """Finds the entity a name refers to: by canonical key, then by alias, then by stem: a name that
+    is a known name plus a type word ("星图项目" for 星图), or a known name's stem ("星图" for 星图项目)."""
 
-    def __init__(self, current: dict[str, Record]) -> None:
+    def __init__(self, current: dict[str, Any]) -> None:
         self._names: dict[str, str] = {}
+        self._stems: dict[str, str] = {}
         for key, record in current.items():
-            self.add(key, record.value)
+            self.add(key, record.value if isinstance(record, Record) else record)
 
     def add(self, key: str, value: Any) -> None:
         for n in [key, value.get("name", ""), *value.get("aliases", [])]:
             if n:
-                self._names.setdefault(entity_key(n), key)
+                k = entity_key(n)
+                self._names.setdefault(k, key)
+                if stem(k) != k:
+                    self._stems.setdefault(stem(k), key)
 
     def find(self, name: str) -> str | None:
-        return self._names.get(entity_key(name))
+        k = entity_key(name)
+        return self._names.get(k) or self._names.get(stem(k)) or self._stems.get(k)
 
     def key(self, names: Sequence[str]) -> str:
         for n in names:
@@ -416,9 +483,9 @@ def evidence_for(r: Any, messages: Sequence[Message]) -> tuple[str, tuple[str, .
         return (entity_key(name) == SELF_KEY and m.role == "user") or normalize(name) in normalize(text)
 
     for m in messages:
-        for sentence in split_text(m.text):
-            if names(r.source, sentence, m) and names(r.target, sentence, m):
-                return sentence.strip(), (m.id,), 0.9
+        for part in split_text(m.text):
+            if names(r.source, part, m) and names(r.target, part, m):
+                return part.strip(), (m.id,), 0.9
     for m in messages:
         if names(r.source, m.text, m) and names(r.target, m.text, m):
             return m.text.strip()[:300], (m.id,), 0.7
@@ -426,14 +493,30 @@ def evidence_for(r: Any, messages: Sequence[Message]) -> tuple[str, tuple[str, .
     # "后端使用SpringBoot"): the batch is the context that resolves it
     if any(names(r.source, m.text, m) for m in messages):
         for m in messages:
-            for sentence in split_text(m.text):
-                if normalize(r.target) in normalize(sentence) and overlap(r.relation, sentence) >= 0.5:
-                    return sentence.strip(), (m.id,), 0.6
+            for part in split_text(m.text):
+                if normalize(r.target) in normalize(part) and overlap(r.relation, part) >= 0.5:
+                    return part.strip(), (m.id,), 0.6
     if r.evidence:
         sources, score = sentence_sources(r.evidence, messages)
         if sources:
             return r.evidence.strip(), sources, round(score * 0.8, 2)
     return None
+
+
+def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, skip: str) -> list[Any]:
+    """The current relations (Records, or Changes of this batch) a new relation replaces: from the
+    same source, with the same canonical predicate, to another target, as ``supersede.replaced``
+    decides (a single-valued predicate, or a change cue in the new one's evidence)."""
+    predicate = canonical(value["relation"])
+    same = {}
+    for o in others:
+        v = o.value or {}
+        if o.key == skip or v.get("invalid_at") or v.get("alias") or v.get("source_key") != value["source_key"] or normalize(canonical(v.get("relation", ""))) != normalize(predicate):
+            continue
+        if v.get("target_key") != value["target_key"]:
+            same[o.key] = o
+    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"])))
+    return [o for o in same.values() if normalize(o.value.get("target", "")) in gone]
 
 
 def _pieces(message: Message, room: int, count: Any) -> list[Message]:
@@ -474,6 +557,36 @@ def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[
     return out
 
 
+def self_introduced(messages: Sequence[Message], names: Sequence[str]) -> list[str]:
+    """Names the user gives themself in their own turns ("我叫小李，是一名程序员", "my name is Li
+    Lei"): the extracted name the introduction starts with, or a short name standing alone."""
+    known = sorted({n.strip() for n in names if n.strip() and entity_key(n) != SELF_KEY}, key=len, reverse=True)
+    out: list[str] = []
+    for m in messages:
+        if m.role != "user":
+            continue
+        for match in _SELF_INTRO.finditer(m.text):
+            said = match.group(1).strip()
+            name = next((n for n in known if normalize(said).startswith(normalize(n))), None)
+            if name is None and match.group(0)[:1] in "我本" and _bare_name(said):
+                name = said  # "我叫李四。": a short name standing alone
+            if name and name not in out:
+                out.append(name)
+    return out
+
+
+def _bare_name(text: str) -> bool:
+    """A short Chinese name standing alone after "我叫" (not "什么", not "了外卖")."""
+    return 2 <= len(text) <= 4 and all("\u3400" <= c <= "\u9fff" for c in text) and text[0] not in "了过着的是个" and not re.search("什么|谁|啥|哪|吗|呢", text)
+
+
+def _new_entity(name: str) -> dict[str, Any]:
+    shown = display_name(name)
+    if entity_key(shown) == SELF_KEY:
+        shown = "User" if shown.isascii() else "用户"
+    return {"name": shown, "type": "", "description": "", "aliases": [], "attributes": {}}
+
+
 def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Message]) -> bool:
     users = {m.id for m in messages if m.role == "user"}
     return any(set(ids) & users for ids in grounded.values())
@@ -491,20 +604,69 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
     value["aliases"] = aliases
     attributes = dict(base.get("attributes", {}))
     for attr in e.attributes:
-        k, v = attr.key.strip(), attr.value.strip()
+        k, v = canonical(attr.key), attr.value.strip()
         if not k or not v:
             continue
         sources, _ = sentence_sources(v, batch.messages, threshold=0.3)
         if not sources:
             continue  # a value nobody said
-        old = attributes.get(k)
-        if old and normalize(old["value"]) == normalize(v):
-            continue
         when = max(m.timestamp for m in batch.messages if m.id in sources)
-        attributes[k] = {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}
+        said = _sentence_naming(v, batch.messages, sources)
+        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}, said, batch.lang)
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
     return value
+
+
+def _sentence_naming(value: str, messages: Sequence[Message], ids: Sequence[str]) -> str:
+    """The sentence of the source turns that names the value (the whole first turn otherwise)."""
+    chosen = [m for m in messages if m.id in ids]
+    for m in chosen:
+        for part in split_text(m.text):
+            if normalize(value) in normalize(part):
+                return part
+    return chosen[0].text if chosen else ""
+
+
+def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """An attribute's current values and its past ones (each {"value", "source_ids", "valid_from"},
+    past ones with "until"), from either shape the store holds (one value, or "values"/"past")."""
+    if not attribute:
+        return [], []
+    if "values" in attribute:
+        current = [dict(x) for x in attribute["values"]]
+    else:
+        current = [{k: attribute[k] for k in ("value", "source_ids", "valid_from") if k in attribute}] if attribute.get("value") else []
+    return current, [dict(x) for x in attribute.get("past", [])]
+
+
+#: past values kept per attribute (the record's history keeps every version)
+PAST_KEPT = 5
+
+
+def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str) -> dict[str, Any]:
+    """One attribute after a new value was said: accumulated beside the current ones, or superseding
+    those it replaces (``supersede.replaced``), or recorded as past when the sentence names it as
+    the old one ("从上海搬到深圳" for 上海). Superseded values move to ``past`` with their dates."""
+    current, past = attribute_values(old)
+    same = [c for c in current if normalize(c["value"]) == normalize(new["value"])]
+    if said_as_old(new["value"], sentence):
+        if not any(normalize(p["value"]) == normalize(new["value"]) for p in past):
+            gone = same[0] if same else {"value": new["value"], "source_ids": new["source_ids"]}
+            past.append({**gone, "until": new["valid_from"]})
+        current = [c for c in current if c not in same]
+    elif same:
+        return old or {}
+    else:
+        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"])))
+        past += [{**c, "until": new["valid_from"]} for c in current if normalize(c["value"]) in gone]
+        current = [c for c in current if normalize(c["value"]) not in gone] + [new]
+    past = [p for p in past if all(normalize(p["value"]) != normalize(c["value"]) for c in current)][-PAST_KEPT:]
+    if not current:  # only an old value was said: it is past, and nothing is known to be current
+        return {"value": "", "source_ids": [], "values": [], "past": past}
+    joined = ("、" if lang == "zh" else ", ").join(c["value"] for c in current)
+    out = {"value": joined, "source_ids": sorted({i for c in current for i in c.get("source_ids", [])}), "valid_from": max(str(c.get("valid_from", "")) for c in current), "values": current}
+    return {**out, "past": past} if past else out
 
 
 register_layer("extract", Extractor)

@@ -17,6 +17,7 @@ from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
 from .base import LayerOutput, ReadRequest, record_lines
+from .extractor import SELF_KEY, entity_key, first_person, stem
 
 TITLES = {"zh": "相关的事实（知识图谱）", "en": "Related facts (knowledge graph)"}
 
@@ -52,22 +53,30 @@ class Graph:
 
 
 def named_in(query: str, relations: Iterable[Record], entities: Iterable[Record]) -> set[str]:
-    """Entity keys whose name or alias occurs in the query."""
+    """Entity keys whose name, alias or stem ("星图" for 星图项目) occurs in the query, and the
+    user's own entity when the query speaks in the first person ("我的后端…", "my backend")."""
     q = normalize(query)
-    seeds: set[str] = set()
+    seeds: set[str] = {SELF_KEY} if first_person(query) else set()
     for e in entities:
-        if any(n and normalize(n) in q for n in [e.value.get("name", ""), e.key, *e.value.get("aliases", [])]):
+        if any(_mentions(q, n) for n in [e.value.get("name", ""), e.key, *e.value.get("aliases", [])]):
             seeds.add(e.key)
     for r in relations:
         for name, key in ((r.value.get("source", ""), r.value.get("source_key")), (r.value.get("target", ""), r.value.get("target_key"))):
-            if name and key and normalize(name) in q:
+            if key and _mentions(q, name):
                 seeds.add(key)
     return seeds
 
 
+def _mentions(query: str, name: str) -> bool:
+    """Whether the (normalised) query names ``name``: whole, without its determiner, or by its stem."""
+    return bool(name) and any(n and n in query for n in {normalize(name), entity_key(name), stem(entity_key(name))})
+
+
 def neighbourhood(seeds: set[str], relations: list[Record], hops: int) -> list[Record]:
     """Relations reachable from the seeds within ``hops`` (alias relations cost 0), nearest
-    first, then by confidence and recency."""
+    first, current before superseded ones, then by confidence and recency. A superseded relation
+    (``invalid_at`` in its value) is shown where it is reached but never leads further: a path
+    follows what is true now."""
     edges: dict[str, list[Record]] = defaultdict(list)
     for r in relations:
         edges[r.value.get("source_key", "")].append(r)
@@ -84,14 +93,14 @@ def neighbourhood(seeds: set[str], relations: list[Record], hops: int) -> list[R
                 continue
             reached[r.id] = min(reached.get(r.id, hops + 1), dist[node] + cost)
             other = r.value.get("target_key") if r.value.get("source_key") == node else r.value.get("source_key")
-            if other is not None and dist[node] + cost < dist.get(other, hops + 1):
+            if other is not None and not past(r) and dist[node] + cost < dist.get(other, hops + 1):
                 dist[other] = dist[node] + cost
                 if cost == 0:
                     frontier.insert(0, other)
                 else:
                     frontier.append(other)
     by_id = {r.id: r for r in relations}
-    return sorted((by_id[i] for i in reached), key=lambda r: (reached[r.id], -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()))
+    return sorted((by_id[i] for i in reached), key=lambda r: (reached[r.id], past(r), -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()))
 
 
 def cite(ids: Sequence[str], lang: str) -> str:
@@ -100,9 +109,22 @@ def cite(ids: Sequence[str], lang: str) -> str:
     return ("消息 " if lang == "zh" else "message ") + short if short else ""
 
 
+def past(r: Record) -> bool:
+    """Whether a relation was superseded by a newer one (it is kept, with the time it ended)."""
+    return bool(r.value.get("invalid_at"))
+
+
 def render_relation(r: Record, lang: str, *, provenance: bool = False) -> str:
+    """One relation as "- 源 —关系→ 目标（依据：“…”，日期）"; a superseded one says it is past and
+    since when ("已不成立：2026-03-01 至 2026-05-01" / "no longer true: 2026-03-01 to 2026-05-01")."""
     v = r.value
     date = (r.valid_from or r.created_at).date().isoformat()
+    if past(r):
+        until = str(v["invalid_at"])[:10]
+        if until == date:
+            date = f"已不成立，截至{until}" if lang == "zh" else f"no longer true as of {until}"
+        else:
+            date = f"已不成立：{date} 至 {until}" if lang == "zh" else f"no longer true: {date} to {until}"
     if provenance and r.source_ids:
         date = f"{date}，{cite(r.source_ids, lang)}" if lang == "zh" else f"{date}, {cite(r.source_ids, lang)}"
     line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"

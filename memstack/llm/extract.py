@@ -104,10 +104,30 @@ class Extracted:
     state: list[StateItem]
 
 
+#: characters of Chinese verbs, copulas and prepositions: a predicate with none is a noun ("老板")
+_ZH_VERBISH = set("是为于在有用做开喜爱住去来学养会要想计划负责参加入希望需打讨厌不没叫姓属毕担认买吃喝看读写玩跑支持采部署依包含括位出搬改换定推延提使练教管创建造设订约报考选收发送给帮让请找带陪遇见听说知道觉得决准备完成变租借投擅长懂到和与跟对把被将正已曾")
+#: English predicates that are verbs although they look like nouns
+_EN_VERBS = frozenset(
+    ("is", "are", "was", "were", "be", "has", "have", "had", "use", "like", "love", "hate", "want", "need", "plan", "live", "work", "know", "own", "prefer", "speak", "study", "learn", "visit", "develop", "build", "call", "enjoy", "play", "read", "write", "run", "lead", "manage", "make", "do", "go", "attend")
+)
+
+
+def _noun_predicate(predicate: str, lang: str) -> bool:
+    """Whether the predicate names a property or a role ("老板", "职业", "boss", "job") rather than
+    an action: such a statement reads "林晓的老板是陈刚", not "林晓老板陈刚"."""
+    if lang == "zh":
+        return bool(predicate) and not any(c in _ZH_VERBISH for c in predicate) and not predicate.isascii()
+    words = predicate.casefold().split()
+    return 0 < len(words) <= 2 and predicate.isascii() and not any(w in _EN_VERBS or w.endswith(("ed", "ing")) or (w.endswith("s") and not w.endswith("ss")) for w in words) and words[-1] not in {"in", "at", "to", "of", "for", "with", "on", "from", "by", "as"}
+
+
 def sentence(s: Statement, lang: str) -> str:
-    """A statement as a note: "用户开发知识中台" / "User develops the knowledge platform"."""
-    parts = [s.subject.strip(), s.predicate.strip(), s.object.strip()]
-    return ("" if lang == "zh" else " ").join(p for p in parts if p)
+    """A statement as a readable note in the conversation's language: "用户开发知识中台", and for a
+    predicate that is a noun "林晓的老板是陈刚" / "User develops the platform", "Lin's boss is Chen"."""
+    subject, predicate, obj = s.subject.strip(), s.predicate.strip(), s.object.strip()
+    if subject and obj and _noun_predicate(predicate, lang):
+        return f"{subject}的{predicate}是{obj}" if lang == "zh" else f"{subject}'s {predicate} is {obj}"
+    return ("" if lang == "zh" else " ").join(p for p in (subject, predicate, obj) if p)
 
 
 def unpack(value: BaseModel, lang: str) -> Extracted:
@@ -180,10 +200,12 @@ class Notes(BaseModel):
 
 def merge_notes(model: ChatModel, items: Sequence[dict], lang: str, *, max_tokens: int = 768) -> list[dict]:
     """Merge summary notes with the model; each merged note takes the date and sources of the old
-    notes it overlaps most (so the summary still records which turns it covers)."""
+    notes it overlaps most (so the summary still records which turns it covers). A note a newer
+    one superseded is shown to the model marked outdated, so the merge keeps it as past."""
     from .grounding import overlap
 
-    lines = "\n".join(f"[{str(i.get('at', ''))[:10]}] {i['text']}" for i in items)
+    past = "（已过时）" if lang == "zh" else " (outdated)"
+    lines = "\n".join(f"[{str(i.get('at', ''))[:10]}] {i['text']}{past if i.get('superseded_at') else ''}" for i in items)
     messages = [{"role": "system", "content": prompts.load("merge", lang)["system"]}, {"role": "user", "content": lines}]
     result = generate(model, messages, Notes, max_tokens=max_tokens, language=lang)
     out = []

@@ -1,0 +1,107 @@
+"""Entity memory as users change their minds (issue 12, §2 and §4.3/§4.4): values that accumulate
+keep every one, a value that replaces another supersedes it and the old one stays, dated, as past;
+the user's own entity is reached by "我/my" and by the name they introduced themself with.
+
+The model's answers are scripted (exact statements through the real Extractor) on a real SQLite
+store; the contexts asserted are what a chat model would read."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from memstack import Memory
+from memstack.testing import ScriptedModel
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def out(*statements):
+    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+
+
+def turns(texts, start=T0):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+
+
+def system(ctx):
+    return "\n".join(m.text for m in ctx.messages if m.role == "system")
+
+
+def memory(tmp_path, layers, answers):
+    return Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=layers, options={"model": ScriptedModel(answers), "batch_messages": 2})
+
+
+def said(mem, *batches):
+    """Each batch: (turn texts, start time): added and extracted in order."""
+    for texts, start in batches:
+        mem.add(turns(texts, start), user_id="u", thread_id="t")
+        assert mem.run_jobs().failed == 0
+
+
+def user_entity(mem):
+    return mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value
+
+
+def test_predicates_that_accumulate_keep_every_value(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "使用", "SpringBoot")), out(("用户", "人物", "使用", "Elasticsearch")), out(("用户", "人物", "使用", "Redis"))])
+    said(mem, (["我的后端使用SpringBoot", "好的"], T0), (["文档检索使用Elasticsearch", "好的"], T0 + timedelta(days=1)), (["缓存使用Redis", "收到"], T0 + timedelta(days=2)))
+    uses = user_entity(mem)["attributes"]["使用"]
+    assert [v["value"] for v in uses["values"]] == ["SpringBoot", "Elasticsearch", "Redis"] and "past" not in uses
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="entities", query="我用了哪些技术？", max_tokens=1000)
+    assert "使用=SpringBoot（2026-03-01）、Elasticsearch（2026-03-02）、Redis（2026-03-03）" in system(ctx)
+
+
+def test_a_move_supersedes_the_city_and_the_old_one_is_past_with_its_date(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "住在", "上海"), ("用户", "人物", "搬到", "深圳"))])
+    said(mem, (["我住在上海", "好的"], T0), (["我已经从上海搬到深圳了", "恭喜"], T0 + timedelta(days=61)))
+    lives = user_entity(mem)["attributes"]["住在"]
+    assert lives["value"] == "深圳" and [p["value"] for p in lives["past"]] == ["上海"]
+    assert lives["past"][0]["valid_from"].startswith("2026-03-01") and lives["past"][0]["until"].startswith("2026-05-01")
+    history = mem.store.records.history(mem.scope("u"), "entity", "user")
+    assert history[0].value["attributes"]["住在"]["value"] == "上海" and history[0].invalid_at is not None
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="profile", query="我现在住在哪里？", max_tokens=1000)
+    assert "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" in system(ctx)
+
+
+def test_a_change_cue_replaces_a_value_that_would_otherwise_accumulate(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("订单服务", "项目", "使用", "Java")), out(("订单服务", "项目", "改用", "Go"))])
+    said(mem, (["订单服务使用Java开发", "好的"], T0), (["订单服务已经全部改用Go重写了", "不错"], T0 + timedelta(days=10)))
+    uses = mem.store.records.current(mem.scope("u"), "entity", ["订单服务"])[0].value["attributes"]["使用"]
+    assert uses["value"] == "Go" and [p["value"] for p in uses["past"]] == ["Java"]
+
+
+def test_english_moves_render_current_and_before(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("User", "person", "lives in", "Shanghai")), out(("User", "person", "moved to", "Shenzhen"))])
+    said(mem, (["I live in Shanghai", "ok"], T0), (["I moved to Shenzhen last week", "nice"], T0 + timedelta(days=61)))
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="profile", query="Where do I live now?", max_tokens=1000)
+    assert "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)" in system(ctx)
+
+
+def test_a_new_employer_replaces_the_old_one_without_a_cue(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "就职于", "阿里巴巴")), out(("用户", "人物", "入职", "字节跳动"))])
+    said(mem, (["我就职于阿里巴巴", "好的"], T0), (["下个月我入职字节跳动", "恭喜"], T0 + timedelta(days=30)))
+    work = user_entity(mem)["attributes"]["工作单位"]
+    assert work["value"] == "字节跳动" and [p["value"] for p in work["past"]] == ["阿里巴巴"]
+
+
+def test_a_self_introduction_makes_the_name_the_users_own_entity(tmp_path):
+    # the model wrote the name as the subject and never said it is the user
+    mem = memory(tmp_path, ["entities", "graph"], [out(("小李", "人物", "是", "程序员"), ("小李", "人物", "开发", "星图"))])
+    said(mem, (["我叫小李，是一名程序员，最近在开发星图", "你好小李"], T0))
+    keys = {r.key for r in mem.store.records.current(mem.scope("u"), "entity")}
+    assert "小李" not in keys and "user" in keys  # one entity: 小李 is the user
+    me = user_entity(mem)
+    assert "小李" in me["aliases"] and me["attributes"]["是"]["value"] == "程序员"
+    profile = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我是做什么的？", max_tokens=1000))
+    assert "小李" in profile and "程序员" in profile
+    for question in ("小李在开发什么？", "我在开发什么？"):
+        assert "星图" in system(mem.context(user_id="u", thread_id="t2", strategy="graph", query=question, max_tokens=1000)), question
+
+
+def test_a_name_relation_to_the_user_joins_the_users_entity(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "叫", "小李"), ("小李", "人物", "职业", "程序员"))])
+    said(mem, (["我叫小李，是一名程序员", "你好小李"], T0))
+    assert "小李" not in {r.key for r in mem.store.records.current(mem.scope("u"), "entity")}
+    me = user_entity(mem)
+    assert me["aliases"] == ["小李"] and me["attributes"]["职业"]["value"] == "程序员"
