@@ -69,7 +69,7 @@ def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, cou
     left: list[dict[str, Any]] = []
     for item in ordered:
         stamp = _day(item.get("at"))
-        extra = ([f"[{stamp}]"] if stamp != day else []) + [f"- {item['text']}"]
+        extra = ([f"[{stamp}]"] if stamp != day else []) + [f"- {item['text']}{_status(item, lang)}"]
         if budget is not None and counter.count("\n".join(lines + extra)) > budget:
             left.append(item)
             continue
@@ -78,6 +78,22 @@ def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, cou
     if len(lines) == 1:
         return "", left
     return "\n".join(lines), left
+
+
+#: how a note that a correction replaced, and the note that replaced it, are marked
+PAST = {"zh": "（过去的情况：{day}起改为 {now}）", "en": " (past: since {day}, {now})"}
+CURRENT = {"zh": "（现在的情况；此前：{before}）", "en": " (current; before: {before})"}
+
+
+def _status(item: dict[str, Any], lang: str) -> str:
+    """The mark of a superseded note (past, with the date and the note that replaced it) or of
+    the note that superseded others (current, with the values it replaced); else nothing."""
+    lang = lang if lang in PAST else "en"
+    if item.get("superseded_at"):
+        return PAST[lang].format(day=_day(item["superseded_at"]), now=item.get("superseded_by", ""))
+    if item.get("replaces"):
+        return CURRENT[lang].format(before=("、" if lang == "zh" else ", ").join(item["replaces"]))
+    return ""
 
 
 def _day(at: str | None) -> str:

@@ -1,0 +1,75 @@
+"""A correction in the summary: the newer value is shown as current, the older one as past.
+
+Notes derive from subject/predicate/object statements; a newer statement about the same subject in
+the same single-valued slot (where one lives, a date, a budget...) supersedes the older note.
+Predicates that accumulate (uses, likes) never do. Scripted model, real Extractor and Memory.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from memstack import Memory
+from memstack.testing import ScriptedModel
+
+
+def out(*statements):
+    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+
+
+def say(mem, user_text, at):
+    mem.add([{"role": "user", "content": user_text, "timestamp": at}, {"role": "assistant", "content": "记下了，还有别的吗？", "timestamp": at}], user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+
+
+def summary_lines(mem):
+    ctx = mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=2000)
+    return next(m.text for m in ctx.messages if m.role == "system").splitlines()
+
+
+def test_a_move_supersedes_where_the_user_lives(tmp_path):
+    model = ScriptedModel([out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "已经搬到", "深圳"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "我住在上海", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "我已经搬到深圳了", datetime(2026, 5, 1, 9, tzinfo=timezone.utc).isoformat())
+    lines = summary_lines(mem)
+    now = next(line for line in lines if "深圳" in line)
+    past = next(line for line in lines if "上海" in line and "深圳" not in line.split("（")[0])
+    assert "现在" in now and "上海" in now  # current, naming what it replaced
+    assert "过去" in past and "2026-05-01" in past  # past, since the day it changed
+    assert lines.index(now) < lines.index(past)  # newest first
+    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    assert [bool(i.get("superseded_at")) for i in items] == [True, False]
+
+
+def test_values_that_accumulate_are_not_superseded(tmp_path):
+    model = ScriptedModel([out(("知识中台", "项目", "使用", "SpringBoot")), out(("知识中台", "项目", "使用", "Redis"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "知识中台使用SpringBoot", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "知识中台也使用Redis", datetime(2026, 3, 2, 9, tzinfo=timezone.utc).isoformat())
+    text = "\n".join(summary_lines(mem))
+    assert "SpringBoot" in text and "Redis" in text and "过去" not in text and "现在" not in text
+
+
+def test_a_rescheduled_date_in_english(tmp_path):
+    model = ScriptedModel([out(("launch", "event", "scheduled for", "Friday")), out(("launch", "event", "postponed to", "next Wednesday"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    mem.add([{"role": "user", "content": "The launch is scheduled for Friday", "timestamp": "2026-03-01T09:00:00+00:00"}, {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-01T09:00:00+00:00"}], user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    mem.add([{"role": "user", "content": "The launch was postponed to next Wednesday", "timestamp": "2026-03-03T09:00:00+00:00"}, {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-03T09:00:00+00:00"}], user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    text = "\n".join(summary_lines(mem))
+    assert "launch postponed to next Wednesday (current; before: Friday)" in text
+    assert "launch scheduled for Friday (past: since 2026-03-03" in text
+
+
+def test_the_merge_sees_which_note_is_outdated(tmp_path):
+    merged = json.dumps({"facts": ["用户住在深圳（2026-05-01起；此前住在上海）"]}, ensure_ascii=False)
+    model = ScriptedModel([out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "搬到", "深圳")), merged])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2, "summary_tokens": 8})
+    say(mem, "我住在上海", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "我搬到深圳了", datetime(2026, 5, 1, 9, tzinfo=timezone.utc).isoformat())
+    shown = model.calls[-1]["messages"][-1]["content"]
+    assert "用户住在上海（已过时）" in shown and "用户搬到深圳（已过时）" not in shown
+    assert "此前住在上海" in "\n".join(summary_lines(mem))
