@@ -73,3 +73,13 @@ def test_the_merge_sees_which_note_is_outdated(tmp_path):
     shown = model.calls[-1]["messages"][-1]["content"]
     assert "用户住在上海（已过时）" in shown and "用户搬到深圳（已过时）" not in shown
     assert "此前住在上海" in "\n".join(summary_lines(mem))
+
+
+def test_a_switch_said_as_a_change_supersedes_a_value_that_otherwise_accumulates(tmp_path):
+    model = ScriptedModel([out(("服务", "项目", "使用", "Java")), out(("服务", "项目", "改用", "Go"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "我们的服务使用Java", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "服务已经全部改用Go重写了", datetime(2026, 4, 1, 9, tzinfo=timezone.utc).isoformat())
+    text = "\n".join(summary_lines(mem))
+    assert "服务改用Go（现在的情况；此前：Java）" in text
+    assert "服务使用Java（过去的情况：2026-04-01起改为 服务改用Go）" in text

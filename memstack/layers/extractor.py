@@ -255,7 +255,7 @@ class Extractor:
             fresh.append(grounded_note(text, batch.messages, statements.get(text)))
         # what the notes do not carry of a user turn is quoted, so no covered turn goes unsaid
         fresh += [n for n in said_notes(batch.messages, items + fresh, batch.lang) if normalize(n["text"]) not in seen]
-        items = apply_updates(items, fresh)
+        items = apply_updates(items, fresh, batch.messages)
         if sum(self.counter.count(i["text"]) for i in items) > self.summary_tokens:
             items = self._compress(scope, items, batch.lang)
         last = batch.messages[-1]

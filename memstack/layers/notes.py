@@ -7,10 +7,11 @@ comes from a statement). Two promises the read side relies on:
   (empty when none is: it then claims no turn). A user turn of the batch that the notes do not
   carry (under half of its words/characters occur in them) gets a note of its own quoting it
   ("用户说：「我叫李四」"), so no turn leaves the context as "covered" while nothing says it.
-- **A correction supersedes.** A newer statement about the same subject in the same single-valued
-  slot (where one lives or works, a name, an age, a job, a date, a budget) with another object
-  marks the older note superseded: it is rendered as past, the newer one as current. Slots that
-  accumulate (uses, likes, knows, plans) are never superseded here: both notes stay, newest first.
+- **A correction supersedes.** A newer statement about the same subject and predicate (in the
+  canonical form of ``supersede``: "搬到" is "住在") with another object marks the older note
+  superseded when the predicate is single-valued (where one lives or works, a name, an age, a job,
+  a date, a budget) or the turn says it changed ("改用Go"): it is rendered as past, the newer one
+  as current. Values that accumulate (uses, likes) without a change cue both stay, newest first.
 
 Pure functions, no I/O.
 """
@@ -24,25 +25,13 @@ from typing import Any
 from ..llm.extract import trivial
 from ..llm.grounding import normalize, sentence_sources
 from ..types import Message
+from .supersede import canonical, replaced
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
 CARRIED = 0.5
 #: words that carry nothing of a turn's content (the notes say 用户 where the turn said 我)
 _FILLER = frozenset("我你他她的了吗呢啊吧呀嗯哦么") | {"i", "my", "me", "a", "an", "the", "is", "am", "are", "was", "to", "of", "and", "you"}
 
-#: single-valued slots: the predicates that name them, change verbs included ("搬到" sets where one lives)
-SLOTS: dict[str, tuple[str, ...]] = {
-    "residence": ("住在", "住", "居住在", "居住于", "生活在", "搬到", "搬去", "搬家到", "搬回", "移居", "移居到", "定居在", "定居", "常住在", "lives in", "live in", "living in", "moved to", "relocated to", "resides in"),
-    "workplace": ("工作于", "就职于", "任职于", "供职于", "在职于", "入职", "跳槽到", "工作单位是", "公司是", "工作地点是", "works at", "works for", "work at", "employed at", "employed by"),
-    "name": ("叫", "名叫", "名字是", "名字叫", "改名为", "改名叫", "is named", "name is", "named", "is called"),
-    "age": ("年龄是", "今年", "age is", "is aged"),
-    "profession": ("职业是", "担任", "职位是", "岗位是", "转行做", "works as", "job is", "position is", "title is"),
-    "schedule": ("定在", "定于", "安排在", "改到", "改在", "推迟到", "延期到", "提前到", "挪到", "时间是", "日期是", "截止日期是", "截止到", "scheduled for", "postponed to", "rescheduled to", "is due", "due date is", "deadline is"),
-    "budget": ("预算是", "预算", "预算为", "budget is"),
-}
-_SLOT_OF = {normalize(p): slot for slot, names in SLOTS.items() for p in names}
-#: adverbs small models leave in a predicate ("已经搬到"): stripped before the slot is looked up
-_ADVERBS = ("已经", "现在", "目前", "如今", "刚刚", "刚", "已", "正在", "还", "又", "currently ", "now ", "already ", "recently ", "has ", "have ")
 _SELF = frozenset(normalize(n) for n in ("用户", "我", "本人", "user", "the user", "i", "me"))
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff]")
@@ -87,44 +76,37 @@ def said_notes(messages: Sequence[Message], notes: Sequence[dict[str, Any]], lan
     return out
 
 
-def slot(predicate: str) -> str | None:
-    """The single-valued slot a predicate names, or None (it may accumulate values)."""
-    p = normalize(predicate)
-    stripped = True
-    while stripped:
-        stripped = False
-        for adverb in _ADVERBS:
-            if p.startswith(adverb) and len(p) > len(adverb):
-                p, stripped = p[len(adverb) :].strip(), True
-    return _SLOT_OF.get(p)
-
-
 def _subject(note: dict[str, Any]) -> str:
     s = normalize(note.get("subject", ""))
     return "user" if s in _SELF else s
 
 
-def supersedes(new: dict[str, Any], old: dict[str, Any]) -> bool:
-    """``new`` replaces ``old``: same subject, same single-valued slot, another object (one object
-    containing the other, "上海" / "上海浦东", is a refinement, not a change)."""
+def supersedes(new: dict[str, Any], old: dict[str, Any], said: str = "") -> bool:
+    """``new`` replaces ``old``: same subject, same canonical predicate, and the rule of
+    ``supersede`` (a single-valued predicate, or a change cue in ``said``, the turn the new note
+    came from) says the old object is replaced."""
     if not (new.get("subject") and old.get("subject")) or _subject(new) != _subject(old):
         return False
-    kind = slot(new.get("predicate", ""))
-    if kind is None or kind != slot(old.get("predicate", "")):
+    if canonical(new.get("predicate", "")) != canonical(old.get("predicate", "")):
         return False
     a, b = normalize(new.get("object", "")), normalize(old.get("object", ""))
-    return bool(a and b) and a not in b and b not in a
+    if not (a and b) or a in b or b in a:  # "上海" / "上海浦东" is a refinement, not a change
+        return False
+    return bool(replaced(new["predicate"], said or new["text"], [old["object"]], new["object"]))
 
 
-def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], messages: Sequence[Message] = ()) -> list[dict[str, Any]]:
     """``items`` followed by ``new``, each earlier note that a note of ``new`` supersedes marked past
     (``superseded_at``, ``superseded_by``: the newer note's date and text) and the newer note naming
-    what it replaced (``replaces``). Notes already superseded stay as they were."""
+    what it replaced (``replaces``). Notes already superseded stay as they were. ``messages``: the
+    batch, whose turns say whether a value changed ("我已经搬到深圳了")."""
+    text = {m.id: m.text for m in messages}
     out = [dict(i) for i in (*items, *new)]
     for j in range(len(items), len(out)):
         n = out[j]
+        said = " ".join(text.get(i, "") for i in n.get("source_ids", []))
         for old in out[:j]:
-            if old.get("superseded_at") or old.get("at", "") > n["at"] or not supersedes(n, old):
+            if old.get("superseded_at") or old.get("at", "") > n["at"] or not supersedes(n, old, said):
                 continue
             old["superseded_at"], old["superseded_by"] = n["at"], n["text"]
             n["replaces"] = [*n.get("replaces", []), old.get("object") or old["text"]]
