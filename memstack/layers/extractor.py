@@ -22,7 +22,8 @@ from typing import Any
 from ..budget import split_text
 from ..errors import JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
-from ..llm.extract import Batch, extract, merge_notes, sentence
+from ..llm.extract import Batch, extract, merge_notes
+from ..llm.extract import sentence as note_text
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
 from ..stores import Store, records_of
@@ -212,7 +213,7 @@ class Extractor:
         records = self.store.records
         known = [r.value.get("name", r.key) for r in records.current(scope.user(), "entity")][-self.known_entities :] if "entities" in self.parts else []
         try:
-            batch = extract(metered, turns, self.parts, known=known, max_tokens=self.output_tokens)
+            batch = extract(metered, turns, self.parts, known=known, max_tokens=self.output_tokens, state_keys=self._state_keys())
         except ModelOutputError as exc:
             metered.commit(getattr(self.store, "usage", None), scope, self.name, error=str(exc))
             if len(turns) > 1:  # a smaller batch asks for less output: halve it rather than stall the thread
@@ -245,7 +246,7 @@ class Extractor:
         old = dict(current[0].value) if current else {"items": []}
         items = list(old.get("items", []))
         seen = {normalize(i["text"]) for i in items}
-        statements = {sentence(s, batch.lang): s for s in getattr(batch.result.value, "memories", [])}
+        statements = {note_text(s, batch.lang): s for s in getattr(batch.result.value, "memories", [])}
         fresh = []
         for fact in facts:
             text = fact.strip()
@@ -429,6 +430,12 @@ class Extractor:
         return list(out.values())
 
     # ---- state -------------------------------------------------------------------------------
+
+    def _state_keys(self) -> dict[str, str] | None:
+        """The state schema's keys with their descriptions (None without a schema)."""
+        if not self.state_schema:
+            return None
+        return {k: str((v or {}).get("description", "")) if isinstance(v, dict) else "" for k, v in self.state_schema.get("properties", {}).items()} or None
 
     def _state_changes(self, batch: Batch, items: Sequence[Any]) -> list[Change]:
         allowed = set((self.state_schema or {}).get("properties", {})) if self.state_schema else None

@@ -11,11 +11,13 @@ shows each turn with its date: dates come from the messages, never from the cloc
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .. import prompts
 from ..types import Message
@@ -84,14 +86,29 @@ class MemoriesAndState(BaseModel):
     state: list[StateItem] = Field(default_factory=list, max_length=8)
 
 
-def schema_for(parts: Sequence[str]) -> type[BaseModel]:
+def schema_for(parts: Sequence[str], state_keys: Sequence[str] = ()) -> type[BaseModel]:
     """What the model is asked for. Facts, entities and relations all come from one list of
     subject/predicate/object statements: a small model asked for several lists fills the first
-    and leaves the rest empty, and one list costs far fewer output tokens."""
+    and leaves the rest empty, and one list costs far fewer output tokens. ``state_keys`` (a
+    state schema's properties) constrain the state items' keys to those names."""
     memories = any(p in parts for p in ("facts", "entities", "relations"))
+    if "state" in parts and state_keys:
+        return _keyed(tuple(state_keys), memories)
     if memories and "state" in parts:
         return MemoriesAndState
     return MemoriesOnly if memories else StateOnly
+
+
+@functools.cache
+def _keyed(keys: tuple[str, ...], memories: bool) -> type[BaseModel]:
+    """The state part with its keys as an enum in the JSON schema (a grammar-constrained model can
+    write no other); validation takes any key, so one stray key does not cost the whole answer
+    (the extractor leaves keys outside the schema out)."""
+    item = create_model("StateItem", key=(str, Field(max_length=60, json_schema_extra={"enum": list(keys)})), value=(str, Field(max_length=300)))
+    fields: dict[str, Any] = {"state": (list[item], Field(default_factory=list, max_length=max(8, len(keys))))}
+    if memories:
+        fields = {"memories": (list[Statement], Field(default_factory=list, max_length=16)), **fields}
+    return create_model("MemoriesAndState" if memories else "StateOnly", __config__=ConfigDict(json_schema_extra=_all_required), **fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +201,15 @@ def render_turns(messages: Sequence[Message], lang: str) -> str:
     return "\n".join(lines)
 
 
-def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, known: Sequence[str] = ()) -> list[dict[str, str]]:
-    """The extraction prompt (``prompts/extract.*.json``): the rules for what is asked, then the turns."""
+def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, known: Sequence[str] = (), state_keys: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """The extraction prompt (``prompts/extract.*.json``): the rules for what is asked, then the
+    turns. ``state_keys``: the state's keys with their meaning, listed for the model to fill."""
     rules = prompts.load("extract", lang)
-    schema = schema_for(parts)
+    schema = schema_for(parts, tuple(state_keys or ()))
     system = "\n".join([rules["head"], *(rules[f] for f in ("memories", "state") if f in schema.model_fields)])
+    if state_keys and "state" in schema.model_fields:
+        sep = "、" if lang == "zh" else ", "
+        system += "\n" + rules["state_keys"] + sep.join(f"{k}（{d}）" if d and lang == "zh" else f"{k} ({d})" if d else k for k, d in state_keys.items())
     if known and "memories" in schema.model_fields:
         system += "\n" + rules["known"] + ("、" if lang == "zh" else ", ").join(known)
     return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang)}]
@@ -229,8 +250,10 @@ class Batch:
     extracted: Extracted
 
 
-def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str], *, known: Sequence[str] = (), max_tokens: int = 768) -> Batch:
-    """Run one extraction over ``messages``; raises ModelOutputError when the output stays invalid."""
+def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str], *, known: Sequence[str] = (), max_tokens: int = 768, state_keys: Mapping[str, str] | None = None) -> Batch:
+    """Run one extraction over ``messages``; raises ModelOutputError when the output stays invalid.
+    ``state_keys`` (key -> meaning, from a state schema) are the only keys the state may have."""
     lang = language(messages)
-    result = generate(model, prompt(messages, parts, lang, known=known), schema_for(parts), max_tokens=max_tokens, language=lang)
+    schema = schema_for(parts, tuple(state_keys or ()))
+    result = generate(model, prompt(messages, parts, lang, known=known, state_keys=state_keys), schema, max_tokens=max_tokens, language=lang)
     return Batch(tuple(messages), lang, result, unpack(result.value, lang))
