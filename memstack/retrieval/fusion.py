@@ -12,12 +12,14 @@ RRF_K = 60
 
 @dataclass(frozen=True, slots=True)
 class Fused:
-    """A unit id with its fused score, its rank (1-based) and score in each retriever."""
+    """A unit id with its fused score, its rank (1-based) and score in each retriever, and its
+    support in [0, 1] (how strongly its best list found it; set by the searcher)."""
 
     id: str
     score: float
     ranks: Mapping[str, int] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
+    support: float = 1.0
 
 
 def rrf(rankings: Mapping[str, Sequence[Scored]], *, weights: Mapping[str, float] | None = None, k: int = RRF_K) -> list[Fused]:

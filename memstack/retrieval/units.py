@@ -170,6 +170,16 @@ def units_for_round(
     return units
 
 
+def own_text(unit: Unit) -> str:
+    """The unit's words without speaker labels or its lead-in (the end of the round before:
+    context only); a unit without spans, its text."""
+    lead = (unit.metadata.get("lead") or {}).get("id")
+    spans = unit.metadata.get("spans") or []
+    if not spans:
+        return unit.text
+    return "\n".join(unit.text[start:end] for mid, _seq, _label, _off, start, end in spans if mid != lead)
+
+
 #: sentence keys per unit at most, and the shortest sentence that gets one (characters)
 MAX_KEYS = 12
 MIN_KEY_CHARS = 8
