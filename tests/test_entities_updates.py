@@ -105,3 +105,25 @@ def test_a_name_relation_to_the_user_joins_the_users_entity(tmp_path):
     assert "小李" not in {r.key for r in mem.store.records.current(mem.scope("u"), "entity")}
     me = user_entity(mem)
     assert me["aliases"] == ["小李"] and me["attributes"]["职业"]["value"] == "程序员"
+
+
+def test_the_rule_that_decides_accumulate_or_replace():
+    from memstack.layers.supersede import canonical, replaced, said_as_old, single_valued
+
+    assert canonical("已经搬到") == canonical("住在") == "住在" and canonical("改用") == "使用" and canonical("moved to") == "lives in"
+    assert single_valued("住在") and single_valued("发布时间") and single_valued("works at") and not single_valued("使用") and not single_valued("喜欢")
+    assert replaced("住在", "我住在深圳", ["上海"], "深圳") == ["上海"]  # one city at a time, cue or not
+    assert replaced("喜欢", "我也喜欢爬山", ["游泳"], "爬山") == []  # likes accumulate
+    assert replaced("使用", "服务已经全部改用Go重写了", ["Java"], "Go") == ["Java"]
+    assert replaced("使用", "我们把缓存从Redis换成了Memcached", ["SpringBoot", "Redis"], "Memcached") == ["Redis"]
+    assert replaced("使用", "缓存改用Memcached", ["SpringBoot", "Redis"], "Memcached") == []  # which one? keep both
+    assert said_as_old("上海", "我已经从上海搬到深圳了") and not said_as_old("深圳", "我已经从上海搬到深圳了")
+    assert not said_as_old("北京", "明天从北京出发")  # no change said: not an old value
+    assert said_as_old("Java", "We no longer use Java") and said_as_old("Shanghai", "I moved from Shanghai to Shenzhen")
+
+
+def test_an_english_self_introduction_and_a_false_one(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("Li Lei", "person", "is", "engineer")), out(("用户", "人物", "叫了", "外卖"))])
+    said(mem, (["My name is Li Lei, I'm an engineer", "hi Li Lei"], T0), (["我叫了外卖", "好的"], T0 + timedelta(hours=1)))
+    assert "li lei" not in {r.key for r in mem.store.records.current(mem.scope("u"), "entity")}
+    assert user_entity(mem)["aliases"] == ["Li Lei"]  # and 外卖 is not a name of the user

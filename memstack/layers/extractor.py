@@ -57,7 +57,7 @@ SELF_KEY = "user"
 #: a question in the first person is about the user's own entity ("我的后端使用什么技术？")
 _FIRST_PERSON = re.compile(r"我|本人|\b(?:i|me|my|mine|myself|i'm|i've|i'd)\b")
 #: how a user introduces themself: the name follows ("我叫小李", "my name is Li Lei")
-_SELF_INTRO = re.compile(r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me|\bi'm|\bi am)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+_SELF_INTRO = re.compile(r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE)
 #: determiners and quantifiers that are not part of a name ("一个知识中台", "the Atlas project")
 _NAME_PREFIX = re.compile(r"^(?:一个|一款|一家|一位|一名|一套|一种|一项|这个|那个|这款|那款|这家|那家|我的|我们的|咱们的|the |a |an |my |our |this |that )", re.IGNORECASE)
 #: generic type words after a name ("星图项目" is 星图 when 星图 is known, and the reverse)

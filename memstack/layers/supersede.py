@@ -9,7 +9,7 @@ then:
   age, a budget) keeps one current value: a new one supersedes it;
 - any other predicate accumulates (uses, likes, knows, has, visited...) unless the evidence carries
   a change cue (改/换/搬/不再/已经…了/now/moved/switched/instead...): then the new value replaces
-  the values the sentence names, or every current value when it names none;
+  the values the sentence names, or the current value when there is only one;
 - a value the sentence marks as the old one ("从上海搬到深圳": 上海; "no longer uses X": X) is past
   from the start, whatever its predicate.
 
@@ -94,8 +94,8 @@ def said_as_old(value: str, sentence: str) -> bool:
 
 def replaced(predicate: str, sentence: str, current: list[str], new: str) -> list[str]:
     """Which of the ``current`` values a new value said in ``sentence`` replaces: all of them for a
-    single-valued predicate; with a change cue, those the sentence names (all when it names none);
-    otherwise none (the values accumulate)."""
+    single-valued predicate; with a change cue, those the sentence names (the only one when it
+    names none and there is one); otherwise none (the values accumulate)."""
     others = [c for c in current if normalize(c) != normalize(new)]
     if single_valued(predicate):
         return others
@@ -103,4 +103,6 @@ def replaced(predicate: str, sentence: str, current: list[str], new: str) -> lis
         return []
     s = normalize(sentence)
     named = [c for c in others if normalize(c) in s]
-    return named or others
+    # a cue naming none of several values does not say which one it replaces ("缓存改用Memcached"
+    # beside SpringBoot and Redis): keep them all rather than lose the wrong one
+    return named or (others if len(others) == 1 else [])
