@@ -5,6 +5,14 @@ work in one transaction, and returns: slow work (embedding, model calls) runs la
 durable job queue, drained by ``flush()``, a background worker thread, or ``memstack worker``.
 ``context()`` runs the layers' cheap read sides and fits the result into ``max_tokens`` exactly
 under the chosen token counter, reporting what each part costs and what was dropped and why.
+
+The budget: a layer's ``share`` is a cap on its sections, not a reservation. The conversation the
+layers keep gets what it needs first; the memory sections get the rest of ``max_tokens`` (never
+less than ``SECTIONS_SHARE`` of what the system messages and the query leave: a longer
+conversation is trimmed instead). What the layers leave of that room unused goes, in a second
+pass, to the layers that hit their cap, retrieval first: each is read again, on the same
+conversation, with the leftover added to its cap (the retrieval's hits are searched once per
+call and only fitted again).
 """
 
 from __future__ import annotations
@@ -46,8 +54,11 @@ from .types import (
 log = logging.getLogger("memstack")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
-#: At most this share of the budget goes to memory sections; the rest is conversation.
+#: The memory sections' share of the budget when the conversation needs the rest; what the
+#: conversation leaves unused goes to the memory sections as well.
 SECTIONS_SHARE = 0.5
+#: a second pass gives a capped layer the leftover only when at least this many tokens are left
+_MIN_LEFTOVER = 8
 _TAIL_START = 256
 
 MessageLike = Message | Mapping[str, Any] | str
@@ -250,6 +261,11 @@ class Memory:
         return found[0] if found else None
 
     def _run_stack(self, stack: list[Layer], request: ReadRequest) -> LayerOutput:
+        """The layers' output on the history they need, with the leftover of the budget given to
+        the layers that hit their cap (``_refill``)."""
+        return _refill(self._first_pass(stack, request), request).output()
+
+    def _first_pass(self, stack: list[Layer], request: ReadRequest) -> _Run:
         need = {layer.history for layer in stack}
         if "all" in need:
             return _pipeline(stack, request, self.store.history.read(request.scope, until=request.at))
@@ -260,9 +276,9 @@ class Memory:
             loaded = self.store.history.read(request.scope, until=request.at, last=n)
             if len(loaded) < n:
                 return _pipeline(stack, request, loaded)
-            out = _pipeline(stack, request, self._with_earlier_system(request, loaded))
-            if _tail_is_enough(loaded, out.messages):
-                return out
+            run = _pipeline(stack, request, self._with_earlier_system(request, loaded))
+            if _tail_is_enough(loaded, run.messages):
+                return run
             n *= 4
 
     def _with_earlier_system(self, request: ReadRequest, tail: list[Message]) -> list[Message]:
@@ -440,15 +456,120 @@ def _as_list(messages: MessageLike | Iterable[MessageLike]) -> list[MessageLike]
     return list(messages)
 
 
-def _pipeline(stack: list[Layer], request: ReadRequest, messages: list[Message]) -> LayerOutput:
-    sections: list[Section] = []
-    dropped: list[Dropped] = []
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One layer's read: the conversation it was given and what it returned."""
+
+    layer: Layer
+    given: list[Message]
+    out: LayerOutput
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """The stack's reads in order, and the conversation the last one kept."""
+
+    steps: list[_Step]
+    messages: list[Message]
+
+    def output(self) -> LayerOutput:
+        return LayerOutput(self.messages, [s for st in self.steps for s in st.out.sections], [d for st in self.steps for d in st.out.dropped])
+
+
+def _pipeline(stack: list[Layer], request: ReadRequest, messages: list[Message]) -> _Run:
+    steps: list[_Step] = []
     for layer in stack:
         out = layer.read(request, messages)
+        steps.append(_Step(layer, messages, out))
         messages = out.messages
-        sections += out.sections
-        dropped += out.dropped
-    return LayerOutput(messages, sections, dropped)
+    return _Run(steps, messages)
+
+
+def memory_room(available: int, conversation: int, counter: TokenCounter) -> int:
+    """Tokens the memory sections may take (as ``pack`` counts them) out of ``available`` (the
+    budget less the system messages and the query), beside a conversation of ``conversation``
+    tokens: all the conversation leaves, and at least ``SECTIONS_SHARE`` of ``available``."""
+    framing = counter.count_message(Message(role="system", content="x", id="memstack-memory")) - counter.count("x")
+    return max(int(available * SECTIONS_SHARE), available - conversation - framing)
+
+
+def _sections_cost(sections: Sequence[Section], counter: TokenCounter) -> int:
+    """What ``pack`` counts for sections: their text and 4 tokens each."""
+    return sum(counter.count(s.text) + 4 for s in sections)
+
+
+def _refill(run: _Run, request: ReadRequest) -> _Run:
+    """The second pass: what the memory room holds beyond the first pass's sections goes to the
+    layers that left something out (retrieval first, then in stack order), each read again on
+    the conversation it was given with its cap raised by the leftover; the conversation the
+    first pass kept stays. A layer's cap is ``share`` of the budget it is given (the contract of
+    every layer with a ``share``), so the larger cap is passed as a larger budget."""
+    if request.budget is None:
+        return run
+    counter = request.counter
+    system = counter.count_messages(m for m in run.messages if m.role == "system")
+    convo = counter.count_messages(m for m in run.messages if m.role != "system")
+    left = memory_room(request.budget - system, convo, counter) - _sections_cost(run.output().sections, counter)
+    steps = list(run.steps)
+    if left < 0:
+        return _Run(_shrink(steps, request, left), run.messages)
+    for i in _refill_order(steps):
+        if left < _MIN_LEFTOVER:
+            break
+        step = steps[i]
+        share = float(step.layer.share)  # type: ignore[attr-defined]
+        shown = sum(counter.count(s.text) for s in step.out.sections)
+        cap = shown + left - (0 if step.out.sections else 4)  # a first section costs pack's 4 more
+        if cap <= int(request.budget * share):
+            continue  # no more room than the first pass had
+        again = step.layer.read(replace(request, budget=_budget_for(cap, share)), step.given)
+        gain = _sections_cost(again.sections, counter) - _sections_cost(step.out.sections, counter)
+        if 0 < gain <= left:
+            steps[i] = replace(step, out=LayerOutput(step.out.messages, again.sections, again.dropped))
+            left -= gain
+    return _Run(steps, run.messages)
+
+
+def _shrink(steps: list[_Step], request: ReadRequest, over: int) -> list[_Step]:
+    """When the layers' shares add up to more than the memory room (``over`` < 0 tokens left),
+    the layers whose sections ``pack`` would drop first are read again with their cap lowered by
+    what is over, so they keep what fits instead of losing their whole section."""
+    counter = request.counter
+    order = sorted(
+        (i for i, st in enumerate(steps) if st.out.sections and isinstance(getattr(st.layer, "share", None), (int, float))),
+        key=lambda i: (max(s.priority for s in steps[i].out.sections), i),
+        reverse=True,
+    )
+    for i in order:
+        if over >= 0:
+            break
+        step = steps[i]
+        cap = sum(counter.count(s.text) for s in step.out.sections) + over
+        if cap <= 0:
+            continue  # nothing of it fits: pack leaves it out
+        again = step.layer.read(replace(request, budget=_budget_for(cap, float(step.layer.share))), step.given)  # type: ignore[attr-defined]
+        saved = _sections_cost(step.out.sections, counter) - _sections_cost(again.sections, counter)
+        if saved > 0 and again.sections:
+            steps[i] = replace(step, out=LayerOutput(step.out.messages, again.sections, again.dropped))
+            over += saved
+    return steps
+
+
+def _refill_order(steps: Sequence[_Step]) -> list[int]:
+    """The layers to read again: those with a ``share`` that left something out; the searching
+    ones (retrieval, topic) first."""
+    capped = [i for i, st in enumerate(steps) if isinstance(getattr(st.layer, "share", None), (int, float)) and any(d.layer == st.layer.name for d in st.out.dropped)]
+    return sorted(capped, key=lambda i: (not hasattr(steps[i].layer, "search"), i))
+
+
+def _budget_for(cap: int, share: float) -> int:
+    """The largest budget whose ``share`` (as a layer takes it: ``int(budget * share)``) is at most ``cap``."""
+    budget = int(cap / share)
+    while int((budget + 1) * share) <= cap:
+        budget += 1
+    while budget > 0 and int(budget * share) > cap:
+        budget -= 1
+    return budget
 
 
 def _tail_is_enough(loaded: list[Message], kept: list[Message]) -> bool:
@@ -469,7 +590,8 @@ def render_sections(sections: Sequence[Section]) -> str:
 
 
 def _assemble(out: LayerOutput, query: Message | None, budget: int | None, counter: TokenCounter) -> Context:
-    """Order the parts, fit sections into their share and the whole into the budget, report."""
+    """Order the parts, fit sections into the memory room (``memory_room``) and the whole into
+    the budget, report."""
     system = [m for m in out.messages if m.role == "system"]
     convo = [m for m in out.messages if m.role != "system"]
     tail = [query] if query else []
@@ -479,7 +601,7 @@ def _assemble(out: LayerOutput, query: Message | None, budget: int | None, count
         raise BudgetError(f"system messages and the query need {fixed} tokens, over max_tokens={budget}")
     sections = out.sections
     if budget is not None and sections:
-        sections, left_out = pack(sections, int((budget - fixed) * SECTIONS_SHARE), counter)
+        sections, left_out = pack(sections, memory_room(budget - fixed, counter.count_messages(convo), counter), counter)
         dropped += [Dropped(s.name, "memory section over its share of the budget", s.source_ids, counter.count(s.text)) for s in left_out]
     memory = [Message(role="system", content=render_sections(sections), id="memstack-memory")] if sections else []
     while memory and budget is not None and fixed + counter.count_messages(memory) > budget:

@@ -5,7 +5,9 @@
 
 A preset is data: a stack of registered layers and per-layer options ("retrieval.share" reaches
 only the retrieval layer); the memory layers' shares add up to at most half of the budget, the
-most ``Memory.context`` gives all memory sections together. The articles' table (业务场景 -> 推荐组合) maps one-to-one:
+memory sections' floor in ``Memory.context``. A share is a cap for the first pass, not a
+reservation: what the conversation and the other layers leave unused goes to the layers that hit
+their cap, retrieval first (see ``memstack.memory``). The articles' table (业务场景 -> 推荐组合) maps one-to-one:
 
     普通客服机器人      customer-service       全量历史 + 滑动窗口
     长期个人 AI 助手    personal-assistant     摘要 + 用户画像 + 向量检索

@@ -35,6 +35,9 @@ class ReadRequest:
     counter: TokenCounter
     #: ids of messages already in the context (e.g. the stored message the query came from)
     exclude_ids: frozenset[str] = frozenset()
+    #: scratch space of one context() call: a layer read again with a larger budget (Memory gives
+    #: a layer what the others left unused) keeps its costly work here (the retrieval's hits)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

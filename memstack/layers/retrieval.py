@@ -116,7 +116,7 @@ class Retrieval:
                 return LayerOutput(messages)  # no topic named: topic memory has nothing to add
             where = SearchFilter(categories=(str(topic),))
         shown = {m.id for m in messages} | set(request.exclude_ids)
-        hits = [h for h in self.with_neighbours(self.search(request.scope, request.query, at=request.at, where=where), where) if not set(h.unit.source_ids) <= shown]
+        hits = [h for h in self._found(request, where) if not set(h.unit.source_ids) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         kept = fit_hits(hits, budget, request.counter, lang)
@@ -127,6 +127,14 @@ class Retrieval:
         sources = tuple(i for h in kept for i in h.unit.source_ids)
         section = Section(self.name, render_hits(kept, lang), priority=40, source_ids=sources)
         return LayerOutput(messages, [section], dropped)
+
+    def _found(self, request: ReadRequest, where: SearchFilter | None) -> list[Hit]:
+        """The hits for the request with their neighbours, searched once per context() call (a
+        second read with a larger budget fits them again without embedding the query again)."""
+        key = (self.name, id(self), request.query, where)
+        if key not in request.memo:
+            request.memo[key] = self.with_neighbours(self.search(request.scope, request.query, at=request.at, where=where), where)
+        return request.memo[key]
 
     def with_neighbours(self, hits: list[Hit], where: SearchFilter | None = None) -> list[Hit]:
         """Each hit, followed by the neighbours of a short one that ``where`` admits (the next unit
