@@ -113,3 +113,9 @@ def test_statements_read_as_sentences_in_the_summary(tmp_path):
     notes = system(mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=1000))
     assert "林晓的老板是陈刚" in notes and "陈刚希望积分兑换优惠券" in notes
     assert "林晓老板陈刚" not in notes
+
+
+def test_english_near_duplicates_join_even_when_no_entity_is_made_of_them(tmp_path):
+    mem = memory(tmp_path, ["graph"], [out(("Dana", "person", "leads", "the atlas project")), out(("atlas", "project", "stores vectors in", "pgvector"))])
+    said(mem, (["Dana leads the atlas project", "ok"], T0), (["atlas stores vectors in pgvector", "fine"], T0 + timedelta(days=1)))
+    assert "pgvector" in graph(mem, "Where does the project Dana leads store vectors?")

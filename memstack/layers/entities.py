@@ -1,6 +1,11 @@
 """Entity memory: the people, projects and things of a user's conversations, merged across turns
-and threads under one canonical name (aliases kept), each attribute with its sources and the time
-it became true. A changed attribute supersedes the old value, which stays in the record's history.
+and threads under one canonical name (aliases kept; "星图"/"星图项目" and "一个知识中台"/"知识中台" are
+one), each attribute with its sources and the time it became true. Attributes that accumulate
+(uses, likes, knows) keep every value; a value that replaces another (a move, a new employer, a
+moved date, a change cue: ``supersede``) supersedes it, and the old one stays, dated, in the
+attribute's ``past`` and the record's history; the rendering says which is current. The user's own
+entity (key ``user``) carries the name they introduced themself with, and a question in the first
+person ("我的…", "my …") names it.
 
 The write side is the shared extractor's job; the read side shows the entities the query names
 first, then the user's own profile, then the most recently updated, within its share of the budget.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -317,6 +317,7 @@ class Extractor:
     def _entity_changes(self, user: Scope, batch: Batch, entities: Sequence[Any], relations: Sequence[Any]) -> list[Change]:
         current = {r.key: r for r in self.store.records.current(user, "entity")}
         resolve = _Resolver(current)
+        resolve.add_ends(self.store.records.current(user, "relation"))
         aliases = self._aliases(batch, entities, relations, resolve)
         changed: dict[str, dict[str, Any]] = {}
         sources_of: dict[str, set[str]] = {}
@@ -398,6 +399,7 @@ class Extractor:
         entities.update({c.key: c.value for c in pending if c.kind == "entity" and c.value is not None})
         resolve = _Resolver(entities)
         known = {r.key: r for r in self.store.records.current(user, "relation")}
+        resolve.add_ends(known.values())
         out: dict[str, Change] = {}
         for r in relations:
             if not (r.source.strip() and r.target.strip() and r.relation.strip()):
@@ -408,6 +410,8 @@ class Extractor:
             evidence, sources, confidence = found
             r = r.model_copy(update={"evidence": evidence})
             src, dst = resolve.find(r.source) or entity_key(r.source), resolve.find(r.target) or entity_key(r.target)
+            resolve.add(src, {"name": r.source})
+            resolve.add(dst, {"name": r.target})
             label = relation_label(r.relation, r.source, r.target)
             key = f"{src}\x1f{normalize(label)}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
@@ -462,12 +466,21 @@ class _Resolver:
             self.add(key, record.value if isinstance(record, Record) else record)
 
     def add(self, key: str, value: Any) -> None:
+        if not key:
+            return
         for n in [key, value.get("name", ""), *value.get("aliases", [])]:
             if n:
                 k = entity_key(n)
                 self._names.setdefault(k, key)
                 if stem(k) != k:
                     self._stems.setdefault(stem(k), key)
+
+    def add_ends(self, relations: Iterable[Record]) -> None:
+        """The ends of stored relations, after the entities: a name that is no entity still joins
+        its near-duplicates ("atlas" and "the atlas project")."""
+        for v in (r.value for r in relations):
+            self.add(v.get("source_key", ""), {"name": v.get("source", "")})
+            self.add(v.get("target_key", ""), {"name": v.get("target", "")})
 
     def find(self, name: str) -> str | None:
         k = entity_key(name)

@@ -3,7 +3,9 @@ confidence, source turns and the time it became true; at read time the entities 
 their neighbourhood up to ``hops`` relations away are rendered as facts, so a question that needs a
 chain ("莫尔索开发的项目用什么后端？": 莫尔索 is 小李's pen name, 小李 develops 知识中台, 知识中台
 uses SpringBoot) gets the whole path. Alias relations (a pen name, "also known as") join two names
-of one entity and cost no hop.
+of one entity and cost no hop. A relation that a newer one replaces (same source, a single-valued
+predicate or a change cue: ``supersede``) is kept with ``invalid_at`` in its value, rendered as no
+longer true with its dates, and never followed further. "我/my" in the query names the user.
 """
 
 from __future__ import annotations
