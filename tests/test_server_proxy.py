@@ -265,7 +265,7 @@ def test_a_client_that_sends_only_its_newest_message_gets_the_thread_s_earlier_t
             assert sent[0] == SYSTEM and sent[-1] == {"role": "user", "content": "我叫什么？"}
             convo = [{"role": x["role"], "content": x["content"]} for x in sent if x["role"] != "system"]
             assert convo == [{"role": "user", "content": "我叫王五"}, {"role": "assistant", "content": first}, {"role": "user", "content": "我叫什么？"}]
-            assert "王五" not in _memory_text(sent)  # not in a memory section as well
+            assert "我叫王五" not in _memory_text(sent)  # the round is not retrieved as well (an entity may name 王五)
 
             # a client that resends the whole history gets each message once
             answer = "收到：我叫什么？"
@@ -273,5 +273,5 @@ def test_a_client_that_sends_only_its_newest_message_gets_the_thread_s_earlier_t
             sent = upstream.chats[-1]["messages"]
             convo = [(x["role"], x["content"]) for x in sent if x["role"] != "system"]
             assert convo == [("user", "我叫王五"), ("assistant", first), ("user", "我叫什么？"), ("assistant", answer), ("user", "我住在杭州")]
-            assert "王五" not in _memory_text(sent)
+            assert "我叫王五" not in _memory_text(sent)
             assert history(memory, "wangwu", "t") == convo + [("assistant", "收到：我住在杭州")]
