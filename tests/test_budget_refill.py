@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from memstack import Memory
 from memstack.layers import register_layer
 from memstack.layers.base import LayerOutput, ReadRequest
-from memstack.memory import SECTIONS_SHARE
+from memstack.stack import SECTIONS_SHARE
 from memstack.providers.embeddings import get_embedder
 from memstack.types import Dropped, Message, Section
 
