@@ -194,6 +194,7 @@ def test_cli_runs_against_an_openai_compatible_model_and_prints_a_table(data, tm
         table = proc.stdout.decode()
         assert "| window,retrieval | 1.000 | 1.00 |" in table and "| none | 0.000 |" in table
         assert "\r" not in proc.stderr.decode() and "12/12 (100%)" in proc.stderr.decode()  # piped: plain lines
+        assert "window,retrieval: ingesting 王芳 (8 turns)" in proc.stderr.decode()
         rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
         assert len(rows) == 12 and {r["system"] for r in rows} == {"window,retrieval", "none", "oracle"}
         proc = subprocess.run([*args[:9], "--baselines", "oracle", "--model", upstream.model, "--json", "--limit", "1"], capture_output=True, env=env, timeout=300)

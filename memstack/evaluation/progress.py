@@ -31,6 +31,16 @@ class Progress:
                 self._last = done
         self.stream.flush()
 
+    def note(self, message: str) -> None:
+        """A step that moves no count (ingesting a conversation): redrawn on a terminal, one line
+        when piped."""
+        if self.tty:
+            self.stream.write("\r\033[K" + message)
+            self._drawn = True
+        else:
+            self.stream.write(message + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         if self.tty and self._drawn:
             self.stream.write("\n")

@@ -272,6 +272,8 @@ def run(
             try:
                 for conv in conversations:
                     if memory is not None:
+                        if progress is not None and hasattr(progress, "note"):
+                            progress.note(f"{dataset} {system.name}: ingesting {conv.id} ({sum(len(x.turns) for x in conv.sessions)} turns)")
                         _ingest(memory, conv, tallies[system.name], fresh=reuse is None)
                     for q in conv.questions:
                         tallies[system.name].rows.append(_ask(system, memory, conv, q, chat, count, grader, max_tokens, thread))
