@@ -236,9 +236,8 @@ def test_the_local_model_answers_from_the_oracle_and_not_without_memory(data):
 def _write(obj):
     import tempfile
 
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")
-    json.dump(obj, f, ensure_ascii=False)
-    f.close()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False)
     return f.name
 
 

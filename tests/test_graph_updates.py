@@ -6,8 +6,9 @@ The model's answers are scripted (exact statements through the real Extractor) o
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
+
+from chats import statements, system, turns_from
 
 from memstack import Memory
 from memstack.testing import ScriptedModel
@@ -15,16 +16,12 @@ from memstack.testing import ScriptedModel
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 
 
-def out(*statements):
-    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+out = statements
 
 
-def turns(texts, start=T0):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+turns = turns_from(T0)
 
 
-def system(ctx):
-    return "\n".join(m.text for m in ctx.messages if m.role == "system")
 
 
 def memory(tmp_path, layers, answers, batch=2):

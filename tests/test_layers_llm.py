@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from chats import system, turns_from
 
 from memstack import Memory
 from memstack.layers.extractor import Extractor
@@ -18,8 +19,7 @@ T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 PROJECT = ["我正在开发一个知识中台", "好的，听起来不错。", "后端使用SpringBoot", "明白。", "文档检索使用Elasticsearch", "好的。", "缓存使用Redis", "收到。"]
 
 
-def turns(texts, start=T0):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+turns = turns_from(T0)
 
 
 def out(*statements, state=None):
@@ -32,8 +32,6 @@ def out(*statements, state=None):
     return json.dumps(body, ensure_ascii=False)
 
 
-def system(ctx):
-    return "\n".join(m.text for m in ctx.messages if m.role == "system")
 
 
 def convo(ctx):

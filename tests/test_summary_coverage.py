@@ -7,10 +7,10 @@ store and Memory.context.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
+from chats import statements, turns_from
 
 from memstack import Memory
 from memstack.testing import ScriptedModel
@@ -18,12 +18,10 @@ from memstack.testing import ScriptedModel
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 
 
-def turns(texts, start=T0):
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+turns = turns_from(T0)
 
 
-def out(*statements):
-    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+out = statements
 
 
 def context_text(ctx):

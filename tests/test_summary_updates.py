@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from chats import statements
+
 from memstack import Memory
 from memstack.testing import ScriptedModel
 
-
-def out(*statements):
-    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in statements]}, ensure_ascii=False)
+out = statements
 
 
 def say(mem, user_text, at):
