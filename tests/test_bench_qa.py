@@ -87,8 +87,17 @@ def test_judge_prefers_keywords_then_containment_then_f1():
     assert judge_answer(short, "She moved to paris in May.") == {"correct": True, "by": "contains", "f1": pytest.approx(2 / 7, abs=0.001)}
     long = _question(answer="She went hiking in the mountains with her two brothers last spring")
     verdict = judge_answer(long, "she went hiking in the mountains with her brothers")
-    assert verdict["by"] == "f1" and verdict["correct"]
+    assert verdict["by"] == "recall" and verdict["correct"]
     assert not judge_answer(long, "she stayed home")["correct"]
+
+
+def test_explanatory_remarks_are_not_required_and_echoing_the_question_earns_nothing():
+    remark = _question(answer="一个小时（在附近的公园慢跑）")
+    assert judge_answer(remark, "我跑了大约一个小时。")["correct"]
+    concert = _question(answer="周杰伦的演唱会；最喜欢《听妈妈的话》", text="我最近去看了谁的演唱会？我最喜欢他的什么歌？")
+    guess = "我最近去看了周杰伦的演唱会。我最喜欢他的《青花瓷》。"  # the question's words again, one right name
+    assert token_f1(guess, concert.answer) > 0.5 and not judge_answer(concert, guess)["correct"]
+    assert judge_answer(concert, "你最近去看了周杰伦的演唱会，你最喜欢的是《听妈妈的话》，那首歌非常有感觉。")["correct"]
 
 
 def test_answer_keywords_are_loaded_and_checked(tmp_path):
@@ -241,7 +250,7 @@ def _write(obj):
     return f.name
 
 
-def _question(answer):
+def _question(answer, text="where?"):
     from memstack.evaluation.datasets import Question
 
-    return Question("q", "where?", frozenset(), "single-hop", datetime(2026, 1, 1, tzinfo=timezone.utc), answer)
+    return Question("q", text, frozenset(), "single-hop", datetime(2026, 1, 1, tzinfo=timezone.utc), answer)

@@ -11,10 +11,12 @@ Baselines run in the same pass on the same model and questions: ``none`` (the qu
 ``oracle`` (only the evidence turns: the model's reading ceiling, so the gap to it is memory's own).
 
 Judges (``judge_answer``): a question's ``answer_keywords`` when it has them (one alternative of
-every entry contained, case, spaces and full/half width ignored); else, for a short gold answer,
-containment of the gold answer; else token F1 >= 0.5 (LoCoMo's F1, characters for Chinese). With
-``judge=`` a chat model also grades each answer with the strict prompt of ``JUDGE_PROMPT``, and
-its verdict is the accuracy.
+every entry contained, case, spaces and full/half width ignored); else, for a short gold answer
+(its explanatory remarks in parentheses left out), containment of it; else the share of the gold
+answer's tokens the answer holds, the question's own words left out of both (an answer that only
+echoes the question earns nothing), at least ``RECALL_CORRECT``. Token F1 (LoCoMo's, characters
+for Chinese) is reported beside. With ``judge=`` a chat model also grades each answer with the
+strict prompt of ``JUDGE_PROMPT``, and its verdict is the accuracy.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ ANSWER_TOKENS = 96
 #: a gold answer this short (words, or characters of Chinese) is judged by containment
 SHORT_WORDS = 6
 SHORT_CJK_CHARS = 12
-F1_CORRECT = 0.5
+RECALL_CORRECT = 0.6
 #: what context sizes are reported in, for memory systems and baselines alike (Memory's default)
 DEFAULT_COUNTER = get_counter()
 THREADS = ("new", "last")
@@ -154,20 +156,35 @@ def token_f1(answer: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def gold_recall(answer: str, gold: str, question: str = "") -> float:
+    """The share of the gold answer's tokens the answer holds, tokens of the question left out of
+    both (each gold token counted as often as the answer has it)."""
+    asked = set(answer_tokens(question))
+    ref = [t for t in answer_tokens(gold) if t not in asked]
+    pred = Counter(t for t in answer_tokens(answer) if t not in asked)
+    if not ref:
+        return 0.0
+    return sum((Counter(ref) & pred).values()) / len(ref)
+
+
 def is_short(gold: str) -> bool:
     cjk = len(_CJK.findall(gold))
     return cjk <= SHORT_CJK_CHARS if cjk else len(gold.split()) <= SHORT_WORDS
 
 
+_REMARK = re.compile(r"[（(][^（）()]*[）)]")
+
+
 def judge_answer(question: Question, answer: str) -> dict[str, Any]:
-    """The rule-based verdict: ``{"correct", "by", "f1"}`` (``by``: keywords, contains or f1)."""
+    """The rule-based verdict: ``{"correct", "by", "f1"}`` (``by``: keywords, contains or recall)."""
     gold = question.answer or ""
     f1 = round(token_f1(answer, gold), 4) if gold else 0.0
     if question.keywords:
         return {"correct": keywords_match(answer, question.keywords), "by": "keywords", "f1": f1}
-    if gold and is_short(gold):
-        return {"correct": normalize_answer(gold) in normalize_answer(answer), "by": "contains", "f1": f1}
-    return {"correct": f1 >= F1_CORRECT, "by": "f1", "f1": f1}
+    core = _REMARK.sub("", gold).strip() or gold  # "一个小时（在附近的公园慢跑）" -> "一个小时"
+    if core and is_short(core):
+        return {"correct": normalize_answer(core) in normalize_answer(answer), "by": "contains", "f1": f1}
+    return {"correct": gold_recall(answer, core, question.text) >= RECALL_CORRECT, "by": "recall", "f1": f1}
 
 
 def llm_verdict(judge: ChatModel, question: Question, answer: str) -> bool:
