@@ -98,6 +98,9 @@ def test_explanatory_remarks_are_not_required_and_echoing_the_question_earns_not
     guess = "我最近去看了周杰伦的演唱会。我最喜欢他的《青花瓷》。"  # the question's words again, one right name
     assert token_f1(guess, concert.answer) > 0.5 and not judge_answer(concert, guess)["correct"]
     assert judge_answer(concert, "你最近去看了周杰伦的演唱会，你最喜欢的是《听妈妈的话》，那首歌非常有感觉。")["correct"]
+    tennis = _question(answer="Previously you played tennis with your friends at the local park every week", text="How often do I play tennis?")
+    refused = "I don't have any specific information about how often you play tennis with your friends at the local park."
+    assert judge_answer(tennis, refused) == {"correct": False, "by": "refusal", "f1": pytest.approx(token_f1(refused, tennis.answer), abs=1e-4)}
 
 
 def test_answer_keywords_are_loaded_and_checked(tmp_path):

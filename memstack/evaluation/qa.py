@@ -173,6 +173,16 @@ def is_short(gold: str) -> bool:
 
 
 _REMARK = re.compile(r"[（(][^（）()]*[）)]")
+_REFUSAL = re.compile(
+    r"我不知道|不清楚|没有(?:相关|具体)?的?(?:信息|记录|记忆)|不记得|"
+    r"\bi (?:do not|don'?t) (?:know|remember|have (?:any |that |this )?(?:specific |such )?(?:information|record|memory|details))|\bno (?:information|record|memory) (?:about|of|on)\b",
+    re.IGNORECASE,
+)
+
+
+def refusal(answer: str) -> bool:
+    """An answer that says it does not know ("我不知道", "I don't have any information about ...")."""
+    return bool(_REFUSAL.search(answer))
 
 
 def judge_answer(question: Question, answer: str) -> dict[str, Any]:
@@ -181,6 +191,8 @@ def judge_answer(question: Question, answer: str) -> dict[str, Any]:
     f1 = round(token_f1(answer, gold), 4) if gold else 0.0
     if question.keywords:
         return {"correct": keywords_match(answer, question.keywords), "by": "keywords", "f1": f1}
+    if refusal(answer):  # however many of the gold answer's words it repeats
+        return {"correct": False, "by": "refusal", "f1": f1}
     core = _REMARK.sub("", gold).strip() or gold  # "一个小时（在附近的公园慢跑）" -> "一个小时"
     if core and is_short(core):
         return {"correct": normalize_answer(core) in normalize_answer(answer), "by": "contains", "f1": f1}
