@@ -43,7 +43,7 @@ from ..llm.structured import generate
 from ..memory import Memory
 from ..presets import preset_named
 from ..retrieval.render import date_line
-from ..retrieval.units import language
+from ..retrieval.units import LABELS, language
 from ..tokens import get_counter
 from .datasets import Conversation, Question, Session, load
 from .recall import ingest
@@ -214,7 +214,7 @@ def instruction(lang: str, at: datetime) -> dict[str, str]:
 
 def render_turns(turns: Sequence[tuple[Session, Any]], lang: str) -> str:
     """Turns as the baselines show them: one date line per session day, then "speaker: text"."""
-    labels = {"zh": {"user": "用户", "assistant": "助手"}, "en": {"user": "User", "assistant": "Assistant"}}[lang]
+    labels = LABELS[lang]
     lines: list[str] = []
     day = None
     for session, turn in turns:
