@@ -84,6 +84,14 @@ class SearchSettings:
     #: questions) R@10: .921 -> .930 with 280-token chunks, .904 -> .921 with 300, .875 -> .881
     #: with 200 (0.8 gains a little more for more tokens); LoCoMo and MemoryBank-CN unchanged
     assistant_weight: float = 0.9
+    #: the assistant asked, the user answered: a hit that ends with the assistant's question
+    #: ("你喜欢哪种类型的电影呢？") has the round that answers it ("我喜欢喜剧和爱情片") put before it,
+    #: when that round is a hit scoring at least this share of the question's (0: off; see
+    #: ``answers_first``). The question repeats the query's words, the answer holds the fact.
+    #: The same between people (a named speaker's question, the other's reply). MemoryBank-CN
+    #: R@1 .729 -> .829; LoCoMo R@1 .421 -> .434, R@10 .777 -> .780 at 579 tokens (0.3 and 0.7
+    #: measured too: the same or better on both)
+    answer_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -111,6 +119,8 @@ class Searcher:
         fused, ranked = self._fused(user, query, where, span)
         weight = 1.0 if _SPEAKS_TO_ASSISTANT.search(query) else self.settings.assistant_weight
         hits = self._hydrate(user, fused[: max(2 * k, MIN_HYDRATED)], assistant_weight=weight)
+        if self.settings.answer_share > 0:
+            hits = answers_first(hits, self.settings.answer_share)
         # a question that names a period ("the latest project in July") is not about now
         if hits and span is None and self.settings.present_window > 1 and asks_about_now(query):
             hits = self._now_first(user, hits, ranked[0])
@@ -242,6 +252,7 @@ MIN_HYDRATED = 50
 #: "you" / "你" / "您": the question is about what the assistant said
 _SPEAKS_TO_ASSISTANT = re.compile(r"\b(?:you|your|yours|yourself)\b|[你您]", re.IGNORECASE)
 _ASSISTANT_LABELS = frozenset(labels["assistant"] for labels in LABELS.values())
+_USER_LABELS = frozenset(labels["user"] for labels in LABELS.values())
 
 
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|我", re.IGNORECASE)
@@ -288,6 +299,44 @@ def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (
     same = [hits[0], *(h for h in [*hits[1:window], *later] if subject & subject_terms(h.unit))]
     newest = max(same, key=lambda h: h.unit.timestamp)
     return [newest, *(h for h in hits if h.unit.id != newest.unit.id)]
+
+
+def answers_first(hits: Sequence[Hit], share: float) -> list[Hit]:
+    """Each hit that ends with a question someone other than the user asked, with the hit that answers it (the
+    round led in by that question) moved right before it when that one scores at least ``share``
+    of it. What a user answered is the memory; the question only names its subject."""
+    out = list(hits)
+    answer_of = {}
+    for h in out:
+        lead = (h.unit.metadata.get("lead") or {}).get("id")
+        if lead:
+            answer_of.setdefault(lead, h.unit.id)
+    i = 0
+    while i < len(out):
+        asked = closing_question(out[i].unit)
+        answer = answer_of.get(asked) if asked else None
+        j = next((n for n in range(i + 1, len(out)) if out[n].unit.id == answer), None)
+        if j is not None and out[j].score >= share * out[i].score:
+            out.insert(i, out.pop(j))
+            i += 1
+        i += 1
+    return out
+
+
+#: a question's end: a question mark, maybe followed by closing quotes, brackets or an emoticon
+_ASKS = re.compile(r"[？?][\s\"'”’）)～~]*$")
+
+
+def closing_question(unit: Unit) -> str | None:
+    """The id of the unit's last message when it ends with a question that the user did not ask
+    (the assistant did, or a named speaker of a conversation between people); else None."""
+    spans = unit.metadata.get("spans") or []
+    if not spans:
+        return None
+    mid, _seq, label, _off, start, end = spans[-1]
+    if label in _USER_LABELS or not _ASKS.search(unit.text[start:end].strip()):
+        return None
+    return str(mid)
 
 
 def subject_terms(unit: Unit) -> set[str]:
