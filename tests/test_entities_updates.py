@@ -124,3 +124,13 @@ def test_an_english_self_introduction_and_a_false_one(tmp_path):
     said(mem, (["My name is Li Lei, I'm an engineer", "hi Li Lei"], T0), (["我叫了外卖", "好的"], T0 + timedelta(hours=1)))
     assert "li lei" not in {r.key for r in mem.store.records.current(mem.scope("u"), "entity")}
     assert user_entity(mem)["aliases"] == ["Li Lei"]  # and 外卖 is not a name of the user
+
+
+def test_a_statement_the_model_repeats_until_the_list_is_full_is_kept_once(tmp_path):
+    looping = out(("用户", "人物", "教", "语文"), *[("用户", "人物", "教", "语文 ")] * 14, ("用户", "人物", "住在", "绍兴"))
+    mem = memory(tmp_path, ["entities", "graph"], [looping])
+    said(mem, (["我在绍兴教语文", "好的"], T0))
+    attributes = user_entity(mem)["attributes"]
+    assert [v["value"] for v in attributes["教"]["values"]] == ["语文"] and "住在" in attributes
+    relations = mem.store.records.current(mem.scope("u"), "relation")
+    assert len(relations) == 2

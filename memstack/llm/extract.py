@@ -150,7 +150,13 @@ def sentence(s: Statement, lang: str) -> str:
 def unpack(value: BaseModel, lang: str) -> Extracted:
     """Facts (each statement as a note), relations (subject -predicate-> object), entities (each
     subject, typed, with its predicates as attributes; no description: the attributes say it)."""
-    statements = [s for s in getattr(value, "memories", []) if s.subject.strip() and s.predicate.strip() and s.object.strip()]
+    # a small model at temperature 0 may repeat one statement until the list is full: once each
+    seen: dict[tuple[str, str, str], Statement] = {}
+    for s in getattr(value, "memories", []):
+        key = (s.subject.strip().casefold(), s.predicate.strip().casefold(), s.object.strip().casefold())
+        if all(key) and key not in seen:
+            seen[key] = s
+    statements = list(seen.values())
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
     relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip()) for s in statements]
     entities: dict[str, Entity] = {}
