@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .backends.memory import json_copy
 from .errors import InvalidInput, MemstackError, UsageError
+from .layers.state import state_value
 from .retrieval.units import dense_text, language
 from .types import Change, Hit, Scope, Unit, utcnow
 
@@ -197,7 +198,7 @@ class MemoryTools:
         The state is the user-level record set that the ``state`` layer keeps and that set_state
         writes; a missing key reads as null.
         """
-        state = {r.key: r.value.get("value") for r in self._records().current(self.scope.user(), "state")}
+        state = {r.key: state_value(r) for r in self._records().current(self.scope.user(), "state")}
         value = state if key is None else state.get(key)
         return json.dumps(value, ensure_ascii=False)
 

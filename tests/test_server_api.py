@@ -4,6 +4,7 @@ tour that requests every route the app declares."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -129,8 +130,8 @@ def test_model_made_memory_is_listed_edited_and_audited(service, acme):
     fails(acme.get("/v1/users/wang/memories/summary"), 422, "invalid_input", "thread_id")
     fails(acme.get("/v1/users/wang/memories/opinions"), 422, "invalid_input", "kind")
     put = ok(acme.put("/v1/users/wang/state/技术栈", json={"value": ["SpringBoot", "Redis"]}))
-    assert put["value"] == {"value": ["SpringBoot", "Redis"]} and put["version"] == 1
-    assert {r["key"]: r["value"]["value"] for r in ok(acme.get("/v1/users/wang/memories/state"))} == {"当前项目": "知识中台", "技术栈": ["SpringBoot", "Redis"]}
+    assert put["value"] == ["SpringBoot", "Redis"] and put["version"] == 1
+    assert {r["key"]: r["value"] for r in ok(acme.get("/v1/users/wang/memories/state"))} == {"当前项目": "知识中台", "技术栈": ["SpringBoot", "Redis"]}
     assert ok(acme.delete(f"/v1/users/wang/memories/relation/{quote(relation_key, safe='')}")) == {"deleted": 1}
     assert ok(acme.delete("/v1/users/wang/memories/entity/知识中台")) == {"deleted": 1}
     fails(acme.delete("/v1/users/wang/memories/entity/知识中台"), 404, "record_not_found", "key")
@@ -139,6 +140,31 @@ def test_model_made_memory_is_listed_edited_and_audited(service, acme):
     assert [(e["action"], e["kind"], e["layer"]) for e in audit[:3]] == [("delete", "entity", "api"), ("delete", "relation", "api"), ("add", "state", "api")]
     assert [e["kind"] for e in ok(acme.get("/v1/users/wang/audit", params={"kind": "state"}))] == ["state", "state"]
     assert ok(acme.get("/v1/users/wang/usage")) == {"totals": {}, "calls": []}
+
+
+def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
+    """The state layer's extraction, the set_state tool and PUT store a value the same way, and
+    every REST read answers the value itself, as the get_state tool does: "杭州", never
+    {"value": "杭州"}."""
+    extraction = json.dumps({"state": [{"key": "当前项目", "value": "知识中台"}]}, ensure_ascii=False)
+    memory = Memory("memory://", layers="window,state", options={"model": ScriptedModel([extraction], native_schema=True), "batch_messages": 2})
+    app = create_app(memory, ServerConfig(model=ScriptedModel(default="好的"), worker=False))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as c:
+        u = "/v1/users/li"
+        ok(c.post(f"{u}/threads/t/messages", json={"messages": [{"role": "user", "content": "我在做知识中台这个项目"}, {"role": "assistant", "content": "好的。"}]}), 201)
+        assert memory.flush().failed == 0
+        assert ok(c.post(f"{u}/tools/set_state", json={"arguments": {"key": "技术栈", "value": ["SpringBoot", "Redis"]}}))["result"].startswith("state 技术栈 =")
+        put = ok(c.put(f"{u}/state/city", json={"value": "杭州"}))
+        assert (put["key"], put["value"], put["version"]) == ("city", "杭州", 1)
+        whole = {"当前项目": "知识中台", "技术栈": ["SpringBoot", "Redis"], "city": "杭州"}
+        assert ok(c.get(f"{u}/state")) == whole
+        assert json.loads(ok(c.post(f"{u}/tools/get_state", json={"arguments": {}}))["result"]) == whole
+        assert {k: ok(c.get(f"{u}/state/{k}"))["value"] for k in whole} == whole
+        assert {r["key"]: r["value"] for r in ok(c.get(f"{u}/memories/state"))} == whole
+        assert ok(c.put(f"{u}/state/city", json={"value": {"name": "杭州", "since": 2025}}))["value"] == {"name": "杭州", "since": 2025}
+        assert json.loads(ok(c.post(f"{u}/tools/get_state", json={"arguments": {"key": "city"}}))["result"]) == {"name": "杭州", "since": 2025}
+        fails(c.get(f"{u}/state/nothing"), 404, "record_not_found", "key")
+        fails(c.get("/v1/users/nobody/state"), 404, "user_not_found", "user_id")
 
 
 def test_export_import_and_forget(service, acme):
@@ -164,11 +190,11 @@ def test_errors_are_json_with_a_stable_code_and_the_field(service, acme):
     path = "/v1/users/err/threads/t/messages"
     fails(acme.post(path, json={"messages": [{"role": "robot", "content": "hi"}]}), 422, "invalid_input", "messages[0].role")
     fails(acme.post(path, json={"messages": []}), 422, "invalid_input", "messages")
-    fails(acme.post(path, json={"messages": [{"role": "user", "content": "   "}]}), 422, "invalid_input", "content")
+    fails(acme.post(path, json={"messages": [{"role": "user", "content": "   "}]}), 422, "invalid_input", "messages[0].content")
     fails(acme.post(path, json={"messages": [{"role": "user", "content": "hi"}], "at": "2026-11-02T20:00:00"}), 422, "invalid_input", "at")
     fails(acme.post(path, content=b"{not json", headers={"content-type": "application/json"}), 422, "invalid_input", "body")
     fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_000_001}]}), 422, "invalid_input", "content")
-    fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_100_000}]}), 413, "body_too_large")
+    fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_100_000}]}), 413, "body_too_large", "body")
     fails(acme.post("/v1/users/err/threads/t/context", json={"strategy": "window,nope"}), 422, "invalid_input", "strategy")
     fails(acme.post("/v1/users/err/threads/t/context", json={"k": -1}), 422, "invalid_input", "k")
     fails(acme.post("/v1/users/err/threads/t/context", json={"max_tokens": 5, "query": "一个很长很长很长很长很长很长很长的问题"}), 422, "budget_too_small")
@@ -176,6 +202,33 @@ def test_errors_are_json_with_a_stable_code_and_the_field(service, acme):
     fails(acme.get("/v1/users/" + "x" * 300 + "/threads"), 422, "invalid_input", "user_id")
     fails(acme.get("/v1/nothing-here"), 404, "not_found")
     fails(acme.patch("/v1/users/err/threads"), 405, "method_not_allowed")
+
+
+def test_an_error_in_an_item_of_a_list_names_its_index_path(service, acme):
+    """The library checks one message and names its field ("content"); the API names the
+    message too, as it does for a field pydantic checks (messages[0].role)."""
+    path = "/v1/users/err/threads/t/messages"
+    fine = {"role": "user", "content": "hi"}
+    error = fails(acme.post(path, json={"messages": [fine, fine, {"role": "user", "content": "   "}]}), 422, "invalid_input", "messages[2].content")
+    assert error["message"] == "messages[2].content: user message content is empty"
+    fails(acme.post(path, json={"messages": [fine, {"role": "tool", "content": "42"}]}), 422, "invalid_input", "messages[1].tool_call_id")
+    fails(acme.post(path, json={"messages": [{"role": "user", "content": [{"text": "no type"}]}]}), 422, "invalid_input", "messages[0].content")
+    assert ok(acme.post(path, json={"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f"}}]}]}), 201)
+
+
+def test_the_413_body_is_shaped_like_every_other_error(service, acme):
+    """Same keys, same serialisation (the bytes of the app's JSONResponse), the field named."""
+    path = "/v1/users/err/threads/t/messages"
+    too_large = acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_100_000}]})
+    invalid = acme.post(path, content=b"{not json", headers={"content-type": "application/json"})
+    assert (too_large.status_code, invalid.status_code) == (413, 422)
+    assert too_large.headers["content-type"] == invalid.headers["content-type"]
+    for response in (too_large, invalid):
+        body = response.json()
+        assert list(body) == ["error"] and list(body["error"]) == ["code", "message", "field"], body
+        assert response.content == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert too_large.json()["error"] == {"code": "body_too_large", "message": too_large.json()["error"]["message"], "field": "body"}
+    assert "1048576 bytes" in too_large.json()["error"]["message"]
 
 
 def test_health_before_start_and_metrics(service, acme):
@@ -208,6 +261,8 @@ def test_every_route_the_app_declares_is_requested():
         ok(c.post(f"{u}/search", json={"query": "后端"}))
         ok(c.put(f"{u}/state/项目", json={"value": "知识中台"}))
         ok(c.get(f"{u}/memories/state"))
+        ok(c.get(f"{u}/state"))
+        ok(c.get(f"{u}/state/项目"))
         ok(c.delete(f"{u}/memories/state/项目"))
         ok(c.get(f"{u}/audit"))
         ok(c.get(f"{u}/usage"))
@@ -229,7 +284,7 @@ def test_every_route_the_app_declares_is_requested():
         # every documented operation, and the undocumented routes of the app itself (/docs, ...)
         declared = {(method.upper(), path) for path, operations in app.openapi()["paths"].items() for method in operations}
         declared |= {(method, r.path) for r in app.routes if isinstance(r, Route) and not isinstance(r, APIRoute) for method in r.methods if method != "HEAD"}
-        assert len(declared) == 24, sorted(declared)
+        assert len(declared) == 26, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -10,16 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..stores import records_of
-from ..types import Message, Scope, Section
+from ..types import Message, Record, Scope, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest
 
 TITLES = {"zh": "用户当前状态（JSON）", "en": "The user's current state (JSON)"}
 
 
+def state_value(record: Record) -> Any:
+    """A state record's value itself. A record holds a JSON object, and a state value may be any
+    JSON value (a string, a list), so every writer (this layer's extractor, the set_state tool,
+    the REST API) stores it as ``{"value": ...}``; every reader unwraps it here."""
+    return record.value.get("value")
+
+
 def current_state(store: Any, scope: Scope, *, per_thread: bool = False) -> dict[str, Any]:
     """The user's (or, ``per_thread``, the scope's thread's) state as one JSON object: key -> value."""
-    return {r.key: r.value.get("value") for r in records_of(store).current(scope if per_thread else scope.user(), "state")}
+    return {r.key: state_value(r) for r in records_of(store).current(scope if per_thread else scope.user(), "state")}
 
 
 @dataclass
@@ -38,7 +45,7 @@ class State:
         records = self.store.records.current(request.scope if self.state_per_thread else request.scope.user(), "state")
         if not records:
             return LayerOutput(messages)
-        state = {r.key: r.value.get("value") for r in records}
+        state = {r.key: state_value(r) for r in records}
         text = json.dumps(state, ensure_ascii=False, indent=1)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
         return LayerOutput(messages, [Section(self.name, f"{TITLES[lang]}\n{text}", priority=25, source_ids=tuple(i for r in records for i in r.source_ids))])

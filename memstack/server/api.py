@@ -8,13 +8,14 @@ user the tenant has not seen yet (a new user has no memories: the answers are em
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import AwareDatetime
 
 from .. import views
 from ..errors import InvalidInput
+from ..layers.state import current_state
 from ..memory import Memory
 from ..stores import RecordStore, records_of
 from ..types import Change, SearchFilter, utcnow
@@ -108,12 +109,28 @@ def delete_memory(user_id: str, kind: RecordKind, key: str, tenant: Tenant, memo
     return Deleted(deleted=1)
 
 
-@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited)")
+@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent")
 def put_state(user_id: str, key: str, body: StateValue, tenant: Tenant, memory: Mem) -> RecordOut:
     scope = memory.scope(user_id, tenant=tenant)
     records = _records(memory)
+    # stored as every writer of state stores it (layers.state.state_value); read back unwrapped
     records.apply(scope, [Change("put", "state", key, {"value": body.value}, at=utcnow())], layer=EDITOR)
     return RecordOut.of(records.current(scope, "state", [key])[0])
+
+
+@router.get("/state", summary="The user's JSON state as one object, key -> value (what the get_state tool reads)")
+def read_state(user_id: str, tenant: Tenant, memory: Mem) -> dict[str, Any]:
+    require_user(memory, tenant, user_id)
+    return current_state(memory.store, memory.scope(user_id, tenant=tenant))
+
+
+@router.get("/state/{key}", summary="One key of the user's JSON state: its record, the value itself")
+def read_state_key(user_id: str, key: str, tenant: Tenant, memory: Mem) -> RecordOut:
+    require_user(memory, tenant, user_id)
+    found = _records(memory).current(memory.scope(user_id, tenant=tenant), "state", [key])
+    if not found:
+        raise ApiError(404, "record_not_found", f"no current state {key!r}", field="key")
+    return RecordOut.of(found[0])
 
 
 @router.get("/audit", summary="Every add, supersede and delete of the user's model-made memory, newest first")

@@ -84,12 +84,21 @@ def status_of(exc: MemstackError) -> int:
     return next((status for cls, status in STATUS if isinstance(exc, cls)), 500)
 
 
-def field_of(loc: tuple[Any, ...] | list[Any]) -> str:
-    """("body", "messages", 0, "role") -> "messages[0].role"; ("query", "k") -> "k"."""
+def field_of(loc: tuple[Any, ...] | list[Any], inner: str | None = None) -> str:
+    """("body", "messages", 0, "role") -> "messages[0].role"; ("query", "k") -> "k". ``inner``: the
+    field within the item at ``loc`` that the library named ("content" of messages[0]), so an
+    error in an item of a list names its whole path, "messages[0].content", never a bare "content"."""
     out = ""
-    for part in list(loc)[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc:
+    for part in [*(list(loc)[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc), *([inner] if inner else [])]:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "body"
+
+
+def _library_field(error: dict[str, Any]) -> str | None:
+    """The field an InvalidInput raised by a schema's validator names (the library's own check of
+    an item, e.g. a message's empty content), or None."""
+    cause = (error.get("ctx") or {}).get("error")
+    return cause.field if isinstance(cause, InvalidInput) else None
 
 
 def install(app: FastAPI) -> None:
@@ -111,7 +120,7 @@ def install(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()))
+        field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()), _library_field(first))
         message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
         return error_response(422, InvalidInput.code, f"{field}: {message}", field)
 

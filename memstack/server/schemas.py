@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .. import layers as layer_registry
 from ..errors import UsageError
+from ..layers.state import state_value
 from ..types import Context, Hit, Message, Record, ThreadInfo
 
 RecordKind = Literal["summary", "entity", "relation", "state"]
@@ -64,6 +65,14 @@ class MessageIn(Strict):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+    @model_validator(mode="after")
+    def _is_a_message(self) -> MessageIn:
+        """The library's own rules of a message (content not empty, a tool message's
+        tool_call_id, ...) checked here, item by item: its InvalidInput then names the item's
+        path, ``messages[2].content``, which Memory.add, validating the batch, cannot."""
+        Message.from_dict(self.to_dict())
+        return self
 
 
 class MessageOut(BaseModel):
@@ -196,14 +205,15 @@ class HitOut(BaseModel):
 class RecordOut(BaseModel):
     kind: str
     key: str
-    value: dict[str, Any]
+    value: Any = Field(description="the record's JSON object; a state record's value itself (any JSON value), as PUT .../state/{key} took it and the get_state tool reads it")
     source_ids: list[str]
     valid_from: datetime | None
     version: int
 
     @classmethod
     def of(cls, r: Record) -> RecordOut:
-        return cls(kind=r.kind, key=r.key, value=dict(r.value), source_ids=list(r.source_ids), valid_from=r.valid_from, version=r.version)
+        value = state_value(r) if r.kind == "state" else dict(r.value)
+        return cls(kind=r.kind, key=r.key, value=value, source_ids=list(r.source_ids), valid_from=r.valid_from, version=r.version)
 
 
 class StateValue(Strict):
