@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import sys
 import threading
 import time
@@ -133,6 +134,28 @@ def test_concurrent_callers_assemble_once(parts, tmp_path, monkeypatch):
     assert results == [dest] * 6
     assert len(writes) == 1
     assert dest.read_bytes() == WHOLE and leftovers(dest.parent) == []
+
+
+def test_the_assembly_is_logged_and_a_file_in_place_logs_nothing(parts, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="memstack.llm.local")
+    seen: list[int] = []
+    dest = assemble_gguf(parts, tmp_path / "m.gguf", DIGEST, len(WHOLE), progress=lambda done, total: seen.append(done), name="the local model")
+    lines = [r.getMessage() for r in caplog.records if r.name == "memstack.llm.local"]
+    assert lines[0] == f"assembling the local model ({len(WHOLE)} bytes) from 3 packaged parts into {dest} ..."
+    assert lines[-1].startswith("assembled the local model in ") and lines[-1].endswith(" s")
+    assert seen[-1] == len(WHOLE)  # the caller's own progress still gets every block
+    caplog.clear()
+    assemble_gguf(parts, dest, DIGEST, len(WHOLE), name="the local model")
+    assert not [r for r in caplog.records if r.name == "memstack.llm.local"]
+
+
+def test_without_logging_the_assembly_goes_to_stderr_unless_the_caller_shows_progress(parts, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(local.log, "hasHandlers", lambda: False)  # a process that configured no logging
+    assemble_gguf(parts, tmp_path / "a.gguf", DIGEST, len(WHOLE), progress=lambda done, total: None)
+    assert capsys.readouterr().err == ""  # the chat's bar shows it
+    assemble_gguf(parts, tmp_path / "b.gguf", DIGEST, len(WHOLE))
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("memstack: assembling the model (") and err[-1].startswith("memstack: assembled the model in ")
 
 
 def test_model_directory_can_be_moved(monkeypatch, tmp_path):

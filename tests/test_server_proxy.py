@@ -21,7 +21,7 @@ openai = pytest.importorskip("openai")
 
 from openai_stub import CannedOpenAI  # noqa: E402
 
-from memstack import Memory, ProviderUnavailable  # noqa: E402
+from memstack import InvalidInput, Memory, ProviderUnavailable  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.server.resend import new_messages  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
@@ -228,6 +228,27 @@ def test_proxy_request_errors(served):
     with pytest.raises(openai.BadRequestError) as bad:
         served.sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert "X-Memstack-User" in str(bad.value)
+
+
+def test_an_in_process_model_s_answer_is_bounded_unless_the_client_bounds_it(served):
+    """Most clients set no max_tokens, and the local model would then write for minutes (a 504)."""
+    ask = lambda **fields: httpx.post(f"{served.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "介绍一下你自己"}], "user": "bound", **fields}, timeout=30)  # noqa: E731
+    for fields, bound in (({}, 512), ({"stream": True}, 512), ({"max_tokens": 24}, 24), ({"max_completion_tokens": 30}, 30)):
+        assert ask(**fields).status_code == 200
+        assert served.model.calls[-1]["max_tokens"] == bound, fields
+    unbounded = ScriptedModel(default="好的")
+    with BackgroundServer(create_app(Memory("memory://", layers="window"), ServerConfig(model=unbounded, answer_max_tokens=None, worker=False))) as server:
+        assert httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "你好"}], "user": "u"}, timeout=30).status_code == 200
+    assert unbounded.calls[-1]["max_tokens"] is None
+    with pytest.raises(InvalidInput):
+        create_app(Memory("memory://"), ServerConfig(model=unbounded, answer_max_tokens=0))
+
+
+def test_an_http_upstream_gets_the_client_s_request_without_a_bound_added():
+    with CannedUpstream() as upstream, BackgroundServer(create_app(Memory("memory://", layers="window"), ServerConfig(model=upstream.model, worker=False))) as server:
+        r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "你好"}], "user": "u"}, timeout=30)
+        assert r.status_code == 200, r.text
+    assert "max_tokens" not in upstream.chats[-1] and "max_completion_tokens" not in upstream.chats[-1]
 
 
 @pytest.mark.local_model

@@ -95,3 +95,46 @@ def test_a_public_address_without_keys_is_refused(tmp_path):
     assert proc.returncode == 2 and len(err.splitlines()) == 1 and "without API keys" in err, err
     bad = subprocess.run([sys.executable, "-m", "memstack", "serve", "--api-key", "no-tenant", "--port", str(free_port())], env=env, capture_output=True, timeout=60)
     assert bad.returncode == 2 and "KEY:TENANT" in bad.stderr.decode()
+
+
+def test_serve_passes_the_answer_bound_to_the_app(monkeypatch, tmp_path):
+    """``--answer-max-tokens N`` (default 512; 0: unbounded) reaches ServerConfig."""
+    import memstack.server
+    import memstack.server.run
+    from memstack.cli import main
+
+    configs = []
+    monkeypatch.setattr(memstack.server, "create_app", lambda config: configs.append(config))
+    monkeypatch.setattr(memstack.server.run, "serve", lambda app, **kw: None)
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+    for argv, bound in ((["serve"], 512), (["serve", "--answer-max-tokens", "64"], 64), (["serve", "--answer-max-tokens", "0"], None)):
+        assert main(argv) == 0
+        assert configs[-1].answer_max_tokens == bound, argv
+
+
+ASSEMBLE = """
+import hashlib, logging.config, sys
+from pathlib import Path
+from memstack.llm import local
+from memstack.llm.local import assemble_gguf
+from memstack.server.run import log_config
+local._CHUNK = 400  # ten blocks: a log line at each tenth
+if sys.argv[2] == "serve":
+    logging.config.dictConfig(log_config("info"))
+part = Path(sys.argv[1]) / "part1.bin"
+part.write_bytes(b"GGUF" * 1000)
+assemble_gguf([part], Path(sys.argv[1]) / "m.gguf", hashlib.sha256(b"GGUF" * 1000).hexdigest(), name="the local model")
+"""
+
+
+@pytest.mark.parametrize("process", ["serve", "worker"])
+def test_the_model_assembly_is_shown_on_stderr(tmp_path, process):
+    """``serve`` logs through uvicorn's handler (its memstack loggers at --log-level); a process
+    that configured no logging (``memstack worker``) still shows the lines on stderr."""
+    proc = subprocess.run([sys.executable, "-c", ASSEMBLE, str(tmp_path), process], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    prefix = "INFO:     " if process == "serve" else "memstack: "
+    assert lines[0].startswith(f"{prefix}assembling the local model (4000 bytes) from 1 packaged parts into "), lines
+    assert [line.removeprefix(prefix) for line in lines[1:-1]] == [f"assembling the local model: {p}% ({p * 40} bytes of 4000 bytes)" for p in range(10, 100, 10)]
+    assert lines[-1] == f"{prefix}assembled the local model in 0 s", lines

@@ -26,6 +26,7 @@ from ..llm.extract import Batch, extract, merge_notes
 from ..llm.extract import sentence as note_text
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
+from ..llm.priority import background
 from ..stores import Store, records_of
 from ..tokens import TokenCounter, get_counter
 from ..types import Change, Message, Record, Scope, Unit
@@ -190,8 +191,10 @@ class Extractor:
         pending = sum(self.counter.count(m.text) for m in turns)
         if not request.final and len(turns) < self.batch_messages and pending < self.batch_tokens:
             return Waiting(request.cursor)  # the turns stay queued until the batch fills or a flush
-        for chunk in self._chunks(turns):
-            self._run(request.scope, chunk)
+        # queued work: an answer someone waits for goes before these calls on a one-call-at-a-time model
+        with background():
+            for chunk in self._chunks(turns):
+                self._run(request.scope, chunk)
         return None
 
     def _chunks(self, turns: list[Message]) -> list[list[Message]]:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import secrets
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +36,7 @@ from filelock import FileLock
 from ..errors import InvalidInput, ModelIntegrityError, ProviderRejected, ProviderUnavailable, require
 from ..tokens import BaseCounter, register_counter
 from .base import Completion
+from .priority import PriorityLock
 
 MODEL_ID = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 MODEL_FILE = f"{MODEL_ID}.gguf"
@@ -46,6 +49,10 @@ _CHUNK = 8 * 1024 * 1024
 #: ``progress(done, total)``: bytes written so far and bytes in all, after every block of the assembly
 Progress = Callable[[int, int], None]
 _TOKENIZE_TIMEOUT_S = 30
+#: the assembly logs its progress at every tenth of the bytes
+_LOG_STEPS = 10
+
+log = logging.getLogger(__name__)
 
 
 # --- the model file -------------------------------------------------------------------------------
@@ -68,7 +75,9 @@ def packaged_parts() -> list[Path]:
     return parts
 
 
-def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | None = None, *, progress: Progress | None = None) -> Path:
+def assemble_gguf(
+    parts: Sequence[Path], dest: Path, sha256: str, size: int | None = None, *, progress: Progress | None = None, name: str = "the model"
+) -> Path:
     """Concatenate ``parts`` into ``dest`` once, verified against ``sha256`` (and ``size``); returns ``dest``.
 
     A file lock next to ``dest`` makes concurrent callers (threads or processes) wait for one
@@ -79,7 +88,8 @@ def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | No
     directory, which is renamed into place only if it matches: on a mismatch ModelIntegrityError is
     raised, the temporary file is removed and nothing is left at ``dest``. ``progress`` is called
     only while parts are written (a file already in place costs no progress): a user waiting on a
-    gigabyte of copying deserves a bar.
+    gigabyte of copying deserves a bar. The assembly is also logged (``name`` says what is
+    assembled): its start, its progress by tenths, and its seconds (``_note``).
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -87,14 +97,51 @@ def assemble_gguf(parts: Sequence[Path], dest: Path, sha256: str, size: int | No
         if _existing_is_valid(dest, sha256, size):
             return dest
         _discard(dest)
-        _write_verified(parts, dest, sha256, size, progress)
+        total = size if size is not None else sum(Path(p).stat().st_size for p in parts)
+        started = time.perf_counter()
+        shown = progress is not None  # the caller shows the progress itself (the chat's bar)
+        _note("assembling %s (%s) from %d packaged parts into %s ...", name, _gigabytes(total), len(parts), dest, shown=shown)
+        _write_verified(parts, dest, sha256, size, _logged(name, progress))
         _write_sidecar(dest, sha256)
+        _note("assembled %s in %.0f s", name, time.perf_counter() - started, shown=shown)
     return dest
 
 
 def ensure_model(progress: Progress | None = None) -> Path:
     """The packaged model's GGUF, assembled and verified on first use (``progress`` as in ``assemble_gguf``)."""
-    return assemble_gguf(packaged_parts(), default_model_path(), MODEL_SHA256, MODEL_SIZE, progress=progress)
+    return assemble_gguf(packaged_parts(), default_model_path(), MODEL_SHA256, MODEL_SIZE, progress=progress, name="the local model")
+
+
+def _logged(name: str, progress: Progress | None) -> Progress:
+    """``progress``, and a log line at every tenth of the bytes written."""
+    logged = 0
+
+    def update(done: int, total: int) -> None:
+        nonlocal logged
+        step = done * _LOG_STEPS // max(total, 1)
+        if step > logged and done < total:
+            logged = step
+            _note("assembling %s: %d%% (%s of %s)", name, step * 100 // _LOG_STEPS, _gigabytes(done), _gigabytes(total), shown=progress is not None)
+        if progress is not None:
+            progress(done, total)
+
+    return update
+
+
+def _note(message: str, *args: Any, shown: bool = False) -> None:
+    """INFO on this module's logger. Where the process configured no logging at all (a bare
+    ``memstack worker``, a script) and nothing else shows the progress (``shown``: the caller's
+    own bar), the line goes to stderr instead: Python drops INFO records there, and the first
+    use's minute of silence looks like a hang. A process with logging set up decides itself
+    (levels, handlers), as ``memstack serve`` does."""
+    if log.hasHandlers():
+        log.info(message, *args)
+    elif not shown:
+        print(f"memstack: {message % args}", file=sys.stderr, flush=True)
+
+
+def _gigabytes(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 100_000_000 else f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} bytes"
 
 
 def _existing_is_valid(dest: Path, sha256: str, size: int | None) -> bool:
@@ -185,7 +232,8 @@ class LocalModel:
     the packaged model is assembled and verified. The model loads on the first ``complete`` or
     ``count_tokens``. Calls are serialised by one lock: llama.cpp's server is driven from a single
     Python thread at a time, and one slot (``n_parallel=1``) keeps the whole context window for one
-    request. ``schema`` becomes a grammar (``native_schema``), so the output parses and conforms
+    request. The lock is a ``PriorityLock``: a foreground call (an answer) that waits goes before
+    the waiting background calls (the layers' write jobs, marked by ``llm.priority.background``). ``schema`` becomes a grammar (``native_schema``), so the output parses and conforms
     unless ``max_tokens`` cuts it off (``finish_reason == "length"``). ``seed`` is sent with every
     request: at temperature 0 the same prompt gives the same answer. Errors: ProviderRejected for a
     request the runtime refuses (prompt longer than ``context_window``, invalid schema),
@@ -212,7 +260,8 @@ class LocalModel:
         self._server: Any = None
         self._api_key = secrets.token_urlsafe(24)
         self._load_lock = threading.Lock()
-        self._call_lock = threading.Lock()
+        #: one call at a time, an answer waiting before the layers' background work (llm.priority)
+        self._call_lock = PriorityLock()
 
     def complete(
         self,
@@ -224,7 +273,7 @@ class LocalModel:
     ) -> Completion:
         request = self._request(messages, schema, temperature, max_tokens)
         server = self._loaded()
-        with self._call_lock:
+        with self._call_lock.hold():
             started = time.perf_counter()
             response = self._call(server, request)
             latency_ms = (time.perf_counter() - started) * 1000

@@ -34,8 +34,10 @@ from .upstream import Upstream, upstream_for
 
 log = logging.getLogger("memstack.server")
 
-DEFAULT_STRATEGY = "summary-buffer,entities,retrieval"
 DEFAULT_MAX_BODY = 1 << 20
+#: unbounded, the local 1.5B model on two cores answered one short message for 98-128 s: past the
+#: 60 s upstream timeout, a 504 (a ChatGPT-length answer is rarely longer than this)
+DEFAULT_ANSWER_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,9 @@ class ServerConfig:
 
     #: a store URL, an open Store, or None for the SQLite file under MEMSTACK_HOME
     db: str | Store | None = None
-    strategy: str = DEFAULT_STRATEGY
+    #: the layers (None: the store's memory profile, see ``memstack init``; a stack given here
+    #: must match the profile's write side)
+    strategy: str | None = None
     #: one of the articles' scenario stacks (memstack.presets) instead of ``strategy``
     preset: str | None = None
     model: Any = "local"
@@ -58,6 +62,9 @@ class ServerConfig:
     counter: str | None = None
     #: tokens kept free for the answer when a proxied request names no max_tokens
     completion_tokens: int = 1024
+    #: an in-process model's answer bound when the client sets no max_tokens/max_completion_tokens
+    #: (None: unbounded); an HTTP upstream gets the client's request as sent
+    answer_max_tokens: int | None = DEFAULT_ANSWER_MAX_TOKENS
     upstream_timeout: float = 60.0
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
@@ -70,7 +77,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     if memory is None:
         options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
         memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
-    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout)
+    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens)
     metrics = Metrics()
     app = FastAPI(
         title="memstack",

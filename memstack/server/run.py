@@ -8,6 +8,7 @@ shutdown, which drains the write queue.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from typing import Any
@@ -16,8 +17,18 @@ import uvicorn
 
 
 def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info") -> None:
-    """Serve ``app`` until a signal asks it to stop."""
-    uvicorn.Server(_config(app, host, port, graceful_seconds, log_level)).run()
+    """Serve ``app`` until a signal asks it to stop; memstack's own logs go where uvicorn's go."""
+    uvicorn.Server(_config(app, host, port, graceful_seconds, log_level, log_config=log_config(log_level))).run()
+
+
+def log_config(log_level: str) -> dict[str, Any]:
+    """uvicorn's logging, with the ``memstack`` loggers at ``log_level`` through its stderr
+    handler: without it their INFO lines (the first use of the local model assembling 1.1 GB for
+    a minute) were dropped, and the server looked hung. For the process that serves: it sets the
+    process's logging, which a BackgroundServer inside another program leaves alone."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["memstack"] = {"handlers": ["default"], "level": log_level.upper(), "propagate": False}
+    return config
 
 
 class BackgroundServer:
@@ -50,5 +61,6 @@ class BackgroundServer:
         self.stop()
 
 
-def _config(app: Any, host: str, port: int, graceful_seconds: float, log_level: str) -> uvicorn.Config:
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False)
+def _config(app: Any, host: str, port: int, graceful_seconds: float, log_level: str, log_config: dict[str, Any] | None = None) -> uvicorn.Config:
+    logs = {"log_config": log_config} if log_config is not None else {}
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False, **logs)

