@@ -11,14 +11,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .backends import open_store
-from .errors import InvalidInput, MemstackError, UsageError
+from .errors import InvalidInput, MemstackError, NotFound, UsageError
 from .memory import Memory
 from .types import parse_time
+from .views import plural
 
 #: the scenario presets (memstack.presets), named in --help without importing the layers
 PRESET_NAMES = ("customer-service", "personal-assistant", "enterprise-knowledge", "project-agent", "medical", "task-agent")
@@ -26,11 +28,27 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
-    p.add_argument("--db", help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
-    p.add_argument("--tenant", default="default", help="tenant (default: %(default)s)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """The options every command takes, before the command (``memstack --home X import f``) or
+    after it. Only the top parser holds their defaults: a subcommand's own default would overwrite
+    a value given before the command, so there they default to SUPPRESS (set only when given)."""
+    default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
+    p.add_argument("--home", default=default(None), help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
+    p.add_argument("--db", default=default(None), help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
+    p.add_argument("--tenant", default=default("default"), help="tenant (default: default)")
+    p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
+
+
+def _version() -> str:
+    """The installed distribution's version (what pip shows), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memstack")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +58,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memstack", description="Memory for LLM chat apps: history, windows, budgets, per user.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: main prints the commands
 
     p = sub.add_parser("add", help="store a message")
     p.add_argument("--user", required=True)
@@ -212,13 +232,22 @@ def _memory(args: argparse.Namespace, **kwargs: Any) -> Memory:
 
 
 def _read_text(value: str) -> str:
+    """The message text, or stdin's for ``-``, less the one newline that ends what ``echo`` or a
+    file gives (the shell's $(...) strips it too); any other whitespace is the user's and kept."""
     if value != "-":
         return value
     data = sys.stdin.buffer.read()
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"stdin is not valid UTF-8 (byte {exc.start})", field="text") from exc
+    return text.removesuffix("\r\n") if text.endswith("\r\n") else text.removesuffix("\n")
+
+
+def _at(args: argparse.Namespace) -> datetime | None:
+    """``--at`` as an aware datetime: one without a UTC offset is refused (exit 2), never taken as
+    UTC, so the command line, the library and the REST API (422) agree."""
+    return parse_time(args.at, field_name="--at") if args.at else None
 
 
 def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
@@ -232,7 +261,7 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 
 def cmd_add(args: argparse.Namespace) -> None:
     text = _read_text(args.text)
-    at = parse_time(args.at) if args.at else None
+    at = _at(args)
     with _memory(args, layers=args.strategy, preset=args.preset) as mem:
         stored = mem.add({"role": args.role, "content": text}, user_id=args.user, thread_id=args.thread, agent_id=args.agent, at=at)
     data = [m.to_dict() | {"seq": m.seq} for m in stored]
@@ -240,7 +269,7 @@ def cmd_add(args: argparse.Namespace) -> None:
 
 
 def cmd_context(args: argparse.Namespace) -> None:
-    at = parse_time(args.at) if args.at else None
+    at = _at(args)
     with _memory(args, layers=args.strategy, preset=args.preset, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
         ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k)
     _emit(args, ctx.to_dict(), lambda: _render_context(ctx))
@@ -249,22 +278,41 @@ def cmd_context(args: argparse.Namespace) -> None:
 def _render_context(ctx) -> str:
     lines = [f"[{m.role}] {m.text}" for m in ctx.messages]
     parts = ", ".join(f"{k} {v}" for k, v in ctx.sections.items() if v)
-    lines.append(f"-- {ctx.tokens} tokens ({ctx.counter}; {parts}), budget {ctx.max_tokens}")
+    lines.append(f"-- {plural(ctx.tokens, 'token')} ({ctx.counter}{'; ' + parts if parts else ''}), budget {ctx.max_tokens}")
     for d in ctx.dropped:
-        lines.append(f"-- dropped {len(d.message_ids)} message(s), {d.tokens} tokens: {d.layer}: {d.reason}")
+        lines.append(f"-- dropped {plural(len(d.message_ids), 'message')}, {d.tokens} tokens: {d.layer}: {d.reason}")
     return "\n".join(lines)
+
+
+def _require_user(mem: Memory, args: argparse.Namespace) -> None:
+    """An unknown user is "no such user" (exit 1), as REST's 404, not an empty answer."""
+    from . import views
+
+    if not views.known_user(mem.store, mem.scope(args.user)):
+        raise NotFound(f"no such user {args.user!r} (tenant {args.tenant!r})", field="user_id")
+
+
+def _require_thread(mem: Memory, args: argparse.Namespace) -> None:
+    """An unknown thread (or user) is not found (exit 1), as REST's 404."""
+    if not any(t.thread_id == args.thread for t in mem.threads(user_id=args.user, agent_id=args.agent)):
+        _require_user(mem, args)
+        raise NotFound(f"user {args.user!r} has no thread {args.thread!r}", field="thread_id")
 
 
 def cmd_threads(args: argparse.Namespace) -> None:
     with _memory(args) as mem:
         infos = mem.threads(user_id=args.user, agent_id=args.agent)
+        if not infos:
+            _require_user(mem, args)
     data = [{"thread_id": t.thread_id, "agent_id": t.agent_id, "messages": t.messages, "first_at": t.first_at.isoformat(), "last_at": t.last_at.isoformat()} for t in infos]
-    _emit(args, data, lambda: "\n".join(f"{t.thread_id}\t{t.messages} messages\t{t.first_at.isoformat()} .. {t.last_at.isoformat()}" for t in infos))
+    _emit(args, data, lambda: "\n".join(f"{t.thread_id}\t{plural(t.messages, 'message')}\t{t.first_at.isoformat()} .. {t.last_at.isoformat()}" for t in infos))
 
 
 def cmd_history(args: argparse.Namespace) -> None:
     with _memory(args) as mem:
         msgs = mem.history(user_id=args.user, thread_id=args.thread, agent_id=args.agent, last=args.last)
+        if not msgs:
+            _require_thread(mem, args)
     _emit(args, [m.to_dict() for m in msgs], lambda: "\n".join(f"{m.timestamp.isoformat()} [{m.role}] {m.text}" for m in msgs))
 
 
@@ -279,11 +327,12 @@ def cmd_forget(args: argparse.Namespace) -> None:
             return
     with _memory(args) as mem:
         n = mem.forget(user_id=args.user, thread_id=args.thread, agent_id=args.agent)
-    _emit(args, {"deleted": n}, lambda: f"deleted {what}: {n} records")
+    _emit(args, {"deleted": n}, lambda: f"deleted {what}: {plural(n, 'record')}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
     with _memory(args) as mem:
+        _require_user(mem, args)
         for rec in mem.export(user_id=args.user):
             print(json.dumps(rec, ensure_ascii=False))
 
@@ -294,16 +343,41 @@ def cmd_import(args: argparse.Namespace) -> None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{args.file} is not valid UTF-8 (byte {exc.start})") from exc
-    records = []
+    records, lines = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise InvalidInput(f"{args.file}:{i}: not JSON: {exc.msg}") from exc
+            lines.append(i)
     with _memory(args) as mem:
-        n = mem.import_(records)
-    _emit(args, {"imported": n, "records": len(records)}, lambda: f"imported {n} of {len(records)} messages")
+        n = _import_lines(mem, records, lines, args.file)
+    stored = len(records) - n
+    data = {"imported": n, "records": len(records), "already_stored": stored}
+    _emit(args, data, lambda: f"imported {n} of {plural(len(records), 'message')}" + (f" ({stored} already stored)" if stored else ""))
+
+
+def _import_lines(mem: Memory, records: list[Any], lines: list[int], file: str) -> int:
+    """``Memory.import_``, with a bad record named by its line in the file (blank lines make the
+    record's number and its line differ). Every record that is not stored was already stored:
+    import_ skips a message whose id the thread holds and refuses anything else before writing."""
+    seen, done = 0, False
+
+    def counted() -> Iterator[Any]:
+        nonlocal seen, done
+        for rec in records:
+            seen += 1
+            yield rec
+        done = True
+
+    try:
+        return mem.import_(counted())
+    except InvalidInput as exc:
+        if done or not seen:
+            raise
+        reason = str(exc).removeprefix(f"record {seen}: ")
+        raise InvalidInput(f"{file}:{lines[seen - 1]}: {reason}", field=exc.field) from exc
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
@@ -311,7 +385,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     with _memory(args, options=options, lease_seconds=args.lease) as mem:
         if args.once:
             report = mem.flush()
-            _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {report.ran} jobs, {report.failed} failed")
+            _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed")
             return
         try:
             while True:
@@ -333,7 +407,7 @@ def cmd_records(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     from .types import SearchFilter
 
-    at = parse_time(args.at) if args.at else None
+    at = _at(args)
     where = SearchFilter(thread_ids=tuple(args.thread)) if args.thread else None
     options = {"embedder": args.embedder} if args.embedder else {}
     with _memory(args) as mem:
@@ -352,8 +426,8 @@ def cmd_reindex(args: argparse.Namespace) -> None:
         raise UsageError("--chunk-tokens goes with --rechunk and is at least 20")
     with _memory(args) as mem:
         options = {"chunk_tokens": args.chunk_tokens} if args.chunk_tokens else {}
-        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=None if args.json else lambda done: print(f"\r{done} units", end="", file=sys.stderr), **options)
-    _emit(args, {"reindexed": n}, lambda: f"\nreindexed {n} units")
+        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=None if args.json else lambda done: print(f"\r{plural(done, 'unit')}", end="", file=sys.stderr), **options)
+    _emit(args, {"reindexed": n}, lambda: f"\nreindexed {plural(n, 'unit')}")
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> None:
@@ -450,9 +524,16 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `memstack`: what there is to run, not just an error
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
         args.run(args)
+    except NotFound as exc:
+        print(f"memstack: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except UsageError as exc:
         print(f"memstack: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

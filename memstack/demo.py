@@ -17,6 +17,7 @@ from typing import Any
 from .backends import DB_FILENAME, default_home
 from .memory import Memory
 from .types import Context, parse_time
+from .views import plural
 
 USER = "user_001"
 QUERY = "我的后端使用什么技术？"
@@ -49,24 +50,29 @@ def show(title: str, ctx: Context) -> None:
     for m in ctx.messages:
         print(f"  [{m.role}] {m.text}")
     parts = ", ".join(f"{k} {v}" for k, v in ctx.sections.items() if v)
-    print(f"  -> {len(ctx.messages)} messages, {ctx.tokens} tokens ({ctx.counter}: {parts})")
+    print(f"  -> {plural(len(ctx.messages), 'message')}, {plural(ctx.tokens, 'token')} ({ctx.counter}{': ' + parts if parts else ''})")
     for d in ctx.dropped:
-        print(f"  -> dropped {len(d.message_ids)} messages ({d.tokens} tokens): {d.layer}, {d.reason}")
+        print(f"  -> dropped {plural(len(d.message_ids), 'message')} ({plural(d.tokens, 'token')}): {d.layer}, {d.reason}")
 
 
 def run_demo(args: argparse.Namespace) -> None:
-    if args.db:
-        target: str | Path = args.db
-    else:
-        home = Path(args.home).expanduser() if args.home else default_home() if args.keep else Path(tempfile.mkdtemp(prefix="memstack-demo-"))
-        target = home / DB_FILENAME
+    """The demo in the store named by --db or --home (--keep: the usual home), else in a temporary
+    directory that is removed when the demo ends, so that repeated runs leave nothing behind."""
+    if args.db or args.home or args.keep:
+        _demo(args.db or (Path(args.home).expanduser() if args.home else default_home()) / DB_FILENAME, args.tenant)
+        return
+    with tempfile.TemporaryDirectory(prefix="memstack-demo-", ignore_cleanup_errors=True) as tmp:
+        _demo(Path(tmp) / DB_FILENAME, args.tenant, temporary=True)
+
+
+def _demo(target: str | Path, tenant: str, *, temporary: bool = False) -> None:
     records = demo_records()
-    print(f"memstack demo: store {target}")
-    with Memory(str(target), tenant=args.tenant) as memory:
+    print(f"memstack demo: store {target}" + (" (temporary, removed at the end; --keep stores it in the home)" if temporary else ""))
+    with Memory(str(target), tenant=tenant) as memory:
         memory.forget(user_id=USER)
         added = replay(memory, records)
         threads = memory.threads(user_id=USER)
-        print(f"replayed {added} messages into {len(threads)} threads of {USER}: " + ", ".join(f"{t.thread_id} ({t.messages})" for t in threads))
+        print(f"replayed {plural(added, 'message')} into {plural(len(threads), 'thread')} of {USER}: " + ", ".join(f"{t.thread_id} ({t.messages})" for t in threads))
         at = parse_time(records[[r["thread_id"] for r in records].index("s2") - 1]["timestamp"])
         print(f"\nthread s1 as of {at.isoformat()}, next question: {QUERY}")
         for title, strategy, options, budget in STRATEGIES:
@@ -82,7 +88,7 @@ def _layered(target: str | Path, records: list[dict[str, Any]]) -> None:
         memory.forget(user_id=USER)
         replay(memory, records)
         report = memory.flush()
-        print(f"\nwrite queue: {report.ran} jobs ran (embedding and indexing every round), {report.failed} failed")
+        print(f"\nwrite queue: {plural(report.ran, 'job')} ran (embedding and indexing every round), {report.failed} failed")
         at = parse_time(records[-1]["timestamp"]) + timedelta(days=3)
         for question in (QUERY, "我喜欢什么运动？", "量子计算的原理是什么？"):
             ctx = memory.context(user_id=USER, thread_id="s3", query=question, at=at, k=2, max_tokens=600)
@@ -94,6 +100,6 @@ def _restart_check(target: str | Path, at: datetime) -> None:
     with Memory(str(target)) as memory:
         n = len(memory.history(user_id=USER, thread_id="s1"))
         ctx = memory.context(user_id=USER, thread_id="s1", query="我叫什么名字？", at=at, strategy="window", k=1, max_tokens=None)
-        print(f"\nafter a restart: thread s1 still holds {n} messages; the window continues from them:")
+        print(f"\nafter a restart: thread s1 still holds {plural(n, 'message')}; the window continues from them:")
         for m in ctx.messages:
             print(f"  [{m.role}] {m.text}")

@@ -5,6 +5,7 @@
     │   ├── InvalidInput           bad message, scope, time, size or encoding
     │   ├── BudgetError            a token budget too small for what must be kept
     │   ├── UnknownName            an unregistered layer, counter, backend or preset
+    │   ├── NotFound               no such user or thread (REST: 404)
     │   ├── MissingDependency      an optional extra is not installed (names the pip line)
     │   ├── MissingAPIKey          a provider needs a key that is not set (names the variable)
     │   └── ProviderRejected       a model API refused the request (bad key, model, URL or input)
@@ -57,6 +58,17 @@ class UnknownName(UsageError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it plain
         return str(self.args[0]) if self.args else ""
+
+
+class NotFound(UsageError, LookupError):
+    """A user or thread the tenant does not have: REST answers 404 and the CLI exits 1, rather
+    than an empty answer that reads like an existing user without data (a mistyped id)."""
+
+    code = "not_found"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class MissingDependency(UsageError, ImportError):

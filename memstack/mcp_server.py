@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -78,7 +79,14 @@ def serve(
     if transport == "stdio":
         server.run("stdio")
         return
+    print(f"MCP server on {http_url(host, port)} (streamable HTTP; Ctrl-C stops it)", file=sys.stderr, flush=True)
     server.run("streamable-http", host=host, port=port, streamable_http_path=HTTP_PATH)
+
+
+def http_url(host: str, port: int) -> str:
+    """The endpoint a client connects to, said at start: the SDK logs nothing at the default
+    level, and the path (/mcp) is not guessable from --host and --port alone."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{HTTP_PATH}"
 
 
 def is_loopback(host: str) -> bool:

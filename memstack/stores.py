@@ -28,10 +28,18 @@ class HistoryStore(Protocol):
         ...
 
     def read(
-        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
     ) -> list[Message]:
-        """Messages of a thread in append order: with seq > ``after``, timestamp <= ``until``, a
-        role in ``roles``; only the ``last`` n of those. An unknown thread reads as empty."""
+        """Messages of a thread in append order (``order="time"``: by timestamp, ties in append
+        order): with seq > ``after``, timestamp <= ``until``, a role in ``roles``; only the
+        ``last`` n of those in that order. An unknown thread reads as empty."""
         ...
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:

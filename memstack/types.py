@@ -48,13 +48,32 @@ def aware(value: datetime, *, field_name: str = "timestamp") -> datetime:
     return value
 
 
+#: the orders a thread's history reads in: as appended (what the write queue's cursors, seqs,
+#: follow) or by timestamp, ties as appended (what a person reading a thread expects: an imported
+#: or back-dated message goes in its place)
+HISTORY_ORDERS = ("append", "time")
+
+
+def by_time(order: str) -> bool:
+    """Whether a history read is in time order; any order but HISTORY_ORDERS is InvalidInput."""
+    if order not in HISTORY_ORDERS:
+        raise InvalidInput(f"order must be one of {', '.join(HISTORY_ORDERS)}, not {order!r}", field="order")
+    return order == "time"
+
+
 def parse_time(text: str, *, field_name: str = "at") -> datetime:
-    """Parse an ISO 8601 date or datetime; one without an offset is taken as UTC."""
+    """Parse an ISO 8601 datetime with a UTC offset (``Z`` for UTC). One without an offset (a bare
+    date included) is refused, as ``aware`` refuses a naive datetime and the REST API answers 422:
+    the same clock time is a different instant in every zone, and guessing UTC misdates the
+    message silently."""
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(f"{field_name}: not an ISO 8601 date/time: {text!r}", field=field_name) from exc
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        raise InvalidInput(f"{field_name}: not an ISO 8601 date/time: {text!r}; expected e.g. 2026-03-01T09:00:00+08:00", field=field_name) from exc
+    if value.tzinfo is None or value.utcoffset() is None:
+        stamp = value.isoformat()
+        raise InvalidInput(f"{field_name}: {text.strip()!r} has no UTC offset; write it with one, e.g. {stamp}+08:00 (or {stamp}Z for UTC)", field=field_name)
+    return value
 
 
 def _check_id(value: object, name: str, *, required: bool) -> None:

@@ -21,6 +21,15 @@ def _record(r: Record) -> dict[str, Any]:
     }
 
 
+def known_user(store: Store, scope: Scope) -> bool:
+    """Whether the tenant has this user: a message in some thread, or model-made memory of them.
+    What the REST API's 404 means, so that the CLI gives the same answer for an unknown user."""
+    user = Scope(user_id=scope.user_id, tenant=scope.tenant)
+    if store.history.threads(user):
+        return True
+    return getattr(store, "records", None) is not None and any(records_of(store).current(user, kind) for kind in ("entity", "relation", "state"))
+
+
 def entities(store: Store, scope: Scope) -> list[dict[str, Any]]:
     return [_record(r) for r in records_of(store).current(scope.user(), "entity")]
 
@@ -87,7 +96,15 @@ def render(what: str, data: Any) -> str:
 
 
 def _entity_line(e: dict[str, Any]) -> str:
+    """``name [type] aka ...: description | attributes``, leaving out the parts an entity lacks
+    (the model often gives attributes and no description)."""
     v = e["value"]
     attrs = "; ".join(f"{k}={a['value']}" for k, a in v.get("attributes", {}).items())
     aliases = f" aka {', '.join(v['aliases'])}" if v.get("aliases") else ""
-    return f"{v.get('name', e['key'])} [{v.get('type') or '?'}]{aliases}: {v.get('description', '')}" + (f" | {attrs}" if attrs else "")
+    details = " | ".join(part for part in ((v.get("description") or "").strip(), attrs) if part)
+    return f"{v.get('name', e['key'])} [{v.get('type') or '?'}]{aliases}" + (f": {details}" if details else "")
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``: the counts in command output agree with their noun."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

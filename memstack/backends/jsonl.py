@@ -36,7 +36,7 @@ from urllib.parse import unquote
 from filelock import FileLock, Timeout
 
 from ..errors import InvalidInput, SchemaError, StoreError
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
 
 PLACEHOLDER = "_"  # the directory name standing for "no agent" or "no thread"
 JOBS_FILE = "_jobs.json"
@@ -420,7 +420,14 @@ class _History:
             return stored
 
     def read(
-        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
     ) -> list[Message]:
         path = self._s.thread_path(scope)
         with self._s.locked():
@@ -432,6 +439,8 @@ class _History:
             out = [m for m in out if m.timestamp <= until]
         if roles is not None:
             out = [m for m in out if m.role in roles]
+        if by_time(order):
+            out.sort(key=lambda m: (m.timestamp, m.seq or 0))
         if last is not None:
             out = out[-last:] if last > 0 else []
         return out

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidInput
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, user_digest, utcnow
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, user_digest, utcnow
 
 Key = tuple[str, str, str, str]
 
@@ -119,7 +119,14 @@ class _History:
             return stored
 
     def read(
-        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
     ) -> list[Message]:
         key = scope.require_thread().key
         with self._s._lock:
@@ -131,6 +138,8 @@ class _History:
             out = [m for m in out if m.timestamp <= until]
         if roles is not None:
             out = [m for m in out if m.role in roles]
+        if by_time(order):
+            out.sort(key=lambda m: (m.timestamp, m.seq or 0))
         if last is not None:
             out = out[-last:] if last > 0 else []
         return out

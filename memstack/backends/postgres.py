@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, SchemaError, StoreError, require
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
 
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
@@ -417,7 +417,14 @@ class _History:
                 return seqs
 
     def read(
-        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
     ) -> list[Message]:
         key = scope.require_thread().key
         if until is not None:
@@ -435,6 +442,11 @@ class _History:
             conditions.append("role = ANY(%s)")
             params.append(list(roles))
         query = f"SELECT {MESSAGE_COLUMNS} FROM memstack_messages WHERE {' AND '.join(conditions)}"
+        if by_time(order):  # newest first, so that LIMIT keeps the last n; returned oldest first
+            query += " ORDER BY ts DESC, seq DESC" + (" LIMIT %s" if last is not None else "")
+            with self._db.transaction("reading messages") as cur:
+                cur.execute(query, [*params, last] if last is not None else params)
+                return [message_from_row(row) for row in reversed(cur.fetchall())]
         if last is None:
             query += " ORDER BY seq"
         else:

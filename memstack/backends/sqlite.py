@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, SchemaError, StoreError
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, utcnow
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
 from .memory import json_copy
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
@@ -238,6 +238,16 @@ def _message_row(scope: Scope, m: Message) -> tuple:
 MESSAGE_COLUMNS = "seq, id, role, content, parts, name, tool_calls, tool_call_id, ts, metadata"
 
 
+def _time_ordered(store: SQLiteStore, sql: str, params: list[Any], last: int | None) -> list[Message]:
+    """The messages ``sql`` selects, oldest first by instant then seq: read newest first, so that
+    LIMIT keeps the last n."""
+    if last is not None and last <= 0:
+        return []
+    limit = " LIMIT ?" if last is not None else ""
+    rows = store.query(sql + " ORDER BY ts_us DESC, seq DESC" + limit, [*params, last] if limit else params)
+    return [_row_to_message(r) for r in reversed(rows)]
+
+
 class _History:
     def __init__(self, store: SQLiteStore) -> None:
         self._s = store
@@ -266,7 +276,14 @@ class _History:
         return stored
 
     def read(
-        self, scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
     ) -> list[Message]:
         sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {KEY}"
         params: list[Any] = list(scope.require_thread().key)
@@ -279,6 +296,8 @@ class _History:
         if roles is not None:
             sql += f" AND role IN ({','.join('?' * len(roles))})" if roles else " AND 0"
             params += list(roles)
+        if by_time(order):  # ts_us is the instant, whatever offset the message was given with
+            return _time_ordered(self._s, sql, params, last)
         if last is not None:
             if last <= 0:
                 return []

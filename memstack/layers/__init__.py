@@ -31,6 +31,8 @@ _LAZY: dict[str, str] = {
     "state": "memstack.layers.state",
 }
 _plugins_loaded = False
+#: registered for the write queue, not for stacks: the model-backed layers' shared extraction job
+INTERNAL = frozenset({"extract"})
 
 
 def register_layer(name: str, factory: LayerFactory) -> None:
@@ -52,6 +54,16 @@ def layer_names() -> list[str]:
     return sorted(set(_REGISTRY) | set(_LAZY))
 
 
+def user_layer_names() -> list[str]:
+    """The layers a stack names, as the README describes them (and plugins'): the registry less
+    INTERNAL, so that an error never suggests a name that is no strategy."""
+    return [n for n in layer_names() if n not in INTERNAL]
+
+
+def _unknown(name: str) -> UnknownName:
+    return UnknownName(f"unknown layer {name!r}; the layers are: {', '.join(user_layer_names())}")
+
+
 def build_layer(name: str, **options: Any) -> Layer:
     """A layer instance from the registry, given the options its factory accepts."""
     _load_plugins()
@@ -60,7 +72,7 @@ def build_layer(name: str, **options: Any) -> Layer:
     try:
         factory = _REGISTRY[name]
     except KeyError:
-        raise UnknownName(f"unknown layer {name!r}; registered: {', '.join(layer_names())}") from None
+        raise _unknown(name) from None
     params = inspect.signature(factory).parameters
     accepted = {k: v for k, v in options.items() if k in params and v is not None}
     try:
@@ -76,7 +88,7 @@ def parse_stack(spec: str) -> list[str]:
         raise InvalidInput("empty strategy: name at least one layer", field="strategy")
     for n in names:
         if n not in layer_names():
-            raise UnknownName(f"unknown layer {n!r}; registered: {', '.join(layer_names())}")
+            raise _unknown(n)
     return names
 
 
@@ -90,6 +102,7 @@ __all__ = [
     "Writer",
     "build_layer",
     "layer_names",
+    "user_layer_names",
     "parse_stack",
     "register_layer",
     "full",

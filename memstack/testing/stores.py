@@ -105,6 +105,21 @@ class StoreContract:
         assert [m.text for m in store.history.read(A, roles=["user", "assistant"], until=T0 + timedelta(minutes=1))] == ["问"]
         assert store.history.read(A, roles=[]) == []
 
+    def test_read_in_time_order(self, store):
+        # a back-dated message (an import, `memstack add --at`) reads in its place with
+        # order="time", ties in append order; append order stays the default (job cursors are seqs)
+        store.history.append(A, [msg("user", "二", 2), msg("assistant", "三", 3)])
+        early = Message(role="user", content="零", timestamp=(T0 - timedelta(minutes=1)).astimezone(timezone.utc))
+        store.history.append(A, [msg("user", "一", 1), msg("user", "也二", 2), early])
+        assert [m.text for m in store.history.read(A)] == ["二", "三", "一", "也二", "零"]
+        assert [m.text for m in store.history.read(A, order="time")] == ["零", "一", "二", "也二", "三"]
+        assert [m.text for m in store.history.read(A, order="time", last=2)] == ["也二", "三"]
+        assert [m.text for m in store.history.read(A, order="time", until=T0 + timedelta(minutes=2), last=2)] == ["二", "也二"]
+        assert [m.text for m in store.history.read(A, order="time", roles=["assistant"])] == ["三"]
+        assert store.history.read(A, order="time", last=0) == []
+        with pytest.raises(InvalidInput, match="order"):
+            store.history.read(A, order="newest")
+
     def test_thread_required_for_history(self, store):
         with pytest.raises(InvalidInput):
             store.history.append(Scope(user_id="user_001"), [msg("user", "x")])
