@@ -301,11 +301,14 @@ class Memory:
         layer = self._layer("retrieval", options)
         return layer.search(scope, query, k=k, at=aware(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
 
-    def history(self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None) -> list[Message]:
-        """A thread's stored messages in time order, ties as stored (up to ``at``; only the
-        ``last`` n if given): a back-dated or imported message reads in its place, as in the CLI,
-        REST and LangChain's history alike."""
-        return self.store.history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), until=at, last=last, order="time")
+    def history(
+        self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None, order: str = "time"
+    ) -> list[Message]:
+        """A thread's stored messages (up to ``at``; only the ``last`` n if given) in time order,
+        ties as stored: a back-dated or imported message reads in its place, in the CLI and REST
+        alike. ``order="append"``: as stored, for a caller that replays the conversation as the
+        app sent it (LangChain's history, a proxy matching what the client resends)."""
+        return self.store.history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), until=at, last=last, order=order)
 
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))

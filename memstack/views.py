@@ -90,7 +90,7 @@ def render(what: str, data: Any) -> str:
     if what == "audit":
         return "\n".join(f"{e['at']}  {e['action']:<9} {e['kind']:<8} {e['key']}  ({e['layer']})" for e in data) or "(no audit events)"
     if what == "usage":
-        lines = [f"{name}: {t['calls']} calls ({t['failed']} failed), {t['prompt_tokens']} prompt + {t['completion_tokens']} completion tokens, {t['seconds']} s" for name, t in data["totals"].items()]
+        lines = [f"{name}: {plural(t['calls'], 'call')} ({t['failed']} failed), {t['prompt_tokens']} prompt + {plural(t['completion_tokens'], 'completion token')}, {t['seconds']} s" for name, t in data["totals"].items()]
         return "\n".join(lines) or "(no model calls)"
     raise UsageError(f"unknown view {what!r}")
 

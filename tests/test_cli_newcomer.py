@@ -96,6 +96,7 @@ def test_rest_history_reads_in_the_same_order():
         assert [m["content"] for m in got.json()] == ["九点", "十点"]
         assert [m["content"] for m in http.get("/v1/users/u/threads/t/messages", params={"last": 1}).json()] == ["十点"]
     assert [m.text for m in memory.history(user_id="u", thread_id="t")] == ["九点", "十点"]
+    assert [m.text for m in memory.history(user_id="u", thread_id="t", order="append")] == ["十点", "九点"]  # LangChain's
 
 
 # ---- global options, --version, bare memstack ------------------------------------------------

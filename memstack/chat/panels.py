@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..tokens import TokenCounter
 from ..types import Context
+from ..views import plural
 from .session import Memories
 
 #: characters of a message shown in the /context table; the rest is elided
@@ -61,7 +62,7 @@ def context_view(ctx: Context | None, counter: TokenCounter) -> RenderableType:
 
 def _messages_table(ctx: Context, counter: TokenCounter) -> Table:
     budget = "no budget" if ctx.max_tokens is None else f"budget {ctx.max_tokens}"
-    table = Table(title=f"Context: {len(ctx.messages)} messages, {ctx.tokens} tokens ({budget}, {ctx.counter})", title_justify="left", expand=True)
+    table = Table(title=f"Context: {plural(len(ctx.messages), 'message')}, {plural(ctx.tokens, 'token')} ({budget}, {ctx.counter})", title_justify="left", expand=True)
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("role", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
@@ -132,10 +133,6 @@ def state_view(state: dict[str, Any]) -> RenderableType:
     if not state:
         return Text("No state yet: the model keeps it when the memory stack has the state layer.", style="dim")
     return Panel(JSON.from_data(state, ensure_ascii=False), title="state", title_align="left")
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -129,7 +129,7 @@ def _forget(session: ChatSession, console: Console, read: ReadLine, rest: str) -
     if answer not in ("y", "yes"):
         console.print("nothing deleted")
         return
-    console.print(f"deleted {escape(what)}: {session.forget(everything=everything)} records")
+    console.print(f"deleted {escape(what)}: {plural(session.forget(everything=everything), 'record')}")
 
 
 def _flush(session: ChatSession, console: Console, read: ReadLine, rest: str) -> None:
@@ -146,7 +146,7 @@ def _import(session: ChatSession, console: Console, read: ReadLine, rest: str) -
         return
     with lazy_bar(console, f"importing {rest}") as update:
         stored = session.import_file(rest, progress=update)
-    console.print(f"imported {stored} messages as {escape(session.user_id)}'s; the background worker indexes them")
+    console.print(f"imported {plural(stored, 'message')} as {escape(session.user_id)}'s; the background worker indexes them")
 
 
 def _help(session: ChatSession, console: Console, read: ReadLine, rest: str) -> None:

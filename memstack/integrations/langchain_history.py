@@ -64,9 +64,10 @@ class MemstackChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """The thread's messages in order, as LangChain messages."""
+        """The thread's messages in the order they were added (LangChain's contract: the
+        conversation replayed to the model as the app built it), as LangChain messages."""
         s = self.scope
-        stored = self.memory.history(user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id, last=self.last)  # type: ignore[arg-type]
+        stored = self.memory.history(user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id, last=self.last, order="append")  # type: ignore[arg-type]
         return [to_langchain(m) for m in stored]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
