@@ -69,9 +69,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="ISO 8601 timestamp of the message (default: now)")
     p.add_argument("--agent")
     p.add_argument("text", help="the message text, or - to read it from stdin")
-    p.add_argument("--strategy", default="full", help="the layers whose write side this message feeds, e.g. summary,entities,retrieval (default: %(default)s)")
-    p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
+    p.add_argument("--strategy", help="check that the store's profile writes with these layers (default: the store's profile; see `memstack init`)")
+    p.add_argument("--preset", help="check that the store's profile is this preset: " + ", ".join(PRESET_NAMES))
+    p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) before returning")
     p.set_defaults(run=cmd_add)
+
+    p = sub.add_parser("init", help="configure the store's memory: the layers every process writes with, the chat model, the embedder")
+    stack = p.add_mutually_exclusive_group()
+    stack.add_argument("--preset", help="a scenario stack: " + ", ".join(PRESET_NAMES))
+    stack.add_argument("--strategy", help="a stack of layers (default: window,retrieval: no model calls)")
+    p.add_argument("--model", help="chat model of the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
+    p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
+    p.add_argument("--tokenizer", help="token counter: estimate (default), cl100k_base, o200k_base or a model name")
+    p.add_argument("--reconfigure", action="store_true", help="replace an existing configuration and queue every thread for the new layers")
+    p.set_defaults(run=cmd_init)
+
+    p = sub.add_parser("config", help="show the store's memory configuration")
+    p.set_defaults(run=cmd_config)
 
     p = sub.add_parser("context", help="print the context for the next model call")
     p.add_argument("--user", required=True)
@@ -79,11 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--agent")
     p.add_argument("--query", help="the user's next message (not stored)")
     p.add_argument("--at", help="reference time, ISO 8601 (default: now)")
-    p.add_argument("--strategy", default="full", help="a layer or comma-separated stack of layers (default: %(default)s)")
-    p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
+    p.add_argument("--strategy", help="read with this layer or comma-separated stack (default: the store's profile)")
+    p.add_argument("--preset", help="read with a scenario stack instead: " + ", ".join(PRESET_NAMES))
     p.add_argument("--k", type=int, help="turns kept by the window layer")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of the whole context (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
+    p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) first")
     p.set_defaults(run=cmd_context)
 
     p = sub.add_parser("threads", help="list a user's threads")
@@ -137,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="reference time for dates in the query, ISO 8601 (default: now)")
     p.add_argument("--thread", action="append", help="only these threads (repeatable)")
     p.add_argument("--embedder", help="embedding provider (default: local)")
+    p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) first")
     p.add_argument("query")
     p.set_defaults(run=cmd_search)
 
@@ -182,8 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     p.add_argument("--api-key", action="append", default=[], metavar="KEY:TENANT", help="an API key and the tenant it may touch (repeatable; also $MEMSTACK_API_KEYS=\"k1:t1,k2:t2\")")
-    p.add_argument("--model", default="local", help="the upstream chat model, also used by the model-backed layers: local (default) or a provider string, e.g. vllm:MODEL@http://host:8000/v1")
-    p.add_argument("--strategy", default="summary-buffer,entities,retrieval", help="the layers that build every context and whose write side every message feeds (default: %(default)s)")
+    p.add_argument("--model", help="the upstream chat model, also used by the model-backed layers: a provider string, e.g. vllm:MODEL@http://host:8000/v1 (default: the store's profile's model, else local)")
+    p.add_argument("--strategy", help="check that the store's profile has these layers (default: the store's profile, written by `memstack init`; window,retrieval on a new store)")
     p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
@@ -199,9 +215,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--thread", help="the conversation (default: today's UTC date, one thread per day)")
     stack = p.add_mutually_exclusive_group()
-    stack.add_argument("--preset", help="the memory stack by scenario (default: personal-assistant): " + ", ".join(PRESET_NAMES))
+    stack.add_argument("--preset", help="check that the store is configured with this scenario stack (default: the store's profile; see `memstack init`): " + ", ".join(PRESET_NAMES))
     stack.add_argument("--strategy", help="a stack of layers instead of a preset, e.g. window,retrieval")
-    p.add_argument("--model", default="local", help="the chat model, also used by the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
+    p.add_argument("--model", help="the chat model, also used by the model-backed layers: a provider string, e.g. ollama:qwen3:8b (default: the store's profile's model, else local)")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of each context, capped by the model's window (default: %(default)s)")
     p.set_defaults(run=cmd_chat)
 
@@ -262,16 +278,59 @@ def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 def cmd_add(args: argparse.Namespace) -> None:
     text = _read_text(args.text)
     at = _at(args)
+    _one_stack(args)
     with _memory(args, layers=args.strategy, preset=args.preset) as mem:
         stored = mem.add({"role": args.role, "content": text}, user_id=args.user, thread_id=args.thread, agent_id=args.agent, at=at)
+        if args.wait:
+            mem.flush(user_id=args.user)
     data = [m.to_dict() | {"seq": m.seq} for m in stored]
     _emit(args, {"stored": data}, lambda: "\n".join(f"stored {m.id} ({m.role}, {m.timestamp.isoformat()})" for m in stored))
 
 
+def _one_stack(args: argparse.Namespace) -> None:
+    if getattr(args, "preset", None) and getattr(args, "strategy", None):
+        raise UsageError("give --preset or --strategy, not both")
+
+
+def cmd_init(args: argparse.Namespace) -> None:
+    options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
+    store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
+    try:
+        profile, queued = Memory.configure(store, layers=args.strategy, preset=args.preset, options=options, counter=args.tokenizer, tenant=args.tenant, reconfigure=args.reconfigure)
+    finally:
+        store.close()
+    queued_line = f"\nqueued {plural(queued, 'thread')} for the new layers: run `memstack worker --once`" if queued else ""
+    _emit(args, {"profile": profile.to_dict(), "store": store.url, "queued_threads": queued}, lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{queued_line}")
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    with _memory(args) as mem:
+        profile, url, pending = mem.profile, mem.store.url, mem.pending()
+    data = {"store": url, "tenant": args.tenant, "profile": profile.to_dict(), "pending_jobs": pending}
+    _emit(args, data, lambda: f"store   {url}\ntenant  {args.tenant}\nmemory  {profile.describe()}\npending {plural(pending, 'job')}")
+
+
+def _settle_jobs(args: argparse.Namespace, mem: Memory) -> None:
+    """``--wait``: run the user's queued jobs first."""
+    if getattr(args, "wait", False):
+        mem.flush(user_id=args.user)
+
+
+def _note_pending(args: argparse.Namespace, mem: Memory) -> None:
+    """Say on stderr that some of the user's jobs wait: a search right after ``add`` would
+    otherwise silently miss what is not indexed yet."""
+    waiting = mem.pending(user_id=args.user)
+    if waiting:
+        print(f"memstack: note: {plural(waiting, 'job')} of user {args.user!r} not run yet (new messages not yet indexed or extracted); run `memstack worker --once` or pass --wait", file=sys.stderr)
+
+
 def cmd_context(args: argparse.Namespace) -> None:
     at = _at(args)
-    with _memory(args, layers=args.strategy, preset=args.preset, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
-        ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k)
+    _one_stack(args)
+    with _memory(args, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
+        _settle_jobs(args, mem)
+        ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k, strategy=args.strategy, preset=args.preset)
+        _note_pending(args, mem)
     _emit(args, ctx.to_dict(), lambda: _render_context(ctx))
 
 
@@ -384,7 +443,14 @@ def cmd_worker(args: argparse.Namespace) -> None:
     options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
     with _memory(args, options=options, lease_seconds=args.lease) as mem:
         if args.once:
-            report = mem.flush()
+            # redrawn on a terminal; piped (a log, cron), only the summary below
+            if sys.stderr.isatty() and not args.json:
+                from .evaluation.progress import Progress
+
+                with Progress() as progress:
+                    report = mem.flush(progress=progress)
+            else:
+                report = mem.flush()
             _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed")
             return
         try:
@@ -411,7 +477,9 @@ def cmd_search(args: argparse.Namespace) -> None:
     where = SearchFilter(thread_ids=tuple(args.thread)) if args.thread else None
     options = {"embedder": args.embedder} if args.embedder else {}
     with _memory(args) as mem:
+        _settle_jobs(args, mem)
         hits = mem.search(args.query, user_id=args.user, agent_id=args.agent, k=args.k, at=at, where=where, **options)
+        _note_pending(args, mem)
     data = [
         {"id": h.unit.id, "score": round(h.score, 6), "text": h.unit.text, "thread_id": h.unit.scope.thread_id, "timestamp": h.unit.timestamp.isoformat(), "source_ids": list(h.unit.source_ids), "ranks": dict(h.ranks)}
         for h in hits
@@ -474,11 +542,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from .server import ServerConfig, create_app
     from .server.run import serve
 
+    store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
+    model = args.model or _profile_model(args, store)
     config = ServerConfig(
-        db=open_store(args.db, home=args.home) if (args.db or args.home) else None,
+        db=store,
         strategy=args.strategy,
         preset=args.preset,
-        model=args.model,
+        model=model,
         embedder=args.embedder,
         api_keys=keys,
         tenant=args.tenant,
@@ -492,6 +562,19 @@ def cmd_serve(args: argparse.Namespace) -> None:
     serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
 
 
+def _profile_model(args: argparse.Namespace, store: Any = None) -> str:
+    """The chat model the store's profile names for the tenant, else "local"."""
+    opened = store if store is not None else open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
+    try:
+        profiles = getattr(opened, "profiles", None)
+        stored = profiles.get(args.tenant) if profiles is not None else None
+    finally:
+        if store is None:
+            opened.close()
+    model = (stored or {}).get("options", {}).get("model")
+    return model if isinstance(model, str) and model else "local"
+
+
 def cmd_chat(args: argparse.Namespace) -> None:
     """Thin: the REPL is ``memstack.chat.run_chat``; rich is imported only here (the chat extra)."""
     from .errors import require
@@ -500,8 +583,8 @@ def cmd_chat(args: argparse.Namespace) -> None:
     from .chat import run_chat
     from .llm import get_chat_model
 
-    model = get_chat_model(args.model)
-    stack = {"layers": args.strategy} if args.strategy else {"preset": args.preset or "personal-assistant"}
+    model = get_chat_model(args.model or _profile_model(args))
+    stack = {"layers": args.strategy} if args.strategy else {"preset": args.preset} if args.preset else {}
     with _memory(args, **stack, options={"model": model}, max_tokens=args.max_tokens) as mem:
         status = run_chat(mem, model, user_id=args.user, thread_id=args.thread)
     if status:

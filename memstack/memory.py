@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -32,6 +32,7 @@ from .backends.memory import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
+from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options
 from .stack import Run, memory_room, pipeline, refill
 from .stores import RecordStore, Store, records_of, usage_of
 from .tokens import TokenCounter, get_counter
@@ -85,7 +86,7 @@ class Memory:
         self,
         store: Store | str | os.PathLike[str] | None = None,
         *,
-        layers: Sequence[str] | str = ("full",),
+        layers: Sequence[str] | str | None = None,
         max_tokens: int | None = 4000,
         counter: str | TokenCounter | None = None,
         tenant: str = "default",
@@ -96,14 +97,15 @@ class Memory:
         preset: str | None = None,
     ) -> None:
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
+        if preset is not None and layers is not None:
+            raise InvalidInput("give a preset or layers, not both", field="preset")
         if preset is not None:  # the scenario's layers and options; explicit options win
             from .presets import preset_named
 
             chosen = preset_named(preset)
             layers, options = chosen.layers, {**chosen.options, **(options or {})}
-        self.layers = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers)
+        given = None if layers is None else layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers)
         self.max_tokens = max_tokens
-        self.counter = get_counter(counter)
         self.tenant = tenant
         self.max_message_bytes = max_message_bytes
         self.options = dict(options or {})
@@ -112,17 +114,59 @@ class Memory:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        self._profiled: set[str] = set()
         Scope(user_id="probe", tenant=tenant)  # validates the tenant
+        self.counter = get_counter(counter)
+        self.profile = self._settle_profile(given, preset, counter)
+        if counter is None and self.profile.counter:
+            self.counter = get_counter(self.profile.counter)
+        #: the stack ``context`` reads with by default; the write side is the profile's
+        self.layers = given if given is not None else list(self.profile.layers)
+        self.write_layers = list(self.profile.layers)
         self._writers()  # builds every layer and shared job now: a bad option fails here, not in a job
         if background:
             self.start_worker()
+
+    def _settle_profile(self, given: list[str] | None, preset: str | None, counter: str | TokenCounter | None) -> Profile:
+        """The tenant's stored profile (written from this process's stack, else the default,
+        when the store has none), with this process's options laid over its stored ones; a
+        process that would write with more layers or another embedder is refused."""
+        profiles = getattr(self.store, "profiles", None)
+        mine = Profile(tuple(given) if given is not None else default_layers(self.store), preset if given is not None else None, stored_options(self.options), counter if isinstance(counter, str) else None)
+        if profiles is None:  # a third-party store without profiles: this process decides alone
+            return mine
+        raw = profiles.get(self.tenant)
+        if raw is None:
+            raw = profiles.put(self.tenant, mine.to_dict())
+        stored = Profile.from_dict(raw)
+        self._profiled.add(self.tenant)
+        explicit = dict(self.options)
+        self.options = {**stored.options, **explicit}
+        if given is not None or "embedder" in explicit:
+            mine = given if given is not None else list(stored.layers)
+            reason = mismatch(stored, mine, self._writers_of(mine), self._writers_of(stored.layers), explicit)
+            if reason:
+                raise ProfileMismatch(reason + REFUSAL)
+        return stored
+
+    def _check_tenant(self, tenant: str) -> None:
+        """A write for another tenant than this Memory's: that tenant's profile must queue the
+        same jobs (written from this one's when it has none)."""
+        profiles = getattr(self.store, "profiles", None)
+        if tenant in self._profiled or profiles is None:
+            return
+        raw = profiles.get(tenant) or profiles.put(tenant, self.profile.to_dict())
+        theirs = Profile.from_dict(raw)
+        if self._writers_of(theirs.layers) != self._writers() or theirs.embedder() != self.profile.embedder():
+            raise ProfileMismatch(f"tenant {tenant!r} is configured for {theirs.describe()}, this process for {self.profile.describe()}" + REFUSAL)
+        self._profiled.add(tenant)
 
     # ---- scopes and layers -----------------------------------------------------------------
 
     def scope(self, user_id: str, thread_id: str | None = None, *, tenant: str | None = None, agent_id: str | None = None) -> Scope:
         return Scope(user_id=user_id, thread_id=thread_id, tenant=tenant or self.tenant, agent_id=agent_id)
 
-    def _layer(self, name: str, options: Mapping[str, Any]) -> Layer:
+    def _layer(self, name: str, options: Mapping[str, Any], stack: Sequence[str] | None = None) -> Layer:
         # a job name may carry its configuration after a colon ("extract:facts,entities"), so any
         # worker process runs it the same way
         name, _, variant = name.partition(":")
@@ -130,26 +174,98 @@ class Memory:
         # "retrieval.share": an option for one layer only; plain names go to every layer
         shared = {k: v for k, v in given.items() if "." not in k}
         own = {k.split(".", 1)[1]: v for k, v in given.items() if k.startswith(name + ".")}
-        merged = {"store": self.store, "counter": self.counter, "stack": tuple(self.layers), **shared, **own, **({"variant": variant} if variant else {})}
+        layers = tuple(stack) if stack is not None else tuple(getattr(self, "write_layers", ()))
+        merged = {"store": self.store, "counter": self.counter, "stack": layers, **shared, **own, **({"variant": variant} if variant else {})}
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
         return self._built[key]
 
     def _writers(self) -> list[str]:
-        """The job names to enqueue after an add: each writing layer's own, or the shared job a
-        layer names (the model-backed layers share one extraction job per thread)."""
+        """The job names to enqueue after an add: those of the profile's layers."""
+        return self._writers_of(self.write_layers)
+
+    def _writers_of(self, stack: Sequence[str]) -> list[str]:
+        """The job names a stack queues: each writing layer's own, or the shared job a layer
+        names (the model-backed layers share one extraction job per thread)."""
         names: list[str] = []
-        for name in self.layers:
-            layer = self._layer(name, {})
+        for name in stack:
+            layer = self._layer(name, {}, stack)
             job = getattr(layer, "job", None)
             if job:
-                job = getattr(self._layer(job, {}), "job_name", job)
+                job = getattr(self._layer(job, {}, stack), "job_name", job)
             elif isinstance(layer, Writer):
                 job = name
             if job and job not in names:
                 names.append(job)
         return names
+
+    @classmethod
+    def configure(
+        cls,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        layers: Sequence[str] | str | None = None,
+        preset: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        counter: str | None = None,
+        tenant: str = "default",
+        reconfigure: bool = False,
+    ) -> tuple[Profile, int]:
+        """Write the tenant's memory profile (``memstack init``): the stack (a preset or layers,
+        default ``DEFAULT_LAYERS``), layer options (``model``, ``embedder`` as provider strings),
+        the token counter. A store that has a different profile is refused unless
+        ``reconfigure``: then the new profile replaces it and every thread gets the jobs of the
+        new write side (a new layer reads each thread from its start). Returns the profile and
+        the threads queued."""
+        opened = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
+        if preset is not None and layers is not None:
+            raise InvalidInput("give a preset or layers, not both", field="preset")
+        chosen_options = dict(options or {})
+        if preset is not None:
+            from .presets import preset_named
+
+            chosen = preset_named(preset)
+            layers, chosen_options = list(chosen.layers), {**chosen.options, **chosen_options}
+        names = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers or default_layers(opened))
+        get_counter(counter)  # an unknown counter fails before anything is written
+        wanted = Profile(tuple(names), preset, stored_options(chosen_options), counter)
+        profiles = getattr(opened, "profiles", None)
+        if profiles is None:
+            raise InvalidInput(f"the {type(opened).__name__} store keeps no memory profile", field="store")
+        current = profiles.get(tenant)
+        if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
+            raise ProfileMismatch(f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}")
+        stored = Profile.from_dict(profiles.put(tenant, wanted.to_dict(), replace=True))
+        queued = 0
+        if current is not None:
+            if Profile.from_dict(current).embedder() != stored.embedder() and getattr(opened, "vectors", None) is not None:
+                from .layers.retrieval import reindex
+
+                reindex(opened, stored.options.get("embedder"))  # vectors of two models do not compare
+            queued = cls(opened, tenant=tenant).requeue()
+        if opened is not store:
+            opened.close()
+        return stored, queued
+
+    def requeue(self) -> int:
+        """Request the profile's jobs for every thread of the tenant (after a reconfiguration: a
+        new layer's job starts at the thread's first message; the others have nothing to do)."""
+        writers = self._writers()
+        if not writers:
+            return 0
+        n = 0
+        for user_id in self.store.history.users(self.tenant):
+            user = self.scope(user_id)
+            for info in self.store.history.threads(user):
+                scope = user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+                self.store.history.append(scope, [], enqueue=writers)
+                n += 1
+        return n
+
+    def pending(self, *, user_id: str | None = None, tenant: str | None = None) -> int:
+        """Jobs with work not yet done: the user's (every thread), or the whole store's."""
+        return self.store.jobs.pending(self.scope(user_id, tenant=tenant) if user_id else None)
 
     # ---- writing ---------------------------------------------------------------------------
 
@@ -170,6 +286,7 @@ class Memory:
         skipped). The layers' write-side work is queued in the same transaction.
         """
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        self._check_tenant(scope.tenant)
         stamp = aware(at, field_name="at") if at is not None else utcnow()
         batch = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
         if not batch:
@@ -229,13 +346,15 @@ class Memory:
         budget = self.max_tokens if max_tokens is _UNSET else max_tokens
         if budget is not None and budget < 0:
             raise InvalidInput("max_tokens must be >= 0", field="max_tokens")
+        if preset is not None and strategy is not None:
+            raise InvalidInput("give a preset or a strategy, not both", field="preset")
         if preset is not None:  # a scenario stack for this call (its writes need the same layers)
             from .presets import preset_named
 
             chosen = preset_named(preset)
             strategy, options = list(chosen.layers), {**chosen.options, **options}
         names = self.layers if strategy is None else layer_registry.parse_stack(strategy) if isinstance(strategy, str) else list(strategy)
-        stack = [self._layer(n, options) for n in names]
+        stack = [self._layer(n, options, self.layers) for n in names]
         query_msg = Message(role="user", content=query, timestamp=when) if query is not None and query.strip() else None
         if query_msg is not None:
             self._validate(query_msg)
@@ -334,7 +453,7 @@ class Memory:
     def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> int:
         """Delete one thread (with everything keyed to it), or the whole user in every store."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        outside = sum(layer.forget(scope) for layer in (self._layer(n, {}) for n in self.layers) if hasattr(layer, "forget"))
+        outside = sum(layer.forget(scope) for layer in (self._layer(n, {}) for n in dict.fromkeys([*self.write_layers, *self.layers])) if hasattr(layer, "forget"))
         if thread_id is not None:
             return outside + self.store.history.delete_thread(scope)
         return outside + self.store.delete_user(scope)
@@ -368,12 +487,17 @@ class Memory:
 
     # ---- the write queue -------------------------------------------------------------------
 
-    def run_jobs(self, *, final: bool = False, max_jobs: int | None = None, user_id: str | None = None, worker: str | None = None) -> JobReport:
-        """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran)."""
+    def run_jobs(
+        self, *, final: bool = False, max_jobs: int | None = None, user_id: str | None = None, worker: str | None = None, progress: Callable[[int, int, str], None] | None = None
+    ) -> JobReport:
+        """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran).
+        ``progress(done, total, job)`` after each job; the total is what was pending, counted
+        again when more arrived."""
         worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
         scope = self.scope(user_id) if user_id else None
         ran = failed = 0
         errors: list[str] = []
+        total = self.store.jobs.pending(scope) if progress else 0
         while max_jobs is None or ran + failed < max_jobs:
             job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope, waiting=final)
             if job is None:
@@ -384,11 +508,14 @@ class Memory:
             else:
                 failed += 1
                 errors.append(error)
+            if progress:
+                total = max(total, ran + failed + self.store.jobs.pending(scope))
+                progress(ran + failed, total, f"{job.layer.split(':')[0]} {job.scope.user_id}/{job.scope.thread_id}")
         return JobReport(ran, failed, tuple(errors))
 
-    def flush(self, *, user_id: str | None = None) -> JobReport:
+    def flush(self, *, user_id: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> JobReport:
         """Run every ready job now, without waiting for batches to fill."""
-        return self.run_jobs(final=True, user_id=user_id)
+        return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
     def _run_job(self, job: Job, final: bool) -> str | None:
         try:

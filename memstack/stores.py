@@ -50,6 +50,10 @@ class HistoryStore(Protocol):
         """Delete a thread's messages and everything keyed to that thread; returns messages deleted."""
         ...
 
+    def users(self, tenant: str) -> list[str]:
+        """The ids of the tenant's users that have messages, sorted."""
+        ...
+
 
 @runtime_checkable
 class StateStore(Protocol):
@@ -224,6 +228,19 @@ class UsageLog(Protocol):
         ...
 
 
+class ProfileStore(Protocol):
+    """One memory profile per tenant (see ``memstack.profile``): how every process that opens
+    the store builds its layers."""
+
+    def get(self, tenant: str) -> dict[str, Any] | None: ...
+
+    def put(self, tenant: str, value: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+        """Store ``value`` as the tenant's profile unless it has one (``replace``: overwrite);
+        returns the profile the tenant has afterwards. Two processes that race to write the
+        first profile agree on the one that was stored first."""
+        ...
+
+
 class Store(Protocol):
     """One backend's stores, sharing a connection; ``delete_user`` erases a user everywhere.
 
@@ -236,6 +253,7 @@ class Store(Protocol):
     state: StateStore
     checkpoints: CheckpointStore
     jobs: JobQueue
+    profiles: ProfileStore
     url: str
 
     def delete_user(self, scope: Scope) -> int:

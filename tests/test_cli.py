@@ -116,7 +116,7 @@ def test_tenants_are_separate(home):
 def test_worker_once_and_db_url(home, tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
     run(home, "add", "--db", url, "--user", "u", "--thread", "t", "--role", "user", "hi")
-    assert out_json(run(home, "worker", "--once", "--db", url, "--json")) == {"ran": 0, "failed": 0, "errors": []}
+    assert out_json(run(home, "worker", "--once", "--db", url, "--json")) == {"ran": 1, "failed": 0, "errors": []}  # indexed: the default profile retrieves
     assert len(out_json(run(home, "history", "--db", url, "--user", "u", "--thread", "t", "--json"))) == 1
     assert not (home / "memstack.db").exists()
 

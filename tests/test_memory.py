@@ -211,10 +211,10 @@ def test_sections_go_into_one_system_message_after_the_clients(mem):
 # ---- the write queue --------------------------------------------------------------------------
 
 
-def test_add_enqueues_and_flush_runs_the_write_side(mem):
+def test_add_enqueues_and_flush_runs_the_write_side(tmp_path):
     import probe_layer  # noqa: F401
 
-    with Memory(mem.store, layers=["full", "probe"]) as m:
+    with Memory(tmp_path / "p.db", layers=["full", "probe"]) as m:
         add_all(m, LISI)
         scope = m.scope("user_001", "s1")
         assert m.store.jobs.pending() == 1  # coalesced into one job
@@ -315,7 +315,7 @@ def test_import_validates_everything_first(mem):
 
 
 def test_forget_thread_and_user_across_tenants(tmp_path):
-    with Memory(tmp_path / "f.db") as default, Memory(default.store, tenant="acme") as acme:
+    with Memory(tmp_path / "f.db", layers=["full"]) as default, Memory(default.store, layers=["full"], tenant="acme") as acme:
         add_all(default, LISI, thread="s1")
         add_all(default, LISI, thread="s2")
         add_all(acme, LISI, thread="s1")

@@ -10,7 +10,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memstack import Memory
-from memstack.types import SearchFilter
+from memstack.errors import MemstackError
+from memstack.layers.base import WriteRequest
+from memstack.layers.retrieval import Retrieval
+from memstack.profile import ProfileMismatch
+from memstack.types import Message, SearchFilter
 
 T0 = datetime(2026, 9, 1, 20, 0, tzinfo=timezone(timedelta(hours=8)))
 
@@ -149,14 +153,30 @@ def test_a_new_embedder_is_refused_until_reindex(tmp_path):
         save(m, "u", "我平时喜欢跑步", thread="a")
         assert m.flush().failed == 0
         assert m.store.vectors.info()[:2] == (m._layer("retrieval", {}).searcher.embedder.name, 384)
-    with Memory(db, layers=["retrieval"], options={"embedder": "use"}) as m:
-        save(m, "u", "我喜欢吃火锅", thread="b")
-        report = m.flush()
-        assert report.failed == 1 and "reindex" in report.errors[0]
-        assert reindex(m.store, "use") == 2  # both units, the failed job's included
+    with pytest.raises(ProfileMismatch, match="embedder"):  # the store's profile says which
+        Memory(db, layers=["retrieval"], options={"embedder": "use"})
+    with Memory(db) as m:  # below the profile, the index itself refuses vectors of another model
+        layer = Retrieval(store=m.store, embedder="use")
+        (added,) = m.store.history.append(m.scope("u", "b"), [Message(role="user", content="我喜欢吃火锅")])
+        with pytest.raises(MemstackError, match="reindex"):
+            layer.write(WriteRequest(m.scope("u", "b"), [added], True, m.store, 0))
+        assert reindex(m.store, "use") == 2  # both units, the refused write's included
         assert m.store.vectors.info()[1] == 512
-        hits = m.search("我喜欢什么运动？", user_id="u")
+        hits = m.search("我喜欢什么运动？", user_id="u", embedder="use")
         assert any("跑步" in h.unit.text for h in hits)  # searched with the new model
+
+
+def test_reconfiguring_the_embedder_reindexes(tmp_path):
+    db = tmp_path / "re.db"
+    with Memory(db, layers=["retrieval"]) as m:
+        save(m, "u", "我平时喜欢跑步", thread="a")
+        assert m.flush().failed == 0
+    Memory.configure(db, layers=["retrieval"], options={"embedder": "use"}, reconfigure=True)
+    with Memory(db) as m:
+        assert m.store.vectors.info()[1] == 512
+        save(m, "u", "我喜欢吃火锅", thread="b")
+        assert m.flush().failed == 0
+        assert any("跑步" in h.unit.text for h in m.search("我喜欢什么运动？", user_id="u"))
 
 
 def test_rechunk_cuts_the_threads_again_and_keeps_other_units(tmp_path):

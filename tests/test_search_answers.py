@@ -17,7 +17,7 @@ EST = get_counter()
 
 
 def rounds(*pairs):
-    msgs = [Message(role=role, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1) for i, (role, text) in enumerate((r, t) for p in pairs for r, t in zip(("user", "assistant"), p))]
+    msgs = [Message(role=role, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1) for i, (role, text) in enumerate((r, t) for p in pairs for r, t in zip(("user", "assistant"), p, strict=True))]
     return [msgs[i : i + 2] for i in range(0, len(msgs), 2)]
 
 

@@ -317,6 +317,7 @@ class JsonlStore:
         self.state = _State(self)
         self.checkpoints = _Checkpoints(self)
         self.jobs = _Jobs(self)
+        self.profiles = _Profiles(self)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -445,6 +446,11 @@ class _History:
             out = out[-last:] if last > 0 else []
         return out
 
+    def users(self, tenant: str) -> list[str]:
+        with self._s.locked():
+            root = self._s.root / encode_name(tenant)
+            return sorted(decode_name(d.name) for d in subdirectories(root) if any(thread_infos(a) for a in subdirectories(d)))
+
     def threads(self, scope: Scope) -> list[ThreadInfo]:
         with self._s.locked():
             infos = [info for agent_dir in self._s.agent_dirs(scope) for info in thread_infos(agent_dir)]
@@ -480,6 +486,26 @@ class _State:
         path = self._s.state_path(scope, name)
         with self._s.locked():
             return remove_file(path)
+
+
+class _Profiles:
+    """profiles.json at the root: {tenant: profile}."""
+
+    def __init__(self, store: JsonlStore) -> None:
+        self._s = store
+        self._path = store.root / "profiles.json"
+
+    def get(self, tenant: str) -> dict[str, Any] | None:
+        with self._s.locked():
+            return (read_document(self._path) or {}).get(tenant)
+
+    def put(self, tenant: str, value: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+        with self._s.locked():
+            profiles = read_document(self._path) or {}
+            if replace or tenant not in profiles:
+                profiles[tenant] = json.loads(dump_json(value))
+                write_atomically(self._path, dump_json(profiles, indent=2) + b"\n")
+            return profiles[tenant]
 
 
 class _Checkpoints:

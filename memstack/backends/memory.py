@@ -59,6 +59,7 @@ class MemoryStore:
         self.state = _State(self)
         self.checkpoints = _Checkpoints(self)
         self.jobs = _Jobs(self)
+        self.profiles = _Profiles(self._lock)
         self.units = MemoryUnits()
         self.vectors = NumpyVectorIndex()
         self.embeddings = MemoryEmbeddingCache()
@@ -143,6 +144,10 @@ class _History:
         if last is not None:
             out = out[-last:] if last > 0 else []
         return out
+
+    def users(self, tenant: str) -> list[str]:
+        with self._s._lock:
+            return sorted({k[1] for k, v in self._s._messages.items() if k[0] == tenant and v})
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:
         with self._s._lock:
@@ -272,3 +277,20 @@ class _Jobs:
 from .memory_records import MemoryRecords, MemoryUsage  # noqa: E402
 from .memory_units import MemoryUnits  # noqa: E402
 from .memory_vectors import MemoryEmbeddingCache, NumpyVectorIndex  # noqa: E402
+
+
+class _Profiles:
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self._by_tenant: dict[str, dict[str, Any]] = {}
+
+    def get(self, tenant: str) -> dict[str, Any] | None:
+        with self._lock:
+            value = self._by_tenant.get(tenant)
+            return json_copy(value) if value is not None else None
+
+    def put(self, tenant: str, value: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+        with self._lock:
+            if replace or tenant not in self._by_tenant:
+                self._by_tenant[tenant] = json_copy(value)
+            return json_copy(self._by_tenant[tenant])

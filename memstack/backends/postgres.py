@@ -355,6 +355,7 @@ class PostgresStore:
         self._db = _Database(psycopg, pool, schema)
         self.history = _History(self._db)
         self.state = _State(self._db)
+        self.profiles = _Profiles(self._db)
         self.checkpoints = _Checkpoints(self._db)
         self.jobs = _Jobs(self._db)
         self.units = PostgresUnits(self._db)
@@ -456,6 +457,11 @@ class _History:
             cur.execute(query, params)
             return [message_from_row(row) for row in cur.fetchall()]
 
+    def users(self, tenant: str) -> list[str]:
+        with self._db.transaction("listing users") as cur:
+            cur.execute("SELECT DISTINCT user_id FROM memstack_messages WHERE tenant = %s ORDER BY user_id", (tenant,))
+            return [row[0] for row in cur.fetchall()]
+
     def threads(self, scope: Scope) -> list[ThreadInfo]:
         conditions, params = USER_MATCH, [scope.tenant, scope.user_id]
         if scope.agent_id is not None:
@@ -518,6 +524,25 @@ class _State:
         with self._db.transaction("deleting state") as cur:
             cur.execute(f"DELETE FROM memstack_state WHERE {KEY_MATCH} AND name = %s", (*scope.key, name))
             return cur.rowcount > 0
+
+
+class _Profiles:
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    def get(self, tenant: str) -> dict[str, Any] | None:
+        with self._db.transaction("reading the memory profile") as cur:
+            cur.execute("SELECT value FROM memstack_profiles WHERE tenant = %s", (tenant,))
+            row = cur.fetchone()
+            return row[0] if row else None
+
+    def put(self, tenant: str, value: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+        data = to_json(value, field="profile")
+        conflict = "DO UPDATE SET value = excluded.value, updated_at = now()" if replace else "DO NOTHING"
+        with self._db.transaction("writing the memory profile") as cur:
+            cur.execute(f"INSERT INTO memstack_profiles (tenant, value) VALUES (%s, %s::jsonb) ON CONFLICT (tenant) {conflict}", (tenant, data))
+            cur.execute("SELECT value FROM memstack_profiles WHERE tenant = %s", (tenant,))
+            return cur.fetchone()[0]
 
 
 CHECKPOINT_COLUMNS = f"{KEY_COLUMNS}, id, created_at, data"
@@ -628,7 +653,8 @@ from .pg_units import UNIT_MIGRATIONS, UNIT_TABLES, PostgresUnits  # noqa: E402
 from .pg_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, PgEmbeddingCache, PgVectorIndex  # noqa: E402
 
 MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [
-    ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting")
+    ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting"),
+    ("0007_profiles", "CREATE TABLE memstack_profiles (tenant TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
 ]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

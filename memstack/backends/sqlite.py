@@ -169,6 +169,7 @@ class SQLiteStore:
         self.state = _State(self)
         self.checkpoints = _Checkpoints(self)
         self.jobs = _Jobs(self)
+        self.profiles = _Profiles(self)
         self.units = SQLiteUnits(self)
         self.vectors = SQLiteVectorIndex(self)
         self.embeddings = SQLiteEmbeddingCache(self)
@@ -316,6 +317,9 @@ class _History:
         sql += " GROUP BY agent_id, thread_id ORDER BY max(ts_us) DESC, thread_id DESC"
         return [ThreadInfo(t, a or None, n, _from_us(lo), _from_us(hi)) for t, a, n, lo, hi in self._s.query(sql, params)]
 
+    def users(self, tenant: str) -> list[str]:
+        return [row[0] for row in self._s.query("SELECT DISTINCT user_id FROM messages WHERE tenant = ? ORDER BY user_id", (tenant,))]
+
     def delete_thread(self, scope: Scope) -> int:
         key = scope.require_thread().key
         with self._s.write() as db:
@@ -344,6 +348,22 @@ class _State:
     def delete(self, scope: Scope, name: str = "state") -> bool:
         with self._s.write() as db:
             return db.execute(f"DELETE FROM state WHERE {KEY} AND name = ?", (*scope.key, name)).rowcount > 0
+
+
+class _Profiles:
+    def __init__(self, store: SQLiteStore) -> None:
+        self._s = store
+
+    def get(self, tenant: str) -> dict[str, Any] | None:
+        rows = self._s.query("SELECT value FROM profiles WHERE tenant = ?", (tenant,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put(self, tenant: str, value: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+        text = json.dumps(json_copy(value), ensure_ascii=False)
+        conflict = "DO UPDATE SET value = excluded.value, updated_us = excluded.updated_us" if replace else "DO NOTHING"
+        with self._s.write() as db:
+            db.execute(f"INSERT INTO profiles VALUES (?,?,?) ON CONFLICT (tenant) {conflict}", (tenant, text, _us(utcnow())))
+            return json.loads(db.execute("SELECT value FROM profiles WHERE tenant = ?", (tenant,)).fetchone()[0])
 
 
 class _Checkpoints:
@@ -432,6 +452,11 @@ from .sqlite_records import RECORD_MIGRATIONS, RECORD_TABLES, SQLiteRecords, SQL
 from .sqlite_units import UNIT_MIGRATIONS, UNIT_TABLES, SQLiteUnits  # noqa: E402
 from .sqlite_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, SQLiteEmbeddingCache, SQLiteVectorIndex  # noqa: E402
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting)]
+
+def _m007_profiles(db: sqlite3.Connection) -> None:
+    _statements(db, "CREATE TABLE profiles (tenant TEXT PRIMARY KEY, value TEXT NOT NULL, updated_us INTEGER NOT NULL)")
+
+
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles)]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -107,7 +107,7 @@ class Proxy:
     def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
         with self._locks[hash((who.tenant, who.user_id, who.thread_id)) % _STRIPES]:
-            tail = [m for m in self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK) if m.role in STORED_ROLES]
+            tail = [m for m in self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append") if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)
             added = self.memory.add([m.to_openai() for m in plan.new], **who.ids()) if plan.new else []
         first = tail[plan.first] if plan.first is not None else added[0] if added else None

