@@ -164,7 +164,9 @@ class MemoryTools:
         if not query.strip():
             raise InvalidInput("query is empty", field="query")
         hits = self.memory.search(query, user_id=self.scope.user_id, tenant=self.scope.tenant, agent_id=self.scope.agent_id, k=k, at=self.clock())
-        return render_recall(hits)
+        waiting = self.memory.pending(user_id=self.scope.user_id, tenant=self.scope.tenant)
+        note = f"\n({waiting} of this user's memory jobs have not run yet: the newest messages may not be found)" if waiting else ""
+        return render_recall(hits) + note
 
     def forget_memory(
         self,

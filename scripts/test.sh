@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
-# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite. Extra arguments go to pytest.
+# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite and the README's tour
+# (scripts/tour.py) beside it. Extra arguments go to pytest (and leave the tour out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,21 @@ if [ -z "${MEMSTACK_TEST_PG_DSN:-}" ]; then
   export MEMSTACK_TEST_PG_DSN=${dsn_line#PG_DSN=}
 fi
 export MEMSTACK_HOME=${MEMSTACK_HOME:-$(mktemp -d)}
-exec .venv/bin/python -m pytest -q "$@"
+# the README's tour on a fresh clone in a fresh virtualenv (scripts/tour.py), beside the tests:
+# MEMSTACK_SKIP_TOUR=1 (or arguments for pytest) leaves it out
+tour_pid=
+if [ -z "${MEMSTACK_SKIP_TOUR:-}" ] && [ $# -eq 0 ]; then
+  tour_log=$(mktemp)
+  "$PY" scripts/tour.py > "$tour_log" 2>&1 &
+  tour_pid=$!
+fi
+status=0
+.venv/bin/python -m pytest -q "$@" || status=$?
+if [ -n "$tour_pid" ]; then
+  if wait "$tour_pid"; then
+    echo "README tour: passed"
+  else
+    tail -n 80 "$tour_log"; echo "README tour: FAILED"; status=1
+  fi
+fi
+exit $status

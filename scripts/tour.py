@@ -4,8 +4,9 @@ virtualenv, every block marked ``<!-- tour -->`` in README.md in order, as writt
 session (so ``source .venv/bin/activate`` in one block holds for the next ones).
 
 Bash blocks run as they are, except two lines: ``bash scripts/test.sh`` (the tests run this
-script) and ``memstack serve``, which a reader leaves running in another terminal: here it runs
-in the background until the tour ends, and the next block starts once ``/health`` answers.
+script) and ``memstack serve``, which a reader leaves running in another terminal while trying
+the next block: here it runs in the background, the next block starts once ``/health`` answers,
+and it stops (Ctrl-C) when that block ends.
 Python blocks run with the session's ``python``. A block that fails stops the tour, exit 1.
 
     python3 scripts/tour.py [--keep]      # the clone and the store go in a temporary directory
@@ -42,19 +43,25 @@ def blocks(readme: str) -> list[tuple[str, str]]:
 def session(readme: str) -> str:
     """The tour as one bash script."""
     lines = ["set -euo pipefail", "trap 'kill $SERVE_PID 2>/dev/null || true' EXIT", "SERVE_PID="]
+    serving = False
     for n, (lang, code) in enumerate(blocks(readme), 1):
         lines.append(f"echo '--- tour block {n} ({lang})' >&2")
+        started = False
         if lang == "python":
             lines += ["python - <<'MEMSTACK_TOUR_PY'", code.rstrip("\n"), "MEMSTACK_TOUR_PY"]
-            continue
+            code = ""
         for line in code.splitlines():
             command = line.split("#", 1)[0].strip()
             if "scripts/test.sh" in command:
                 continue
             if command.startswith("memstack serve"):
                 lines += [f"{command} > serve.log 2>&1 &", "SERVE_PID=$!", _wait_for_health()]
+                started = True
                 continue
             lines.append(line)
+        if serving:  # the block that used the server is done
+            lines += ["kill -INT $SERVE_PID; wait $SERVE_PID || true; SERVE_PID="]
+        serving = started
     return "\n".join(lines) + "\n"
 
 

@@ -79,8 +79,12 @@ def test_messages_history_threads_context_and_search(service, acme):
     assert [(t["thread_id"], t["messages"]) for t in ok(acme.get("/v1/users/lisi/threads"))] == [("s1", 2)]
     ctx = ok(acme.post("/v1/users/lisi/threads/s1/context", json={"query": "我叫什么？", "strategy": "window", "k": 0, "max_tokens": 500}))
     assert [m["content"] for m in ctx["messages"]] == ["我叫什么？"] and ctx["dropped"][0]["layer"] == "window" and ctx["max_tokens"] == 500
+    before = acme.post("/v1/users/lisi/search", json={"query": "我的后端使用什么技术？", "k": 3})
+    assert before.headers["X-Memstack-Pending-Jobs"] == "1"  # not indexed yet, and the client can tell
     service.memory.flush()  # the retrieval layer's job
-    hits = ok(acme.post("/v1/users/lisi/search", json={"query": "我的后端使用什么技术？", "k": 3}))
+    answered = acme.post("/v1/users/lisi/search", json={"query": "我的后端使用什么技术？", "k": 3})
+    assert answered.headers["X-Memstack-Pending-Jobs"] == "0"
+    hits = ok(answered)
     assert hits and "SpringBoot" in hits[0]["text"] and hits[0]["thread_id"] == "s1"
     later = ok(acme.post("/v1/users/lisi/threads/s2/context", json={"query": "我的后端使用什么技术？", "at": (T0 + timedelta(days=7)).isoformat()}))
     memory_text = "\n".join(m["content"] for m in later["messages"] if m["role"] == "system")

@@ -73,6 +73,8 @@ def test_recall_spans_conversations_and_an_unrelated_query_finds_nothing(path):
         recalled = tools_for(mem, thread="s2").recall_memory("我喜欢什么运动？", k=3)
         assert "我平时喜欢跑步" in recalled and "(conversation s1)" in recalled
         assert tools_for(mem).recall_memory("量子色动力学的渐近自由") == "no relevant memories found"
+        mem.add("我住在杭州", user_id="u1", thread_id="s3", at=T0)  # not indexed yet: the model is told
+        assert "1 of this user's memory jobs have not run yet" in tools_for(mem).recall_memory("我住在哪里？")
 
 
 def test_forget_memory_deletes_one_note_and_only_notes(path):

@@ -98,7 +98,7 @@ class Retrieval:
     def searcher(self) -> Searcher:
         if self._searcher is None:
             model = get_embedder(self.embedder)
-            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys and not self.baseline, feedback=0 if self.baseline else self.feedback, **({"assistant_weight": 1.0} if self.baseline else {})))
+            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys and not self.baseline, feedback=0 if self.baseline else self.feedback, **({"assistant_weight": 1.0, "answer_share": 0.0} if self.baseline else {})))
         return self._searcher
 
     # ---- read side ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import AwareDatetime
 
 from .. import views
@@ -80,16 +80,28 @@ def delete_thread(user_id: str, thread_id: str, tenant: Tenant, memory: Mem) -> 
 
 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
-def build_context(user_id: str, thread_id: str, body: ContextRequest, tenant: Tenant, memory: Mem) -> ContextOut:
+def build_context(user_id: str, thread_id: str, body: ContextRequest, tenant: Tenant, memory: Mem, response: Response) -> ContextOut:
     budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
     ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
+    _pending(response, memory, user_id, tenant)
     return ContextOut.of(ctx)
 
 
+#: the header that says how many of the user's write-side jobs have not run yet (new messages
+#: not yet indexed or extracted: a context or search may miss them)
+PENDING_HEADER = "X-Memstack-Pending-Jobs"
+
+
+def _pending(response: Response, memory: Memory, user_id: str, tenant: str) -> None:
+    response.headers[PENDING_HEADER] = str(memory.pending(user_id=user_id, tenant=tenant))
+
+
 @router.post("/search", summary="The user's memories most relevant to a query, across threads")
-def search(user_id: str, body: SearchRequest, tenant: Tenant, memory: Mem) -> list[HitOut]:
+def search(user_id: str, body: SearchRequest, tenant: Tenant, memory: Mem, response: Response) -> list[HitOut]:
     where = SearchFilter(thread_ids=tuple(body.thread_ids)) if body.thread_ids else None
-    return [HitOut.of(h) for h in memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)]
+    hits = memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)
+    _pending(response, memory, user_id, tenant)
+    return [HitOut.of(h) for h in hits]
 
 
 @router.get("/memories/{kind}", summary="The current model-made records of a kind")
