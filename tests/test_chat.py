@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import re
 import sys
 import threading
@@ -244,7 +245,10 @@ def test_the_chat_command_in_a_pseudo_terminal(tmp_path):
     pexpect = pytest.importorskip("pexpect")
     env = {**os.environ, "MEMSTACK_HOME": str(tmp_path), "COLUMNS": "140", "LINES": "50", "TERM": "xterm-256color", "PYTHONIOENCODING": "utf-8"}
     with _Canned() as server:
-        child = pexpect.spawn(sys.executable, ["-m", "memstack", "chat", "--user", "u1", "--thread", "s1", "--model", f"vllm:fake@{server.url}"], env=env, encoding="utf-8", timeout=30, dimensions=(50, 140))
+        # the store is configured first (the README's way to the model-backed memory); chat takes
+        # the profile's stack and model
+        subprocess.run([sys.executable, "-m", "memstack", "init", "--preset", "personal-assistant", "--model", f"vllm:fake@{server.url}"], env=env, check=True, capture_output=True, timeout=120)
+        child = pexpect.spawn(sys.executable, ["-m", "memstack", "chat", "--user", "u1", "--thread", "s1"], env=env, encoding="utf-8", timeout=30, dimensions=(50, 140))
         screen = Screen(child)
         try:
             screen.wait_for("personal-assistant|summary-buffer \\+ profile \\+ retrieval")
@@ -253,7 +257,7 @@ def test_the_chat_command_in_a_pseudo_terminal(tmp_path):
                 ("/context", ["Context: 1 message,", "Token cost by part", "query"]),
                 ("/flush", [r"ran [12] jobs?, 0 failed"]),
                 ("/memories", ["Entities", "SpringBoot", r"Retrieval finds \d+ earlier rounds? for"]),
-                ("/state", ["No state yet"]),  # the default preset (personal-assistant) keeps no JSON state
+                ("/state", ["No state yet"]),  # personal-assistant keeps no JSON state
             ]:
                 screen.wait_for("you ›")
                 child.sendline(line)
