@@ -33,6 +33,7 @@ from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options
+from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
 from .stores import RecordStore, Store, records_of, usage_of
 from .tokens import TokenCounter, get_counter
@@ -383,18 +384,23 @@ class Memory:
     def _first_pass(self, stack: list[Layer], request: ReadRequest) -> Run:
         need = {layer.history for layer in stack}
         if "all" in need:
-            return pipeline(stack, request, self.store.history.read(request.scope, until=request.at))
+            return pipeline(stack, request, self._visible(request.scope, until=request.at))
         if "tail" not in need:
             return pipeline(stack, request, [])
         n = _TAIL_START
         while True:
-            loaded = self.store.history.read(request.scope, until=request.at, last=n)
-            if len(loaded) < n:
+            raw = self.store.history.read(request.scope, until=request.at, last=n)
+            loaded = visible(raw)
+            if len(raw) < n:
                 return pipeline(stack, request, loaded)
             run = pipeline(stack, request, self._with_earlier_system(request, loaded))
             if _tail_is_enough(loaded, run.messages):
                 return run
             n *= 4
+
+    def _visible(self, scope: Scope, **options: Any) -> list[Message]:
+        """A thread's messages as its client sees them: without answers a regenerated one replaced."""
+        return visible(self.store.history.read(scope, **options))
 
     def _with_earlier_system(self, request: ReadRequest, tail: list[Message]) -> list[Message]:
         """System messages stored before the tail, then the tail: instructions are never cut off."""
@@ -520,7 +526,7 @@ class Memory:
     def _run_job(self, job: Job, final: bool) -> str | None:
         try:
             layer = self._layer(job.layer, {})
-            messages = self.store.history.read(job.scope, after=job.cursor)
+            messages = visible(self.store.history.read(job.scope, after=job.cursor))
             consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
             if isinstance(consumed, Waiting):
                 self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)

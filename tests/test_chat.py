@@ -8,8 +8,8 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 import re
+import subprocess
 import sys
 import threading
 import time

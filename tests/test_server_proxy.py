@@ -23,6 +23,7 @@ from openai_stub import CannedOpenAI  # noqa: E402
 
 from memstack import InvalidInput, Memory, ProviderUnavailable  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
+from memstack.replaced import visible  # noqa: E402
 from memstack.server.resend import new_messages  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
 from memstack.testing import ScriptedModel  # noqa: E402
@@ -64,7 +65,8 @@ def settle(memory: Memory, timeout: float = 60) -> None:
 
 
 def history(memory, user, thread, tenant="default"):
-    return [(m.role, m.text) for m in memory.history(user_id=user, thread_id=thread, tenant=tenant)]
+    """The thread as its client sees it (answers a regenerated one replaced left out)."""
+    return [(m.role, m.text) for m in visible(memory.history(user_id=user, thread_id=thread, tenant=tenant, order="append"))]
 
 
 @pytest.fixture
@@ -149,13 +151,38 @@ def test_resend_rules():
     assert [x.text for x in new_messages([u1, a1, u2, a2], [u2, a2, u3]).new] == ["u3"]  # a windowed client
     retry = new_messages([u1], [u1])  # the first call failed upstream: nothing new, the answer is wanted
     assert retry.new == [] and retry.store_answer
-    regenerate = new_messages([u1, a1], [u1])  # answered already: neither stored again
-    assert regenerate.new == [] and not regenerate.store_answer
+    regenerate = new_messages([u1, a1], [u1])  # answered already: the new answer replaces a1
+    assert regenerate.new == [] and regenerate.store_answer and regenerate.replaces == (a1.id,)
     assert [x.text for x in new_messages([u1, a1], [u1, a1b, u2]).new] == ["a1 again", "u2"]
     fresh = new_messages([u1, a1], [u2])  # a client that sends only the new message
     assert [x.text for x in fresh.new] == ["u2"] and fresh.store_answer
     same_words = new_messages([m("user", "好的"), m("assistant", "嗯")], [m("user", "好的")])
-    assert not same_words.store_answer  # the same words right after their answer read as a regenerate
+    assert same_words.new == [] and same_words.replaces  # the same words right after their answer read as a regenerate
+
+
+def test_a_regenerated_answer_replaces_the_one_it_regenerates(tmp_path):
+    """[q1] twice (a regenerate), then [q1, a1', q2], then [q1, a1', q2, a2, q3]: the thread is
+    the client's final view, 6 messages, plus the replaced a1 kept in history: 7."""
+    answers = iter(["a1", "a1'", "a2", "a3"])
+    model = ScriptedModel(default=lambda messages, schema: next(answers))
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="window,retrieval")
+    app = create_app(memory, ServerConfig(model=model, upstream_timeout=5, worker=False))
+    with BackgroundServer(app) as server:
+        sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
+        ask = lambda messages: sdk.chat.completions.create(model="m", messages=messages, user="u", extra_headers={"X-Memstack-Thread": "t"}).choices[0].message.content  # noqa: E731
+        q1, q2, q3 = ({"role": "user", "content": q} for q in ("q1", "q2", "q3"))
+        assert ask([q1]) == "a1"
+        assert ask([q1]) == "a1'"  # the user pressed regenerate
+        assert ask([q1, {"role": "assistant", "content": "a1'"}, q2]) == "a2"
+        assert ask([q1, {"role": "assistant", "content": "a1'"}, q2, {"role": "assistant", "content": "a2"}, q3]) == "a3"
+        stored = memory.history(user_id="u", thread_id="t", order="append")
+        assert [m.text for m in stored] == ["q1", "a1", "a1'", "q2", "a2", "q3", "a3"]
+        assert history(memory, "u", "t") == [("user", "q1"), ("assistant", "a1'"), ("user", "q2"), ("assistant", "a2"), ("user", "q3"), ("assistant", "a3")]
+        ctx = memory.context(user_id="u", thread_id="t", strategy="full")
+        assert [m.text for m in ctx.messages] == ["q1", "a1'", "q2", "a2", "q3", "a3"]  # the replaced answer is not in the context
+        memory.flush()  # the retrieval layer indexes the thread as the client sees it
+        lines = [line for batch in memory.store.units.iterate() for u in batch for line in u.text.splitlines()]
+        assert any(line.endswith(": a1'") for line in lines) and not any(line.endswith(": a1") for line in lines)
 
 
 def test_an_over_budget_request_keeps_the_system_message_and_the_newest_turns(served):

@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import InvalidInput, MemstackError
 from ..memory import Memory
+from ..replaced import REPLACES, visible
 from ..types import Message, utcnow
 from .deps import Tenant
 from .errors import ApiError, UpstreamTimeout, error_body
@@ -65,6 +66,8 @@ class Who:
 class Prepared:
     outgoing: Outgoing
     store_answer: bool
+    #: the stored answer that the answer to this request replaces (a regenerate)
+    replaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class Stored:
 
     store_answer: bool
     client_from: int | None
+    replaces: tuple[str, ...] = ()
 
 
 class Proxy:
@@ -102,16 +106,16 @@ class Proxy:
         ctx = self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
         memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
         earlier = earlier_turns(ctx.messages, stored.client_from)
-        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer)
+        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces)
 
     def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
         with self._locks[hash((who.tenant, who.user_id, who.thread_id)) % _STRIPES]:
-            tail = [m for m in self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append") if m.role in STORED_ROLES]
+            tail = [m for m in visible(self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")) if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)
             added = self.memory.add([m.to_openai() for m in plan.new], **who.ids()) if plan.new else []
         first = tail[plan.first] if plan.first is not None else added[0] if added else None
-        return Stored(plan.store_answer, first.seq if first is not None else None)
+        return Stored(plan.store_answer, first.seq if first is not None else None, plan.replaces)
 
     def _budget(self, body: ChatRequest) -> int:
         answer = body.max_completion_tokens or body.max_tokens or self.completion_tokens
@@ -131,7 +135,7 @@ class Proxy:
         try:
             if body.stream:
                 chunks = await self.upstream.open_stream(prepared.outgoing.messages, params)
-                return StreamingResponse(self._relay(who, chunks, prepared.store_answer, started), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+                return StreamingResponse(self._relay(who, chunks, prepared, started), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
             answer = await self.upstream.complete(prepared.outgoing.messages, params)
         except MemstackError as exc:
             self._observe(exc, started)
@@ -139,10 +143,10 @@ class Proxy:
         self._observe(None, started)
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
-            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [])
+            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared.replaces)
         return JSONResponse(answer, headers=headers)
 
-    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], store_answer: bool, started: float) -> AsyncIterator[str]:
+    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float) -> AsyncIterator[str]:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         try:
@@ -150,8 +154,8 @@ class Proxy:
                 _collect(chunk, text, calls)
                 yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
             self._observe(None, started)
-            if store_answer:
-                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)])
+            if prepared.store_answer:
+                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared.replaces)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
             log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
@@ -159,9 +163,10 @@ class Proxy:
             return
         yield "data: [DONE]\n\n"
 
-    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]]) -> None:
+    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], replaces: tuple[str, ...] = ()) -> None:
         if text.strip() or tool_calls:
-            self.memory.add({"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {})}, **who.ids())
+            extra = {"metadata": {REPLACES: list(replaces)}} if replaces else {}
+            self.memory.add({"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {}), **extra}, **who.ids())
 
     def _observe(self, error: MemstackError | None, started: float) -> None:
         outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"

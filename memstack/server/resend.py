@@ -6,12 +6,14 @@ prefix of the request that the stored tail ends with:
 
     stored  u1 a1 u2 a2          request  u1 a1 u2 a2 u3        -> new: u3
     stored  u1                   request  u1  (a retry after a failed call)  -> new: none, answer stored
-    stored  u1 a1                request  u1  (the same call again: a regenerate) -> new: none, answer not stored
-    stored  u1 a1                request  u1 a1' u2  (continued after a regenerate) -> new: a1' u2
+    stored  u1 a1                request  u1  (the same call again: a regenerate) -> new: none, the answer replaces a1
+    stored  u1 a1 a1'(replaces a1)  request  u1 a1' u2  (continued after the regenerate) -> new: u2
     stored  ...                  request  x y  (nothing in common)  -> new: x y
 
 A regenerate is recognised by matching against the stored tail without its trailing answer: the
-thread already holds an answer to that request, so the new answer is not stored again.
+new answer is stored naming the one it replaces (``memstack.replaced``), which stays in the
+thread's history but leaves the thread as the client sees it. The stored tail passed in is that
+view (``replaced.visible``), so the next request, which carries the new answer, matches it.
 
 ``Resend.first`` says where the request's history starts in the stored tail (the index of the
 stored copy of its first message; None when even that one is new): what the thread holds before
@@ -37,6 +39,8 @@ class Resend:
     store_answer: bool
     #: the index in the stored tail of the request's first message (None: it is new, stored now)
     first: int | None = None
+    #: the ids of the stored answer a regenerated one replaces
+    replaces: tuple[str, ...] = ()
 
 
 def fingerprint(m: Message) -> tuple:
@@ -65,5 +69,8 @@ def new_messages(stored_tail: Sequence[Message], incoming: Sequence[Message]) ->
     k = overlap(answered, incoming) if len(answered) < len(stored_tail) else 0
     if k:
         rest = list(incoming[k:])
-        return Resend(rest, bool(rest), len(answered) - k)
+        if rest:
+            return Resend(rest, True, len(answered) - k)
+        # a regenerate: the request ends where the thread's last answer began
+        return Resend([], True, len(answered) - k, tuple(m.id for m in stored_tail[len(answered) :]))
     return Resend(list(incoming), True)
