@@ -209,6 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body; larger ones get 413 (default: %(default)s)")
     p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let requests in flight finish, then to drain the write queue, on SIGTERM (default: %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--public-metrics", action="store_true", help="with API keys, let /metrics answer without a key (for a scraper; default: a key is needed)")
+    p.add_argument("--public-docs", action="store_true", help="with API keys, let /openapi.json, /docs and /redoc answer without a key (default: a key is needed)")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("chat", help="talk to a model with memory in the terminal: /context, /memories, /state, /forget")
@@ -558,6 +560,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         answer_max_tokens=args.answer_max_tokens or None,
         max_body_bytes=args.max_body_bytes,
         drain_seconds=args.graceful_timeout,
+        public_metrics=args.public_metrics,
+        public_docs=args.public_docs,
     )
     serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
 

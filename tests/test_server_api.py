@@ -293,3 +293,30 @@ def test_every_route_the_app_declares_is_requested():
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not missing, f"routes never requested: {sorted(missing)}"
+
+
+SERVICE_PAGES = ("/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+
+
+@pytest.mark.parametrize(
+    ("options", "public"),
+    [({}, ()), ({"public_metrics": True}, ("/metrics",)), ({"public_docs": True}, SERVICE_PAGES[1:]), ({"public_metrics": True, "public_docs": True}, SERVICE_PAGES)],
+)
+def test_metrics_and_the_api_document_need_a_key_unless_made_public(options, public):
+    """With keys configured, /metrics, /openapi.json, /docs and /redoc are closed like every /v1
+    route (401, the JSON error) unless ServerConfig makes them public; /health is always open."""
+    app = create_app(Memory("memory://", layers="window"), ServerConfig(model=ScriptedModel(), api_keys=KEYS, worker=False, **options))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        assert ok(anonymous.get("/health"))["status"] == "ok"
+        for path in SERVICE_PAGES:
+            if path in public:
+                assert anonymous.get(path).status_code == 200, path
+                continue
+            error = fails(anonymous.get(path), 401, "unauthorized")
+            assert "API key" in error["message"] and anonymous.get(path).headers["www-authenticate"] == "Bearer", path
+            fails(anonymous.get(path, headers={"Authorization": "Bearer wrong-key"}), 401, "unauthorized")
+            assert anonymous.get(path, headers={"Authorization": "Bearer key-acme"}).status_code == 200, path
+            assert anonymous.get(path, headers={"X-API-Key": "key-globex"}).status_code == 200, path
+        metrics = anonymous.get("/metrics", headers={"X-API-Key": "key-acme"}).text
+        assert 'route="/health",status="200"' in metrics  # a refused request is counted too
+        assert ('status="401"' in metrics) == ("/metrics" not in public or "/docs" not in public)

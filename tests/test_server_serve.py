@@ -112,6 +112,23 @@ def test_serve_passes_the_answer_bound_to_the_app(monkeypatch, tmp_path):
         assert configs[-1].answer_max_tokens == bound, argv
 
 
+def test_serve_keeps_metrics_and_docs_closed_unless_made_public(monkeypatch, tmp_path):
+    """``--public-metrics`` and ``--public-docs`` reach ServerConfig; without them both are closed
+    (test_server_api checks what a closed and an open route answer over HTTP)."""
+    import memstack.server
+    import memstack.server.run
+    from memstack.cli import main
+
+    configs = []
+    monkeypatch.setattr(memstack.server, "create_app", lambda config: configs.append(config))
+    monkeypatch.setattr(memstack.server.run, "serve", lambda app, **kw: None)
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+    keys = ["--api-key", "k:acme"]
+    for flags, public in (([], (False, False)), (["--public-metrics"], (True, False)), (["--public-docs"], (False, True)), (["--public-metrics", "--public-docs"], (True, True))):
+        assert main(["serve", *keys, *flags]) == 0
+        assert (configs[-1].public_metrics, configs[-1].public_docs) == public, flags
+
+
 ASSEMBLE = """
 import hashlib, logging.config, sys
 from pathlib import Path

@@ -26,10 +26,10 @@ from .. import __version__
 from ..memory import Memory
 from ..stores import Store
 from . import api, errors, proxy, tools_api
-from .auth import Auth
+from .auth import Auth, KeyRequired
 from .limits import BodyLimit
 from .metrics import Metrics
-from .schemas import ErrorOut, Health
+from .schemas import ErrorOut, Health, error_responses
 from .upstream import Upstream, upstream_for
 
 log = logging.getLogger("memstack.server")
@@ -69,6 +69,13 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
     worker: bool = True
+    #: with API keys configured, ``/metrics`` needs a key like every ``/v1`` route (closed by
+    #: default: the counts by route and status tell a stranger how the service is used); True lets
+    #: a Prometheus scraper that sends no key read it (``memstack serve --public-metrics``)
+    public_metrics: bool = False
+    #: the same for the OpenAPI document and its pages, ``/openapi.json``, ``/docs`` and ``/redoc``
+    #: (``--public-docs``: a browser sends no key); ``/health`` is always open
+    public_docs: bool = False
 
 
 def create_app(memory: Memory | None = None, config: ServerConfig | None = None, *, upstream: Upstream | None = None) -> FastAPI:
@@ -95,10 +102,25 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.include_router(tools_api.router)
     app.include_router(proxy.router)
     app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
-    app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response)
+    app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response, responses=_METRICS_RESPONSES)
+    app.add_middleware(KeyRequired, auth=app.state.auth, paths=_private_paths(app, config))
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(metrics.middleware)
     return app
+
+
+_METRICS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "the Prometheus text format"},
+    401: {**error_responses(401)[401], "description": "API keys are configured and the metrics are not public (--public-metrics)"},
+}
+
+
+def _private_paths(app: FastAPI, config: ServerConfig) -> list[str]:
+    """The routes outside /v1 that need a key when keys are configured (see ServerConfig)."""
+    paths = [] if config.public_metrics else ["/metrics"]
+    if not config.public_docs:
+        paths += [p for p in (app.openapi_url, app.docs_url, app.swagger_ui_oauth2_redirect_url, app.redoc_url) if p]
+    return paths
 
 
 def health(request: Request) -> Health:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fastapi import Request
 
 from ..errors import InvalidInput, UsageError
 from ..types import Scope
-from .errors import ApiError
+from .errors import ApiError, error_response
 
 ENV = "MEMSTACK_API_KEYS"
 
@@ -79,3 +80,24 @@ def _presented_key(request: Request) -> str | None:
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return request.headers.get("x-api-key") or None
+
+
+class KeyRequired:
+    """ASGI middleware: a request for one of ``paths`` needs a configured API key, as every route
+    under ``/v1`` does (401 otherwise); with no keys configured everything passes. It guards the
+    routes that are not the API's own: ``/metrics``, the OpenAPI document and its HTML pages (each
+    public only by choice: ``ServerConfig.public_metrics``, ``public_docs``)."""
+
+    def __init__(self, app: Any, auth: Auth, paths: Iterable[str]) -> None:
+        self.app = app
+        self.auth = auth
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.auth.keys and scope["path"] in self.paths:
+            try:
+                self.auth.tenant_for(Request(scope))
+            except ApiError as exc:
+                await error_response(exc.status, exc.code, str(exc), exc.field, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
