@@ -3,8 +3,9 @@
 import threading
 
 from memstack.backends.memory import MemoryStore
-from memstack.testing import RecordStoreContract, UsageLogContract
+from memstack.testing import A, RecordStoreContract, UsageLogContract
 from memstack.testing.records import U, put
+from memstack.types import user_digest
 
 
 class TestMemoryRecords(RecordStoreContract):
@@ -15,6 +16,17 @@ class TestMemoryRecords(RecordStoreContract):
 class TestMemoryUsage(UsageLogContract):
     def new_store(self):
         return MemoryStore()
+
+
+def test_the_deletion_key_is_the_stores_own():
+    """Two stores hash one user id differently (each its own key); one store, the same."""
+    hashes = []
+    for store in (MemoryStore(), MemoryStore()):
+        store.delete_user(A)
+        store.delete_user(A)
+        hashes.append([d["user_hash"] for d in store.deletions("default")])
+    (one, again), (two, _) = hashes
+    assert one == again != two and user_digest("user_001") not in (one, two)
 
 
 def test_concurrent_applies_to_one_key_keep_one_current_version():

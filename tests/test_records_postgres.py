@@ -12,15 +12,17 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from pgsupport import require_dsn
+from pgsupport import drop_schema, require_dsn
 
 from memstack.errors import InvalidInput
 from memstack.testing import A, RecordStoreContract, UsageLogContract
 from memstack.testing.records import U, put, usage
+from memstack.types import user_digest
 
 DSN = require_dsn("record store")
 
 psycopg = pytest.importorskip("psycopg")
+from memstack.backends.deletions import user_hash  # noqa: E402
 from memstack.backends.postgres import PostgresStore, quote_identifier  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -83,6 +85,47 @@ def test_concurrent_writers_of_one_key_take_turns(pg: PostgresStore) -> None:
     versions = pg.records.history(U, "entity", "李四")
     assert [r.version for r in versions] == list(range(1, 81))
     assert [r.current for r in versions].count(True) == 1
+
+
+def test_the_deletion_key_is_the_stores_own(schema: str) -> None:
+    """Two stores (schemas) hash one user id differently; one store, the same, whichever of its
+    processes deleted the user."""
+    other = f"{schema}_b"
+    hashes = []
+    try:
+        for name in (schema, other):
+            first, second = PostgresStore(DSN, schema=name), PostgresStore(DSN, schema=name)
+            try:
+                first.delete_user(A)
+                second.delete_user(A)
+                hashes.append([d["user_hash"] for d in first.deletions("default")])
+            finally:
+                first.close()
+                second.close()
+    finally:
+        drop_schema(DSN, other)
+    (one, again), (two, _) = hashes
+    assert one == again != two and user_digest("user_001") not in (one, two)
+
+
+def test_the_notes_of_a_schema_from_before_the_key_are_rehashed(schema: str) -> None:
+    """A note written as a bare sha256 (before 0008_deletion_key) is rehashed under the new key:
+    no unsalted digest is left, and the user hashes as in a note written afterwards."""
+    PostgresStore(DSN, schema=schema).close()
+    with psycopg.connect(DSN, autocommit=True) as conn:  # back to the schema before the key
+        conn.execute(f"SET search_path = {quote_identifier(schema)}")
+        conn.execute("DROP TABLE memstack_deletion_key")
+        conn.execute("DELETE FROM memstack_migrations WHERE name = '0008_deletion_key'")
+        conn.execute("INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)", (user_digest("user_001"),))
+    store = PostgresStore(DSN, schema=schema)
+    try:
+        store.delete_user(A)
+        old, new = (d["user_hash"] for d in store.deletions("default"))
+        with psycopg.connect(DSN) as conn:
+            (secret,) = conn.execute(f"SELECT secret FROM {quote_identifier(schema)}.memstack_deletion_key").fetchone()
+        assert old == new == user_hash(bytes(secret), "default", "user_001") != user_digest("user_001")
+    finally:
+        store.close()
 
 
 def test_a_schema_from_before_records_gains_them(schema: str) -> None:

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from memstack.backends.deletions import user_hash
 from memstack.backends.sqlite import MIGRATIONS, SQLiteStore, apply_migrations
 from memstack.errors import StoreError
 from memstack.testing import A, RecordStoreContract, UsageLogContract, msg
@@ -63,7 +64,38 @@ def test_a_deletion_leaves_only_its_note(tmp_path):
     store.delete_user(A)
     for table in ("records", "record_audit", "model_usage"):
         assert store.query(f"SELECT count(*) FROM {table}")[0][0] == 0
-    assert store.query("SELECT tenant, user_hash, rows_deleted FROM deletions") == [("default", user_digest("user_001"), 4)]
+    ((secret,),) = store.query("SELECT secret FROM deletion_key")
+    assert store.query("SELECT tenant, user_hash, rows_deleted FROM deletions") == [("default", user_hash(secret, "default", "user_001"), 4)]
+    store.close()
+
+
+def test_the_deletion_key_is_the_stores_own(tmp_path):
+    """Two stores hash one user id differently: a note says nothing outside its store."""
+    hashes = []
+    for name in ("one.db", "two.db"):
+        store = SQLiteStore(tmp_path / name)
+        assert store.query("SELECT count(*) FROM deletion_key") == [(0,)]  # made on first use
+        store.delete_user(A)
+        store.delete_user(A)
+        hashes.append([d["user_hash"] for d in store.deletions("default")])
+        store.close()
+    (one, again), (two, _) = hashes
+    assert one == again != two and user_digest("user_001") not in (one, two)
+
+
+def test_the_notes_of_a_database_from_before_the_key_are_rehashed(tmp_path):
+    """A note written as a bare sha256 (before 008_deletion_key) is rehashed under the new key:
+    no unsalted digest is left, and the user hashes as it does in a note written afterwards."""
+    names = [name for name, _ in MIGRATIONS]
+    db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    apply_migrations(db, MIGRATIONS[: names.index("008_deletion_key")])
+    db.execute("INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)", (user_digest("user_001"),))
+    db.close()
+    store = SQLiteStore(tmp_path / "old.db")
+    store.delete_user(A)
+    old, new = (d["user_hash"] for d in store.deletions("default"))
+    ((secret,),) = store.query("SELECT secret FROM deletion_key")
+    assert old == new == user_hash(secret, "default", "user_001") != user_digest("user_001")
     store.close()
 
 
@@ -76,7 +108,8 @@ def test_a_database_from_before_records_gains_them(tmp_path):
     store.records.apply(U, [put("李四", {"v": 1})], layer="l")
     store.usage.record([usage(A, 0)])
     store.delete_user(A)
-    assert [d["user_hash"] for d in store.deletions("default")] == [user_digest("user_001")]
+    ((secret,),) = store.query("SELECT secret FROM deletion_key")
+    assert [d["user_hash"] for d in store.deletions("default")] == [user_hash(secret, "default", "user_001")]
     store.close()
 
 

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidInput
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, user_digest, utcnow
+from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from .deletions import new_secret, user_hash
 
 Key = tuple[str, str, str, str]
 
@@ -66,6 +67,8 @@ class MemoryStore:
         self.records = MemoryRecords()
         self.usage = MemoryUsage()
         self._deletions: list[dict[str, Any]] = []
+        #: the key of the deletion notes' user hash (backends.deletions), this store's own
+        self._deletion_key = new_secret()
 
     def delete_user(self, scope: Scope) -> int:
         with self._lock:
@@ -81,11 +84,11 @@ class MemoryStore:
             for k in [k for k in self._checkpoints if _user_match(k, scope)]:
                 n += len(self._checkpoints.pop(k))
             n += self.records.forget(user) + self.usage.forget(user)
-            self._deletions.append({"tenant": scope.tenant, "user_hash": user_digest(scope.user_id), "at": utcnow(), "rows": n})
+            self._deletions.append({"tenant": scope.tenant, "user_hash": user_hash(self._deletion_key, scope.tenant, scope.user_id), "at": utcnow(), "rows": n})
             return n
 
     def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_hash (sha256 of the user id), at and rows (no content)."""
+        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
         with self._lock:
             return [dict(d) for d in self._deletions if d["tenant"] == tenant]
 

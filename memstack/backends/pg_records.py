@@ -9,7 +9,8 @@ The rules (what a put or delete does, namespaces, what deleting removes) are tho
 - ``memstack_record_audit``: one row per event, read per user newest first through (tenant, user_id, n);
 - ``memstack_model_usage``: one row per model call, read per user oldest first through (tenant, user_id, at, n);
 - ``memstack_deletions`` (migration ``0005_deletions``): one row per ``delete_user``: tenant,
-  user, when and how many rows went, nothing else.
+  a keyed hash of the user id (``backends.deletions``: the key in ``memstack_deletion_key``,
+  migration ``0008_deletion_key``), when and how many rows went, nothing else.
 
 ``apply`` holds an advisory lock on the scope's record namespace for its transaction, so two
 writers of one key take turns instead of both inserting a version (the partial unique index
@@ -24,7 +25,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, user_digest, utcnow
+from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
+from .deletions import keyed, new_secret, user_hash
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -101,6 +103,29 @@ CREATE INDEX memstack_deletions_tenant ON memstack_deletions (tenant, n);
 """
 
 RECORD_MIGRATIONS: list[tuple[str, str]] = [("0004_records", RECORD_SCHEMA), ("0005_deletions", DELETIONS_SCHEMA)]
+
+
+def _m0008_deletion_key(cur: Cursor[Any]) -> None:
+    """The store's secret for the deletion notes' keyed hash; notes that held a bare sha256 are
+    rehashed under it."""
+    cur.execute("CREATE TABLE memstack_deletion_key (id INTEGER PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL)")
+    cur.execute("SELECT n, tenant, user_hash FROM memstack_deletions")
+    notes = cur.fetchall()
+    if notes:
+        secret = _deletion_secret(cur)
+        cur.executemany("UPDATE memstack_deletions SET user_hash = %s WHERE n = %s", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes])
+
+
+def _deletion_secret(cur: Cursor[Any]) -> bytes:
+    """The store's deletion key, made on first use (in the caller's transaction; of two
+    processes making it at once, the second waits for the first and reads its key)."""
+    cur.execute("INSERT INTO memstack_deletion_key (id, secret) VALUES (1, %s) ON CONFLICT (id) DO NOTHING", (new_secret(),))
+    cur.execute("SELECT secret FROM memstack_deletion_key WHERE id = 1")
+    return bytes(cur.fetchone()[0])
+
+
+#: after the core's 0006 and 0007 (postgres.MIGRATIONS)
+DELETION_KEY_MIGRATION = ("0008_deletion_key", _m0008_deletion_key)
 #: delete_user and delete_thread clear these (the audit trail of a thread goes with the thread);
 #: memstack_deletions is in neither: it is the record that a user was deleted.
 RECORD_TABLES = ["memstack_records", "memstack_record_audit", "memstack_model_usage"]
@@ -277,7 +302,7 @@ def record_deletion(cur: Cursor[Any], scope: Scope, rows: int) -> None:
     """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
     cur.execute(
         "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES (%s, %s, %s, %s)",
-        (scope.tenant, user_digest(scope.user_id), utcnow(), rows),
+        (scope.tenant, user_hash(_deletion_secret(cur), scope.tenant, scope.user_id), utcnow(), rows),
     )
 
 

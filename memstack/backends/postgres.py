@@ -374,7 +374,7 @@ class PostgresStore:
             return deleted
 
     def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
         return read_deletions(self._db, tenant)
 
     def close(self) -> None:
@@ -648,13 +648,22 @@ class _Jobs:
 
 
 # Retrieval and record storage live in their own modules; their migrations follow the core's.
-from .pg_records import RECORD_MIGRATIONS, RECORD_TABLES, PostgresRecords, PostgresUsage, read_deletions, record_deletion  # noqa: E402
+from .pg_records import (  # noqa: E402
+    DELETION_KEY_MIGRATION,
+    RECORD_MIGRATIONS,
+    RECORD_TABLES,
+    PostgresRecords,
+    PostgresUsage,
+    read_deletions,
+    record_deletion,
+)
 from .pg_units import UNIT_MIGRATIONS, UNIT_TABLES, PostgresUnits  # noqa: E402
 from .pg_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, PgEmbeddingCache, PgVectorIndex  # noqa: E402
 
 MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [
     ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting"),
     ("0007_profiles", "CREATE TABLE memstack_profiles (tenant TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
+    DELETION_KEY_MIGRATION,
 ]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

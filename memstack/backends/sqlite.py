@@ -196,7 +196,7 @@ class SQLiteStore:
             return n
 
     def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_id, at and rows (no content)."""
+        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
         return read_deletions(self, tenant)
 
     def close(self) -> None:
@@ -448,7 +448,15 @@ class _Jobs:
 
 
 # Retrieval and record storage live in their own modules; their migrations follow the core's.
-from .sqlite_records import RECORD_MIGRATIONS, RECORD_TABLES, SQLiteRecords, SQLiteUsage, read_deletions, record_deletion  # noqa: E402
+from .sqlite_records import (  # noqa: E402
+    DELETION_KEY_MIGRATION,
+    RECORD_MIGRATIONS,
+    RECORD_TABLES,
+    SQLiteRecords,
+    SQLiteUsage,
+    read_deletions,
+    record_deletion,
+)
 from .sqlite_units import UNIT_MIGRATIONS, UNIT_TABLES, SQLiteUnits  # noqa: E402
 from .sqlite_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, SQLiteEmbeddingCache, SQLiteVectorIndex  # noqa: E402
 
@@ -457,6 +465,6 @@ def _m007_profiles(db: sqlite3.Connection) -> None:
     _statements(db, "CREATE TABLE profiles (tenant TEXT PRIMARY KEY, value TEXT NOT NULL, updated_us INTEGER NOT NULL)")
 
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles)]
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles), DELETION_KEY_MIGRATION]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -8,8 +8,9 @@ The rules (what a put or delete does, namespaces, what deleting removes) are tho
   per key, and ``current`` reads that index in key order;
 - ``record_audit``: one row per event, read per user newest first through (tenant, user_id, n);
 - ``model_usage``: one row per model call, read per user oldest first through (tenant, user_id, at_us);
-- ``deletions`` (migration ``005_deletions``): one row per ``delete_user``: tenant, the sha256 of
-  the user id, when and how many rows went, nothing else.
+- ``deletions`` (migration ``005_deletions``): one row per ``delete_user``: tenant, a keyed hash
+  of the user id (``backends.deletions``: the key in ``deletion_key``, migration
+  ``008_deletion_key``), when and how many rows went, nothing else.
 
 Values are JSON text (``ensure_ascii=False``: Chinese is stored as is); times are ISO text in UTC,
 with UTC microseconds beside the usage rows' time for ``since``.
@@ -23,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, user_digest, utcnow
+from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
+from .deletions import keyed, new_secret, user_hash
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -75,7 +77,28 @@ def _m005_deletions(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+def _m008_deletion_key(db: sqlite3.Connection) -> None:
+    """The store's secret for the deletion notes' keyed hash; notes that held a bare sha256 are
+    rehashed under it."""
+    db.execute("CREATE TABLE deletion_key (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL)")
+    notes = db.execute("SELECT n, tenant, user_hash FROM deletions").fetchall()
+    if notes:
+        secret = _deletion_secret(db)
+        db.executemany("UPDATE deletions SET user_hash = ? WHERE n = ?", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes])
+
+
+def _deletion_secret(db: sqlite3.Connection) -> bytes:
+    """The store's deletion key, made on first use (in the caller's transaction)."""
+    row = db.execute("SELECT secret FROM deletion_key WHERE id = 1").fetchone()
+    if row is None:
+        db.execute("INSERT INTO deletion_key (id, secret) VALUES (1, ?)", (new_secret(),))
+        row = db.execute("SELECT secret FROM deletion_key WHERE id = 1").fetchone()
+    return bytes(row[0])
+
+
 RECORD_MIGRATIONS = [("004_records", _m004_records), ("005_deletions", _m005_deletions)]
+#: after the core's 006 and 007 (sqlite.MIGRATIONS)
+DELETION_KEY_MIGRATION = ("008_deletion_key", _m008_deletion_key)
 #: delete_user and delete_thread clear these (the audit trail of a thread goes with the thread);
 #: ``deletions`` is in neither: it is the record that a user was deleted.
 RECORD_TABLES = ["records", "record_audit", "model_usage"]
@@ -293,7 +316,7 @@ def record_deletion(db: sqlite3.Connection, scope: Scope, rows: int) -> None:
     """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
     db.execute(
         "INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES (?, ?, ?, ?)",
-        (scope.tenant, user_digest(scope.user_id), utcnow().isoformat(), rows),
+        (scope.tenant, user_hash(_deletion_secret(db), scope.tenant, scope.user_id), utcnow().isoformat(), rows),
     )
 
 

@@ -17,6 +17,7 @@ the scope's key (agent and thread included); audit and usage are read per user.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -299,11 +300,24 @@ class RecordStoreContract(_StoreFixture):
             assert len(store.records.audit(scope)) == 2 and len(store.usage.read(scope)) == 2
         (note,) = store.deletions("default")
         assert set(note) == {"tenant", "user_hash", "at", "rows"}  # a digest and when: no content, not even the id
-        assert (note["tenant"], note["user_hash"], note["rows"]) == ("default", user_digest("user_001"), deleted)
+        assert (note["tenant"], note["rows"]) == ("default", deleted)
+        assert re.fullmatch("[0-9a-f]{64}", note["user_hash"]) and note["user_hash"] != user_digest("user_001")  # keyed, not a bare sha256
         assert note["at"].utcoffset() is not None
         assert store.deletions("acme") == []
         assert store.delete_user(A) == 0
         assert [d["rows"] for d in store.deletions("default")] == [deleted, 0]
+
+    def test_a_deletion_note_hashes_the_user_id_with_the_stores_own_key(self, store):
+        """The note's user_hash is a keyed hash (backends.deletions): not the id's sha256, which
+        hashing guesses of the id (user_001, an email address) would find, yet the same for one
+        user in every deletion of the store, and different for another id or another tenant."""
+        for scope in (A, B, AGENT, OTHER_TENANT):
+            store.delete_user(scope)
+        first, other, again = (d["user_hash"] for d in store.deletions("default"))
+        assert first == again != other  # AGENT is user_001 again
+        assert user_digest(A.user_id) not in (first, other) and user_digest(B.user_id) not in (first, other)
+        (elsewhere,) = store.deletions("acme")
+        assert elsewhere["user_hash"] not in (first, other)  # user_001 of another tenant: another user
 
     # ---- durability ------------------------------------------------------------------------------
 
@@ -314,6 +328,7 @@ class RecordStoreContract(_StoreFixture):
         store.records.apply(A, [put("summary", {"text": "聊了火锅"}, kind="summary")], layer="summary")
         store.usage.record([usage(A, 0, ok=False, error="输出不是JSON")])
         store.delete_user(B)
+        hashes = [d["user_hash"] for d in store.deletions("default")]
         before = (
             store.records.history(U, "entity", "李四"),
             store.records.current(A, "summary"),
@@ -329,7 +344,9 @@ class RecordStoreContract(_StoreFixture):
                 reopened.usage.read(U),
             )
             assert after == before
-            assert [d["user_hash"] for d in reopened.deletions("default")] == [user_digest("user_002")]
+            assert [d["user_hash"] for d in reopened.deletions("default")] == hashes  # the store's key is kept in the store
+            reopened.delete_user(B)
+            assert [d["user_hash"] for d in reopened.deletions("default")] == hashes * 2
             (event,) = reopened.records.apply(U, [put("李四", {"city": "深圳"}, minutes=9)], layer="entities")
             assert event.action == "supersede" and reopened.records.history(U, "entity", "李四")[-1].version == 3
         finally:
