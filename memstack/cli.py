@@ -19,7 +19,7 @@ from typing import Any
 from .backends import open_store
 from .errors import InvalidInput, MemstackError, NotFound, UsageError
 from .memory import Memory
-from .types import parse_time
+from .types import in_range, parse_time
 from .views import plural
 
 #: the scenario presets (memstack.presets), named in --help without importing the layers
@@ -265,7 +265,7 @@ def _read_text(value: str) -> str:
 def _at(args: argparse.Namespace) -> datetime | None:
     """``--at`` as an aware datetime: one without a UTC offset is refused (exit 2), never taken as
     UTC, so the command line, the library and the REST API (422) agree."""
-    return parse_time(args.at, field_name="--at") if args.at else None
+    return in_range(parse_time(args.at, field_name="--at"), field_name="--at") if args.at else None
 
 
 def _emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:

@@ -38,6 +38,7 @@ from .stack import Run, memory_room, pipeline, refill
 from .stores import RecordStore, Store, records_of, usage_of
 from .tokens import TokenCounter, get_counter
 from .types import (
+    MAX_LAST,
     AuditEvent,
     Context,
     Dropped,
@@ -50,7 +51,8 @@ from .types import (
     Section,
     ThreadInfo,
     UsageRecord,
-    aware,
+    check_message,
+    in_range,
     utcnow,
 )
 
@@ -288,7 +290,7 @@ class Memory:
         """
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
         self._check_tenant(scope.tenant)
-        stamp = aware(at, field_name="at") if at is not None else utcnow()
+        stamp = in_range(at, field_name="at") if at is not None else utcnow()
         batch = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
         if not batch:
             raise InvalidInput("no messages to add", field="messages")
@@ -316,6 +318,7 @@ class Memory:
             raise InvalidInput(f"message content is {size} bytes, over the limit of {self.max_message_bytes}", field="content")
         if "\x00" in raw:
             raise InvalidInput("message content contains a NUL character", field="content")
+        check_message(message)
         if message.metadata:
             json_copy(message.metadata)
         return message
@@ -342,7 +345,7 @@ class Memory:
         stored) last. Never more than ``max_tokens`` under ``counter``; only messages dated at or
         before ``at`` (default: now) are seen."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        when = aware(at, field_name="at") if at is not None else utcnow()
+        when = in_range(at, field_name="at") if at is not None else utcnow()
         tokens = get_counter(counter) if counter is not None else self.counter
         budget = self.max_tokens if max_tokens is _UNSET else max_tokens
         if budget is not None and budget < 0:
@@ -424,7 +427,7 @@ class Memory:
         layer's search), best first; [] when nothing is relevant."""
         scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
         layer = self._layer("retrieval", options)
-        return layer.search(scope, query, k=k, at=aware(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
+        return layer.search(scope, query, k=k, at=in_range(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
 
     def history(
         self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None, order: str = "time"
@@ -433,7 +436,10 @@ class Memory:
         ties as stored: a back-dated or imported message reads in its place, in the CLI and REST
         alike. ``order="append"``: as stored, for a caller that replays the conversation as the
         app sent it (LangChain's history, a proxy matching what the client resends)."""
-        return self.store.history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), until=at, last=last, order=order)
+        scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or not 0 <= last <= MAX_LAST):
+            raise InvalidInput(f"last must be a whole number from 0 to {MAX_LAST}", field="last")
+        return self.store.history.read(scope, until=in_range(at, field_name="at") if at is not None else None, last=last, order=order)
 
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
@@ -483,7 +489,7 @@ class Memory:
                 fields = {k: v for k, v in rec.items() if k not in ("tenant", "user_id", "agent_id", "thread_id")}
                 message = self._validate(Message.from_dict(fields))
             except InvalidInput as exc:
-                raise InvalidInput(f"record {i}: {exc}", field=exc.field) from exc
+                raise InvalidInput(f"record {i}: {exc}", field=f"records[{i - 1}].{exc.field}" if exc.field else f"records[{i - 1}]") from exc
             if batches and batches[-1][0] == scope:
                 batches[-1][1].append(message)
             else:

@@ -37,7 +37,7 @@ from .backends.memory import json_copy
 from .errors import InvalidInput, MemstackError, UsageError
 from .layers.state import state_value
 from .retrieval.units import dense_text, language
-from .types import Change, Hit, Scope, Unit, utcnow
+from .types import MAX_STATE_KEY_CHARS, Change, Hit, Scope, Unit, check_json, check_state_key, utcnow
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -48,7 +48,7 @@ log = logging.getLogger("memstack.tools")
 NOTES_THREAD = "memstack-notes"
 #: every saved memory's id starts with this (other units come from conversations)
 NOTE_PREFIX = "note-"
-MAX_KEY_CHARS = 128
+MAX_KEY_CHARS = MAX_STATE_KEY_CHARS
 MAX_CATEGORY_CHARS = 64
 MAX_RECALL = 20
 #: how much of a model's bad arguments an error message repeats
@@ -215,6 +215,7 @@ class MemoryTools:
         shows it with layer "tools").
         """
         key = _state_key(key)
+        check_json(value, "value")  # first: json_copy would recurse out of a value nested 1000 deep
         stored = json_copy({"value": value})
         change = Change("delete", "state", key, at=self.clock()) if value is None else Change("put", "state", key, stored, (), self.clock())
         events = self._records().apply(self.scope.user(), [change], layer="tools")
@@ -320,10 +321,8 @@ def _category(category: str | None) -> str | None:
 
 
 def _state_key(key: str) -> str:
-    key = key.strip()
-    if not key or len(key) > MAX_KEY_CHARS or any(ord(c) < 32 for c in key):
-        raise InvalidInput(f"a state key must be 1 to {MAX_KEY_CHARS} characters without control characters", field="key")
-    return key
+    """The key as the model wrote it, less surrounding spaces, under the library's one rule."""
+    return check_state_key(key.strip() if isinstance(key, str) else key)
 
 
 def _arguments_object(arguments: str | Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -19,6 +19,15 @@ from .errors import InvalidInput
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 MAX_ID_LENGTH = 256
+#: the years (in UTC) a message's timestamp or an ``at`` may name: every store can hold them and
+#: every reader's date arithmetic (a week before, a day after) stays within what Python can date
+MIN_YEAR, MAX_YEAR = 1900, 9000
+#: how deep metadata and state values (JSON) may nest: objects and arrays within one another
+MAX_JSON_DEPTH = 64
+#: a state key's length in characters (the set_state tool, the REST API, the state layer alike)
+MAX_STATE_KEY_CHARS = 128
+#: the most messages a history read's ``last`` may ask for (a store's integers are 64-bit)
+MAX_LAST = 2**31 - 1
 
 
 def utcnow() -> datetime:
@@ -46,6 +55,96 @@ def aware(value: datetime, *, field_name: str = "timestamp") -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(f"{field_name} must be timezone-aware (e.g. 2024-05-01T10:00:00+08:00)", field=field_name)
     return value
+
+
+def in_range(value: datetime, *, field_name: str = "timestamp") -> datetime:
+    """Return ``value`` if it is timezone-aware and its instant falls in years MIN_YEAR..MAX_YEAR
+    in UTC. ``9999-12-31T23:59:59-14:00`` is in year 10000 in UTC, past what a datetime can hold:
+    stored, it would break every read that converts it."""
+    aware(value, field_name=field_name)
+    try:
+        year: int | None = (value.replace(tzinfo=None) - value.utcoffset()).year  # type: ignore[operator]
+    except OverflowError:
+        year = None
+    if year is None or not MIN_YEAR <= year <= MAX_YEAR:
+        raise InvalidInput(f"{field_name}: {value.isoformat()} is outside the years {MIN_YEAR} to {MAX_YEAR} (UTC)", field=field_name)
+    return value
+
+
+def check_text(value: object, field_name: str, *, what: str = "a string") -> str:
+    """Return ``value`` if it is a string every store can hold: no NUL, no lone surrogate (a
+    ``\\ud800`` escape in JSON decodes to one, and UTF-8 cannot encode it)."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field_name} must be a string, got {type(value).__name__}", field=field_name)
+    if "\x00" in value:
+        raise InvalidInput(f"{field_name}: {what} contains a NUL character", field=field_name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field_name}: {what} is not valid UTF-8 text (a lone surrogate at character {exc.start})", field=field_name) from exc
+    return value
+
+
+def check_json(value: object, field_name: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse what is not plain JSON every store keeps and every reader returns as it was given:
+    objects with string keys, arrays, strings (``check_text``), finite numbers, true, false and
+    null, objects and arrays nested at most ``max_depth`` deep. NaN and infinities are refused,
+    not stored as null."""
+    todo: list[tuple[object, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            if depth >= max_depth:
+                raise InvalidInput(f"{field_name} is nested more than {max_depth} deep", field=field_name)
+            if isinstance(item, Mapping):
+                for key in item:
+                    if not isinstance(key, str):
+                        raise InvalidInput(f"{field_name}: an object key must be a string, got {type(key).__name__}", field=field_name)
+                    check_text(key, field_name, what="a key")
+                todo.extend((v, depth + 1) for v in item.values())
+            else:
+                todo.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str):
+            check_text(item, field_name)
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise InvalidInput(f"{field_name}: {item} is not a JSON number", field=field_name)
+        elif item is not None and not isinstance(item, (bool, int)):
+            raise InvalidInput(f"{field_name}: {type(item).__name__} is not a JSON value", field=field_name)
+
+
+def check_state_key(key: object, field_name: str = "key") -> str:
+    """A state key: 1 to MAX_STATE_KEY_CHARS characters, no control characters, no spaces around
+    it (the set_state tool strips them first). One rule for the tool, the REST API and the layer."""
+    if not isinstance(key, str) or not key or key != key.strip() or len(key) > MAX_STATE_KEY_CHARS or any(ord(c) < 32 for c in key):
+        raise InvalidInput(f"a state key must be 1 to {MAX_STATE_KEY_CHARS} characters without control characters or surrounding spaces", field=field_name)
+    return check_text(key, field_name, what="the key")
+
+
+def check_message(message: Message) -> Message:
+    """The rules a message must meet to be stored, beyond its type's (which every stored message,
+    older ones included, meets so that it can be read back): a timestamp in years
+    MIN_YEAR..MAX_YEAR, text parts with string text, a name and tool call ids as ids are, JSON
+    metadata. ``Memory.add`` and ``import_`` apply them; the REST API item by item, so that its
+    422 names the item (``messages[2].name``)."""
+    in_range(message.timestamp, field_name="timestamp")
+    if isinstance(message.content, tuple):
+        for part in message.content:
+            if part.get("type") == "text" and not isinstance(part.get("text"), str):
+                raise InvalidInput("a text content part needs a string 'text'", field="content")
+        check_json(list(message.content), "content")
+    if message.name is not None:
+        _check_id(message.name, "name", required=False)
+    for i, call in enumerate(message.tool_calls):
+        _check_id(call.id, f"tool_calls[{i}].id", required=True)
+        _check_id(call.name, f"tool_calls[{i}].function.name", required=True)
+        check_text(call.arguments, f"tool_calls[{i}].function.arguments")
+    if message.tool_call_id is not None:
+        _check_id(message.tool_call_id, "tool_call_id", required=False)
+    if not isinstance(message.metadata, Mapping):
+        raise InvalidInput("metadata must be a JSON object", field="metadata")
+    check_json(message.metadata, "metadata")
+    return message
 
 
 #: the orders a thread's history reads in: as appended (what the write queue's cursors, seqs,
@@ -85,6 +184,7 @@ def _check_id(value: object, name: str, *, required: bool) -> None:
         raise InvalidInput(f"{name} is longer than {MAX_ID_LENGTH} characters", field=name)
     if any(ord(c) < 32 for c in value):
         raise InvalidInput(f"{name} must not contain control characters", field=name)
+    check_text(value, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +241,10 @@ class ToolCall:
         try:
             fn = data["function"]
             args = fn.get("arguments", "{}")
-            return cls(id=str(data["id"]), name=str(fn["name"]), arguments=args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
-        except (KeyError, TypeError, AttributeError) as exc:
+            if not isinstance(data["id"], str) or not isinstance(fn["name"], str):
+                raise TypeError("a tool call's id and function name are strings")
+            return cls(id=data["id"], name=fn["name"], arguments=args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise InvalidInput(f"malformed tool call: {data!r}", field="tool_calls") from exc
 
 
@@ -231,6 +333,8 @@ class Message:
         if data.get("name"):
             kwargs["name"] = data["name"]
         if data.get("tool_calls"):
+            if not isinstance(data["tool_calls"], (list, tuple)):
+                raise InvalidInput("tool_calls must be a list of tool calls", field="tool_calls")
             kwargs["tool_calls"] = tuple(ToolCall.from_openai(tc) for tc in data["tool_calls"])
         if data.get("tool_call_id"):
             kwargs["tool_call_id"] = data["tool_call_id"]
@@ -239,7 +343,9 @@ class Message:
         ts = data.get("timestamp")
         if ts:
             kwargs["timestamp"] = ts if isinstance(ts, datetime) else parse_time(str(ts), field_name="timestamp")
-        if data.get("metadata"):
+        if data.get("metadata") is not None:
+            if not isinstance(data["metadata"], Mapping):
+                raise InvalidInput(f"metadata must be a JSON object, not {type(data['metadata']).__name__}", field="metadata")
             kwargs["metadata"] = dict(data["metadata"])
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -466,6 +572,14 @@ class Change:
             raise InvalidInput(f"unknown record kind {self.kind!r}; expected one of {', '.join(RECORD_KINDS)}", field="kind")
         if self.action == "put" and not isinstance(self.value, Mapping):
             raise InvalidInput("a put needs a value (a JSON object)", field="value")
+        if not isinstance(self.key, str) or not self.key:
+            raise InvalidInput("a change needs a non-empty key", field="key")
+        check_text(self.key, "key", what="the key")
+        if self.action == "put":  # a delete names what is stored, whatever older versions let in
+            if self.kind == "state":
+                check_state_key(self.key)
+            # a state value is stored as {"value": ...}: the wrapper is not the writer's depth
+            check_json(self.value, "value", max_depth=MAX_JSON_DEPTH + (self.kind == "state"))
         if isinstance(self.source_ids, list):
             object.__setattr__(self, "source_ids", tuple(self.source_ids))
 

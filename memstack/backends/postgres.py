@@ -276,7 +276,14 @@ def message_params(key: Key, m: Message) -> tuple[Any, ...]:
     )
 
 
-MESSAGE_COLUMNS = "seq, id, role, content, name, tool_calls, tool_call_id, ts, metadata"
+def read_ts(column: str) -> str:
+    """``column`` kept within what a Python datetime holds: one stored before timestamps were kept
+    to years 1900..9000 (9999-12-31T23:59:59-14:00 is year 10000 in UTC) reads as the last
+    datetime instead of failing every read of its user."""
+    return f"LEAST(GREATEST({column}, '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59.999999+00'::timestamptz)"
+
+
+MESSAGE_COLUMNS = f"seq, id, role, content, name, tool_calls, tool_call_id, {read_ts('ts')}, metadata"
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
@@ -469,7 +476,7 @@ class _History:
             params.append(scope.agent_id)
         with self._db.transaction("listing threads") as cur:
             cur.execute(
-                f"""SELECT thread_id, agent_id, count(*), min(ts), max(ts) FROM memstack_messages WHERE {conditions}
+                f"""SELECT thread_id, agent_id, count(*), {read_ts('min(ts)')}, {read_ts('max(ts)')} FROM memstack_messages WHERE {conditions}
                     GROUP BY agent_id, thread_id ORDER BY max(ts) DESC, thread_id DESC, agent_id DESC""",
                 params,
             )

@@ -98,7 +98,13 @@ _ONE_US = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - datetime(1970,
 
 
 def _from_us(value: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + value * _ONE_US
+    """The instant ``value`` microseconds after 1970 UTC; one past what a datetime holds (stored
+    before timestamps were kept to years 1900..9000, e.g. 9999-12-31T23:59:59-14:00) reads as the
+    first or last datetime instead of failing every read of its user."""
+    try:
+        return datetime(1970, 1, 1, tzinfo=timezone.utc) + value * _ONE_US
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc) if value > 0 else datetime.min.replace(tzinfo=timezone.utc)
 
 
 def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:

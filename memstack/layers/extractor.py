@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..budget import split_text
-from ..errors import JobError, ModelOutputError, UsageError
+from ..errors import InvalidInput, JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
 from ..llm.extract import Batch, extract, merge_notes
 from ..llm.extract import sentence as note_text
@@ -454,7 +454,10 @@ class Extractor:
             sources, _ = sentence_sources(item.value, batch.messages)
             if not sources:
                 continue  # a value nobody said
-            out.append(Change("put", "state", key, {"value": item.value.strip()}, sources, batch.messages[-1].timestamp))
+            try:
+                out.append(Change("put", "state", key, {"value": item.value.strip()}, sources, batch.messages[-1].timestamp))
+            except InvalidInput:  # a key the state may not have (over 128 characters, a control character)
+                continue
         return out
 
 

@@ -18,7 +18,7 @@ from ..errors import InvalidInput
 from ..layers.state import current_state
 from ..memory import Memory
 from ..stores import RecordStore, records_of
-from ..types import Change, SearchFilter, utcnow
+from ..types import MAX_LAST, Change, SearchFilter, utcnow
 from .deps import Mem, Tenant, require_thread, require_user
 from .errors import ApiError
 from .schemas import (
@@ -66,7 +66,7 @@ def read_history(
     thread_id: str,
     tenant: Tenant,
     memory: Mem,
-    last: Annotated[int | None, Query(ge=1, description="only the last n")] = None,
+    last: Annotated[int | None, Query(ge=1, le=MAX_LAST, description="only the last n")] = None,
     at: Annotated[AwareDatetime | None, Query(description="only messages dated at or before this time")] = None,
 ) -> list[MessageOut]:
     require_thread(memory, tenant, user_id, thread_id)

@@ -3,6 +3,7 @@
 The code is the error tree's stable ``code``; the status says whose fault it is:
 
     InvalidInput, BudgetError, UnknownName, request validation   422  (the field is named)
+    a body that is not JSON (bad UTF-8, a 5000-digit number)     422  (field "body")
     other UsageError                                           400
     ApiError (401 unauthorized, 404 user/thread/record not found, 413 body too large, ...)
     ProviderRejected, ProviderUnavailable, ModelOutputError    502  (the upstream model failed)
@@ -101,6 +102,23 @@ def _library_field(error: dict[str, Any]) -> str | None:
     return cause.field if isinstance(cause, InvalidInput) else None
 
 
+def body_error(exc: StarletteHTTPException) -> str | None:
+    """Why a JSON body could not be read, for the 400 FastAPI raises when decoding it fails other
+    than as malformed JSON (which is a 422 already): bytes that are not UTF-8, a number of more
+    digits than Python converts, arrays nested past the parser's recursion; else None. Those are
+    invalid input like any other: 422 ``invalid_input``, field ``body``."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return f"not valid UTF-8 (byte {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deep"
+    if isinstance(cause, ValueError):
+        return f"not valid JSON: {cause}"
+    return None
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into the JSON error shape."""
 
@@ -120,12 +138,16 @@ def install(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-        field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()), _library_field(first))
-        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        inner = _library_field(first)
+        field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()), inner)
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ").removeprefix(f"{inner}: " if inner else "")
         return error_response(422, InvalidInput.code, f"{field}: {message}", field)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = body_error(exc)
+        if unreadable is not None:
+            return error_response(422, InvalidInput.code, f"body: {unreadable}", "body")
         code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
         return error_response(exc.status_code, code, str(exc.detail), None, dict(exc.headers or {}) or None)
 

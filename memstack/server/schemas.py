@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from .. import layers as layer_registry
 from ..errors import UsageError
 from ..layers.state import state_value
-from ..types import Context, Hit, Message, Record, ThreadInfo
+from ..types import Context, Hit, Message, Record, ThreadInfo, check_json, check_message
 
 RecordKind = Literal["summary", "entity", "relation", "state"]
 
@@ -64,14 +64,20 @@ class MessageIn(Strict):
     metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        # Python values, not JSON mode: that writes NaN and infinities as null, which the
+        # library's rules then never see
+        return self.model_dump(exclude_none=True)
 
     @model_validator(mode="after")
     def _is_a_message(self) -> MessageIn:
         """The library's own rules of a message (content not empty, a tool message's
-        tool_call_id, ...) checked here, item by item: its InvalidInput then names the item's
-        path, ``messages[2].content``, which Memory.add, validating the batch, cannot."""
-        Message.from_dict(self.to_dict())
+        tool_call_id, a timestamp in range, JSON metadata, ...) checked here, item by item: its
+        InvalidInput then names the item's path, ``messages[2].content``, which Memory.add,
+        validating the batch, cannot."""
+        for name in ("content", "metadata"):  # first: pydantic cannot even dump a value nested 300 deep
+            if isinstance(value := getattr(self, name), (list, dict)):
+                check_json(value, name)
+        check_message(Message.from_dict(self.to_dict()))
         return self
 
 
