@@ -93,6 +93,13 @@ class StoreError(RuntimeFailure):
     code = "store_error"
 
 
+class Conflict(RuntimeFailure):
+    """A conditional write found the thread changed since it was read (another request wrote to
+    it first); read again and decide again."""
+
+    code = "conflict"
+
+
 class SchemaError(StoreError):
     """A store's schema is unknown to this version of memstack."""
 

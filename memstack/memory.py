@@ -35,7 +35,7 @@ from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, Write
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
-from .stores import RecordStore, Store, records_of, usage_of
+from .stores import ANY, RecordStore, Store, records_of, usage_of
 from .tokens import TokenCounter, get_counter
 from .types import (
     MAX_LAST,
@@ -281,12 +281,15 @@ class Memory:
         tenant: str | None = None,
         agent_id: str | None = None,
         at: datetime | None = None,
+        expect_last: int | None | object = ANY,
     ) -> list[Message]:
         """Store messages (Message objects, OpenAI-shaped dicts, or plain strings as user messages).
 
         ``at`` dates the dicts and strings that carry no timestamp (default: now). Everything is
         validated before anything is written; returns the stored messages (duplicates by id are
-        skipped). The layers' write-side work is queued in the same transaction.
+        skipped). The layers' write-side work is queued in the same transaction. ``expect_last``: only
+        if the thread's last message is still that seq (None: the thread is empty), else
+        ``Conflict`` and nothing is stored (see ``HistoryStore.append``).
         """
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
         self._check_tenant(scope.tenant)
@@ -294,7 +297,7 @@ class Memory:
         batch = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
         if not batch:
             raise InvalidInput("no messages to add", field="messages")
-        stored = self.store.history.append(scope, batch, enqueue=self._writers())
+        stored = self.store.history.append(scope, batch, enqueue=self._writers(), **({} if expect_last is ANY else {"expect_last": expect_last}))
         if self._worker is not None:
             self._wake.set()
         return stored

@@ -11,16 +11,29 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import UsageError
+from .errors import Conflict, UsageError
 from .types import AuditEvent, Change, Checkpoint, Job, Message, Record, Scope, Scored, SearchFilter, ThreadInfo, Unit, UsageRecord
+
+#: ``HistoryStore.append(expect_last=ANY)``: no condition
+ANY: Any = object()
+
+
+def check_last(expected: int | None | object, actual: int | None) -> None:
+    """``Conflict`` unless ``expected`` is ANY or the thread's last seq ``actual``."""
+    if expected is not ANY and expected != actual:
+        raise Conflict(f"the thread changed: its last message is seq {actual}, not {expected}")
 
 
 @runtime_checkable
 class HistoryStore(Protocol):
     """Append-only message log per thread (scope with thread_id)."""
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
         """Store ``messages`` in order and request a job per layer name in ``enqueue``, atomically.
+
+        ``expect_last``: store only if the thread's last seq is still this one (None: the thread
+        must be empty), else raise ``Conflict`` and store nothing: a read-decide-write by many
+        processes (the proxy's resend matching) becomes one transaction.
 
         Returns the stored messages with ``seq`` set. A message whose id the thread already holds
         is skipped (appending is idempotent by id), and is not returned.

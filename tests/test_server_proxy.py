@@ -323,3 +323,30 @@ def test_a_client_that_sends_only_its_newest_message_gets_the_thread_s_earlier_t
             assert convo == [("user", "我叫王五"), ("assistant", first), ("user", "我叫什么？"), ("assistant", answer), ("user", "我住在杭州")]
             assert "我叫王五" not in _memory_text(sent)
             assert history(memory, "wangwu", "t") == convo + [("assistant", "收到：我住在杭州")]
+
+
+def test_double_submits_to_two_servers_on_one_store_store_each_message_once(tmp_path):
+    """The same request sent twice at once, once to each of two servers over one SQLite file (as
+    two processes would be: no lock is shared but the store's), 12 times: every thread holds the
+    question and one answer."""
+    import concurrent.futures
+    import time as _time
+
+    def slow(messages, schema):
+        _time.sleep(0.05)
+        return "答：" + messages[-1]["content"]
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    apps = [create_app(Memory(url, layers="window"), ServerConfig(model=ScriptedModel(default=slow), upstream_timeout=10, worker=False)) for _ in range(2)]
+    with BackgroundServer(apps[0]) as one, BackgroundServer(apps[1]) as two:
+        sdks = [openai.OpenAI(base_url=f"{s.url}/v1", api_key="not-needed", max_retries=0) for s in (one, two)]
+
+        def send(sdk, thread):
+            return sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": f"问题{thread}"}], user="u", extra_headers={"X-Memstack-Thread": thread})
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            for n in range(12):
+                list(pool.map(send, sdks, [f"t{n}", f"t{n}"]))
+    with Memory(url) as memory:
+        for n in range(12):
+            assert [(m.role, m.text) for m in memory.history(user_id="u", thread_id=f"t{n}")] == [("user", f"问题t{n}"), ("assistant", f"答：问题t{n}")]

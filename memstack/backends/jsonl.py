@@ -36,6 +36,7 @@ from urllib.parse import unquote
 from filelock import FileLock, Timeout
 
 from ..errors import InvalidInput, SchemaError, StoreError
+from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
 
 PLACEHOLDER = "_"  # the directory name standing for "no agent" or "no thread"
@@ -407,10 +408,11 @@ class _History:
     def __init__(self, store: JsonlStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
         path = self._s.thread_path(scope)
         with self._s.locked():
             existing, complete = read_log(path)
+            check_last(expect_last, max((m.seq or 0 for m in existing), default=None))
             fresh = unseen(messages, {m.id for m in existing})
             stored = [replace(m, seq=seq) for m, seq in zip(fresh, self._s._reserve_seqs(len(fresh)), strict=True)]
             lines = b"".join(message_line(m) for m in stored)

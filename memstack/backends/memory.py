@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import InvalidInput
+from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
 from .deletions import new_secret, user_hash
 
@@ -100,11 +101,12 @@ class _History:
     def __init__(self, store: MemoryStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
         key = scope.require_thread().key
         s = self._s
         with s._lock:
             log = s._messages.setdefault(key, [])
+            check_last(expect_last, log[-1].seq if log else None)
             ids = s._ids.setdefault(key, set())
             stored = []
             for m in messages:

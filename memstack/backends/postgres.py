@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, SchemaError, StoreError, require
+from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
 
 if TYPE_CHECKING:
@@ -395,11 +396,14 @@ class _History:
     def __init__(self, db: _Database) -> None:
         self._db = db
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
         key = scope.require_thread().key
         params = [message_params(key, m) for m in messages]
         with self._db.transaction("appending messages") as cur:
             lock_thread(cur, self._db.schema, key)
+            if expect_last is not ANY:  # the thread's lock is held: nobody appends in between
+                cur.execute(f"SELECT max(seq) FROM memstack_messages WHERE {KEY_MATCH}", key)
+                check_last(expect_last, cur.fetchone()[0])
             seqs = self._insert(cur, params)
             request_jobs(cur, key, enqueue)
         return [replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True) if seq is not None]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput, SchemaError, StoreError
+from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
 from .memory import json_copy
 
@@ -259,11 +260,13 @@ class _History:
     def __init__(self, store: SQLiteStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = ()) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
         key = scope.require_thread().key
         rows = [_message_row(scope, m) for m in messages]
         stored: list[Message] = []
         with self._s.write() as db:
+            if expect_last is not ANY:  # under the write lock: nobody appends in between
+                check_last(expect_last, db.execute(f"SELECT max(seq) FROM messages WHERE {KEY}", key).fetchone()[0])
             for m, row in zip(messages, rows, strict=True):
                 cur = db.execute(
                     "INSERT INTO messages (tenant, user_id, agent_id, thread_id, id, role, content, parts, name, tool_calls, tool_call_id, ts, ts_us, metadata) "

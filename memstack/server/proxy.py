@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..errors import InvalidInput, MemstackError
+from ..errors import Conflict, InvalidInput, MemstackError
 from ..memory import Memory
 from ..replaced import REPLACES, visible
 from ..types import Message, utcnow
@@ -48,8 +47,8 @@ router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"], responses=err
 log = logging.getLogger("memstack.server")
 
 #: stored messages read beyond the request's length, for answers the client has not seen
+_CONFLICT_RETRIES = 8
 _TAIL_SLACK = 16
-_STRIPES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +67,8 @@ class Prepared:
     store_answer: bool
     #: the stored answer that the answer to this request replaces (a regenerate)
     replaces: tuple[str, ...] = ()
+    #: the seq of the message the answer follows (see ``Proxy._store_answer``)
+    answers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,8 @@ class Stored:
     store_answer: bool
     client_from: int | None
     replaces: tuple[str, ...] = ()
+    #: the seq of the thread's last message when the request was stored: what its answer follows
+    answers: int | None = None
 
 
 class Proxy:
@@ -93,8 +96,6 @@ class Proxy:
         self.metrics = metrics
         self.max_tokens = max_tokens
         self.completion_tokens = completion_tokens
-        # one lock per thread stripe: two resends of one thread never both store the same message
-        self._locks = [threading.Lock() for _ in range(_STRIPES)]
 
     # ---- before the call (run in a worker thread) -------------------------------------------
 
@@ -106,16 +107,26 @@ class Proxy:
         ctx = self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
         memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
         earlier = earlier_turns(ctx.messages, stored.client_from)
-        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces)
+        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces, stored.answers)
 
     def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
+        """Store what the thread lacks of the request's history. The read, the match and the
+        write are one conditional append in the store (``expect_last``): when another request
+        (in this process or another) wrote to the thread in between, read and match again, so
+        that any number of servers store each message once."""
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
-        with self._locks[hash((who.tenant, who.user_id, who.thread_id)) % _STRIPES]:
-            tail = [m for m in visible(self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")) if m.role in STORED_ROLES]
+        for _ in range(_CONFLICT_RETRIES):
+            raw = self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")
+            last = raw[-1].seq if raw else None
+            tail = [m for m in visible(raw) if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)
-            added = self.memory.add([m.to_openai() for m in plan.new], **who.ids()) if plan.new else []
-        first = tail[plan.first] if plan.first is not None else added[0] if added else None
-        return Stored(plan.store_answer, first.seq if first is not None else None, plan.replaces)
+            try:
+                added = self.memory.add([m.to_openai() for m in plan.new], **who.ids(), expect_last=last) if plan.new else []
+            except Conflict:
+                continue
+            first = tail[plan.first] if plan.first is not None else added[0] if added else None
+            return Stored(plan.store_answer, first.seq if first is not None else None, plan.replaces, added[-1].seq if added else last)
+        raise Conflict(f"thread {who.thread_id!r} kept changing while its request was stored; retry the request")
 
     def _budget(self, body: ChatRequest) -> int:
         answer = body.max_completion_tokens or body.max_tokens or self.completion_tokens
@@ -143,7 +154,7 @@ class Proxy:
         self._observe(None, started)
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
-            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared.replaces)
+            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared)
         return JSONResponse(answer, headers=headers)
 
     async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float) -> AsyncIterator[str]:
@@ -155,7 +166,7 @@ class Proxy:
                 yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
             self._observe(None, started)
             if prepared.store_answer:
-                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared.replaces)
+                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
             log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
@@ -163,10 +174,26 @@ class Proxy:
             return
         yield "data: [DONE]\n\n"
 
-    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], replaces: tuple[str, ...] = ()) -> None:
-        if text.strip() or tool_calls:
-            extra = {"metadata": {REPLACES: list(replaces)}} if replaces else {}
-            self.memory.add({"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {}), **extra}, **who.ids())
+    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> None:
+        """Store the answer after the message it answers. When the thread has grown since (a
+        double submit: the same request twice at once, in any process), the answer is stored
+        only if no answer followed that message meanwhile: the first answer stays, the second
+        is the client's discarded one; anything else that arrived keeps its place."""
+        if not (text.strip() or tool_calls):
+            return
+        message = {"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {})}
+        if prepared.replaces:
+            message["metadata"] = {REPLACES: list(prepared.replaces)}
+        try:
+            self.memory.add(message, **who.ids(), expect_last=prepared.answers)
+        except Conflict:
+            ids = who.ids()
+            scope = self.memory.scope(ids["user_id"], ids["thread_id"], tenant=ids.get("tenant"), agent_id=ids.get("agent_id"))
+            since = self.memory.store.history.read(scope, after=prepared.answers or 0)
+            if any(m.role == "assistant" for m in since):
+                log.info("not storing a second answer to %s/%s (a double submit)", who.user_id, who.thread_id)
+                return
+            self.memory.add(message, **who.ids())
 
     def _observe(self, error: MemstackError | None, started: float) -> None:
         outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ..errors import InvalidInput
+from ..errors import Conflict, InvalidInput
 from ..stores import Store
 from ..types import Message, Scope, ToolCall
 
@@ -341,6 +341,34 @@ class StoreContract:
         assert store.history.users("default") == ["user_001", "user_002"]
         assert store.history.users("acme") == ["user_001"]
         assert store.history.users("nobody") == []
+
+    def test_a_conditional_append_stores_only_on_the_tail_it_read(self, store):
+        with pytest.raises(Conflict):  # an empty thread's last seq is None
+            store.history.append(A, [msg("user", "x")], expect_last=12345)
+        first = store.history.append(A, [msg("user", "我叫李四")], expect_last=None)
+        with pytest.raises(Conflict):
+            store.history.append(A, [msg("assistant", "你好！", 1)], expect_last=None)
+        assert [m.text for m in store.history.read(A)] == ["我叫李四"]  # the refused write stored nothing
+        store.history.append(A, [msg("assistant", "你好李四！", 1)], expect_last=first[0].seq, enqueue=["probe"])
+        assert [m.text for m in store.history.read(A)] == ["我叫李四", "你好李四！"] and store.jobs.pending(A) == 1
+        assert store.history.append(A2, [msg("user", "另一个线程")], expect_last=None)  # per thread
+
+    def test_concurrent_conditional_appends_on_one_tail_store_one(self, store):
+        first = store.history.append(A, [msg("user", "我叫李四")])
+        won, lost = [], []
+
+        def answer(n):
+            try:
+                won.append(store.history.append(A, [msg("assistant", f"回答{n}", 1)], expect_last=first[0].seq))
+            except Conflict:
+                lost.append(n)
+
+        threads = [threading.Thread(target=answer, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1 and len(lost) == 7 and len(store.history.read(A)) == 2
 
     def test_append_of_no_messages_only_queues_jobs(self, store):
         store.history.append(A, [msg("user", "我叫李四")])
