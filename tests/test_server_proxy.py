@@ -22,8 +22,8 @@ openai = pytest.importorskip("openai")
 from openai_stub import CannedOpenAI  # noqa: E402
 
 from memstack import InvalidInput, Memory, ProviderUnavailable  # noqa: E402
-from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.replaced import visible  # noqa: E402
+from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.server.resend import new_messages  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
 from memstack.testing import ScriptedModel  # noqa: E402

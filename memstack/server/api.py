@@ -19,7 +19,7 @@ from ..layers.state import current_state
 from ..memory import Memory
 from ..stores import RecordStore, records_of
 from ..types import MAX_LAST, Change, SearchFilter, utcnow
-from .deps import Mem, Tenant, require_thread, require_user
+from .deps import Mem, Tenant, ThreadId, UserId, require_thread, require_user
 from .errors import ApiError
 from .schemas import (
     AddMessages,
@@ -40,6 +40,7 @@ from .schemas import (
     ThreadOut,
     UsageOut,
     error_responses,
+    link,
 )
 
 router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"], responses=error_responses(400, 401, 404, 413, 422, 503))
@@ -47,23 +48,48 @@ router = APIRouter(prefix="/v1/users/{user_id}", tags=["memory"], responses=erro
 #: the layer name that edits made through the API carry in the audit trail
 EDITOR = "api"
 
+# OpenAPI links: what a response makes possible next (the user and thread it names now exist)
+_U = "/v1/users/{user_id}"
+_USER = {"user_id": "$request.path.user_id"}
+_THREAD = {**_USER, "thread_id": "$request.path.thread_id"}
+AFTER_ADD = {
+    "ReadHistory": link("GET", f"{_U}/threads/{{thread_id}}/messages", "the thread's messages, these included", **_THREAD),
+    "ListThreads": link("GET", f"{_U}/threads", "the user's threads, this one included", **_USER),
+    "BuildContext": link("POST", f"{_U}/threads/{{thread_id}}/context", "the thread's next context", **_THREAD),
+    "Search": link("POST", f"{_U}/search", "search the user's memories", **_USER),
+    "Export": link("GET", f"{_U}/export", "every message of the user", **_USER),
+    "ReadAudit": link("GET", f"{_U}/audit", "the user's audit trail", **_USER),
+    "ReadUsage": link("GET", f"{_U}/usage", "the user's model calls", **_USER),
+    "SetState": link("PUT", f"{_U}/state/{{key}}", "set a key of the user's state", **_USER),
+    "DeleteThread": link("DELETE", f"{_U}/threads/{{thread_id}}", "delete the thread", **_THREAD),
+    "DeleteUser": link("DELETE", _U, "delete the user", **_USER),
+}
+AFTER_PUT_STATE = {
+    "ReadStateKey": link("GET", f"{_U}/state/{{key}}", "the key just set", **_USER, key="$request.path.key"),
+    "ReadState": link("GET", f"{_U}/state", "the user's whole state", **_USER),
+    "ListState": link("GET", f"{_U}/memories/{{kind}}", "the user's state records", **_USER, kind="state"),
+    "DeleteStateKey": link("DELETE", f"{_U}/memories/{{kind}}/{{key}}", "delete the key", **_USER, kind="state", key="$request.path.key"),
+    "ReadAudit": link("GET", f"{_U}/audit", "the user's audit trail, this edit first", **_USER),
+}
+AFTER_EXPORT = {"ImportBack": link("POST", f"{_U}/import", "import the export into the same user (adds nothing: the ids are kept)", request_body="$response.body", **_USER)}
+
 
 @router.get("/threads", summary="List a user's threads, most recent activity first")
-def list_threads(user_id: str, tenant: Tenant, memory: Mem) -> list[ThreadOut]:
+def list_threads(user_id: UserId, tenant: Tenant, memory: Mem) -> list[ThreadOut]:
     require_user(memory, tenant, user_id)
     return [ThreadOut.of(t) for t in memory.threads(user_id=user_id, tenant=tenant)]
 
 
-@router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued")
-def add_messages(user_id: str, thread_id: str, body: AddMessages, tenant: Tenant, memory: Mem) -> Stored:
+@router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued", responses={201: {"links": AFTER_ADD}})
+def add_messages(user_id: UserId, thread_id: ThreadId, body: AddMessages, tenant: Tenant, memory: Mem) -> Stored:
     stored = memory.add([m.to_dict() for m in body.messages], user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
     return Stored(stored=[MessageOut.of(m) for m in stored])
 
 
 @router.get("/threads/{thread_id}/messages", summary="A thread's messages in order")
 def read_history(
-    user_id: str,
-    thread_id: str,
+    user_id: UserId,
+    thread_id: ThreadId,
     tenant: Tenant,
     memory: Mem,
     last: Annotated[int | None, Query(ge=1, le=MAX_LAST, description="only the last n")] = None,
@@ -74,13 +100,13 @@ def read_history(
 
 
 @router.delete("/threads/{thread_id}", summary="Delete a thread with everything keyed to it")
-def delete_thread(user_id: str, thread_id: str, tenant: Tenant, memory: Mem) -> Deleted:
+def delete_thread(user_id: UserId, thread_id: ThreadId, tenant: Tenant, memory: Mem) -> Deleted:
     require_thread(memory, tenant, user_id, thread_id)
     return Deleted(deleted=memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant))
 
 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
-def build_context(user_id: str, thread_id: str, body: ContextRequest, tenant: Tenant, memory: Mem, response: Response) -> ContextOut:
+def build_context(user_id: UserId, thread_id: ThreadId, body: ContextRequest, tenant: Tenant, memory: Mem, response: Response) -> ContextOut:
     budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
     ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
     _pending(response, memory, user_id, tenant)
@@ -97,7 +123,7 @@ def _pending(response: Response, memory: Memory, user_id: str, tenant: str) -> N
 
 
 @router.post("/search", summary="The user's memories most relevant to a query, across threads")
-def search(user_id: str, body: SearchRequest, tenant: Tenant, memory: Mem, response: Response) -> list[HitOut]:
+def search(user_id: UserId, body: SearchRequest, tenant: Tenant, memory: Mem, response: Response) -> list[HitOut]:
     where = SearchFilter(thread_ids=tuple(body.thread_ids)) if body.thread_ids else None
     hits = memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)
     _pending(response, memory, user_id, tenant)
@@ -106,14 +132,14 @@ def search(user_id: str, body: SearchRequest, tenant: Tenant, memory: Mem, respo
 
 @router.get("/memories/{kind}", summary="The current model-made records of a kind")
 def list_memories(
-    user_id: str, kind: RecordKind, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
+    user_id: UserId, kind: RecordKind, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
 ) -> list[RecordOut]:
     require_user(memory, tenant, user_id)
     return [RecordOut.of(r) for r in memory.memories(kind, user_id=user_id, thread_id=_thread_for(kind, thread_id), tenant=tenant)]
 
 
 @router.delete("/memories/{kind}/{key}", summary="Delete a record (audited; its history is kept)")
-def delete_memory(user_id: str, kind: RecordKind, key: str, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
+def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
     require_user(memory, tenant, user_id)
     scope = memory.scope(user_id, _thread_for(kind, thread_id), tenant=tenant)
     if not _records(memory).apply(scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
@@ -121,8 +147,8 @@ def delete_memory(user_id: str, kind: RecordKind, key: str, tenant: Tenant, memo
     return Deleted(deleted=1)
 
 
-@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent")
-def put_state(user_id: str, key: str, body: StateValue, tenant: Tenant, memory: Mem) -> RecordOut:
+@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent", responses={200: {"links": AFTER_PUT_STATE}})
+def put_state(user_id: UserId, key: str, body: StateValue, tenant: Tenant, memory: Mem) -> RecordOut:
     scope = memory.scope(user_id, tenant=tenant)
     records = _records(memory)
     # stored as every writer of state stores it (layers.state.state_value); read back unwrapped
@@ -131,13 +157,13 @@ def put_state(user_id: str, key: str, body: StateValue, tenant: Tenant, memory: 
 
 
 @router.get("/state", summary="The user's JSON state as one object, key -> value (what the get_state tool reads)")
-def read_state(user_id: str, tenant: Tenant, memory: Mem) -> dict[str, Any]:
+def read_state(user_id: UserId, tenant: Tenant, memory: Mem) -> dict[str, Any]:
     require_user(memory, tenant, user_id)
     return current_state(memory.store, memory.scope(user_id, tenant=tenant))
 
 
 @router.get("/state/{key}", summary="One key of the user's JSON state: its record, the value itself")
-def read_state_key(user_id: str, key: str, tenant: Tenant, memory: Mem) -> RecordOut:
+def read_state_key(user_id: UserId, key: str, tenant: Tenant, memory: Mem) -> RecordOut:
     require_user(memory, tenant, user_id)
     found = _records(memory).current(memory.scope(user_id, tenant=tenant), "state", [key])
     if not found:
@@ -147,26 +173,26 @@ def read_state_key(user_id: str, key: str, tenant: Tenant, memory: Mem) -> Recor
 
 @router.get("/audit", summary="Every add, supersede and delete of the user's model-made memory, newest first")
 def read_audit(
-    user_id: str, tenant: Tenant, memory: Mem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+    user_id: UserId, tenant: Tenant, memory: Mem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
 ) -> list[AuditOut]:
     require_user(memory, tenant, user_id)
     return [AuditOut(**e) for e in views.audit(memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)]
 
 
 @router.get("/usage", summary="The model calls made for the user: totals and every call")
-def read_usage(user_id: str, tenant: Tenant, memory: Mem) -> UsageOut:
+def read_usage(user_id: UserId, tenant: Tenant, memory: Mem) -> UsageOut:
     require_user(memory, tenant, user_id)
     return UsageOut(**views.usage(memory.store, memory.scope(user_id, tenant=tenant)))
 
 
-@router.get("/export", summary="Every message of the user, thread by thread")
-def export(user_id: str, tenant: Tenant, memory: Mem) -> Export:
+@router.get("/export", summary="Every message of the user, thread by thread", responses={200: {"links": AFTER_EXPORT}})
+def export(user_id: UserId, tenant: Tenant, memory: Mem) -> Export:
     require_user(memory, tenant, user_id)
     return Export(records=list(memory.export(user_id=user_id, tenant=tenant)))
 
 
 @router.post("/import", summary="Store exported messages (dates and ids kept; importing twice adds nothing)")
-def import_messages(user_id: str, body: Import, tenant: Tenant, memory: Mem) -> Imported:
+def import_messages(user_id: UserId, body: Import, tenant: Tenant, memory: Mem) -> Imported:
     records = [{**r, "user_id": r.get("user_id", user_id)} for r in body.records]
     for i, r in enumerate(records):
         if r["user_id"] != user_id:
@@ -175,7 +201,7 @@ def import_messages(user_id: str, body: Import, tenant: Tenant, memory: Mem) -> 
 
 
 @router.delete("", summary="Delete a user with everything they own, in every store")
-def delete_user(user_id: str, tenant: Tenant, memory: Mem) -> Deleted:
+def delete_user(user_id: UserId, tenant: Tenant, memory: Mem) -> Deleted:
     require_user(memory, tenant, user_id)
     return Deleted(deleted=memory.forget(user_id=user_id, tenant=tenant))
 

@@ -3,12 +3,13 @@ answer 404 for a user or thread the tenant does not have (another tenant's user 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, Request, Security
+from fastapi import Depends, Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..memory import Memory
+from ..types import MAX_ID_LENGTH
 from .errors import ApiError
 
 #: declares the bearer scheme in the OpenAPI document; the check itself is Auth.tenant_for
@@ -25,6 +26,19 @@ def tenant_of(request: Request, _: Annotated[HTTPAuthorizationCredentials | None
 
 Mem = Annotated[Memory, Depends(memory_of)]
 Tenant = Annotated[str, Depends(tenant_of)]
+
+#: the library's rule of an id (a user's, a thread's), stated in the OpenAPI document: 1 to
+#: MAX_ID_LENGTH characters, not only spaces, no control characters. The library checks it (422
+#: naming the field, in its words); the document says it, so that a client, or a fuzzer, knows.
+ID_PATTERN = r"^[^\x00-\x1f]*[^\s\x00-\x1f][^\x00-\x1f]*$"
+
+
+def _id(what: str) -> Any:
+    return Path(description=f"{what}: 1 to {MAX_ID_LENGTH} characters, not only spaces, no control characters", json_schema_extra={"maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN})
+
+
+UserId = Annotated[str, _id("the user's id")]
+ThreadId = Annotated[str, _id("the thread's id")]
 
 
 def require_user(memory: Memory, tenant: str, user_id: str) -> None:

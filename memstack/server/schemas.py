@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,6 +36,18 @@ class ErrorOut(BaseModel):
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` documenting the error body for these statuses."""
     return {status: {"model": ErrorOut} for status in statuses}
+
+
+def link(method: str, path: str, description: str, *, request_body: str | None = None, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link from a response to the operation ``method path`` of this API: which of its
+    parameters (a runtime expression such as ``$request.path.user_id``, or a constant) come from
+    the request or response it follows. Clients and fuzzers (schemathesis' stateful phase) follow
+    them: a user's messages, once added, can be read, searched and deleted."""
+    pointer = quote(path.replace("~", "~0").replace("/", "~1"), safe="~")
+    out: dict[str, Any] = {"operationRef": f"#/paths/{pointer}/{method.lower()}", "description": description, "parameters": parameters}
+    if request_body is not None:
+        out["requestBody"] = request_body
+    return out
 
 
 # ---- messages -------------------------------------------------------------------------------
@@ -98,6 +111,10 @@ class MessageOut(BaseModel):
 
 
 class AddMessages(Strict):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"messages": [{"role": "user", "content": "我正在开发一个知识中台，后端使用SpringBoot"}, {"role": "assistant", "content": "好的，记住了。"}], "at": "2026-11-02T20:00:00+08:00"}]}
+    )
+
     messages: list[MessageIn] = Field(min_length=1, max_length=1000)
     #: the time of messages without a timestamp (default: now); timezone-aware
     at: AwareDatetime | None = None

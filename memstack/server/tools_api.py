@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from ..tools import MemoryTools
-from .deps import Mem, Tenant
+from .deps import Mem, Tenant, UserId
 from .schemas import error_responses
 
 router = APIRouter(tags=["tools"], responses=error_responses(400, 401, 413, 422, 503))
@@ -30,6 +30,6 @@ def list_tools(memory: Mem, tenant: Tenant) -> list[dict[str, Any]]:
 
 
 @router.post("/v1/users/{user_id}/tools/{name}", summary="Run one memory tool for a user (save, recall, forget, get/set state)")
-def call_tool(user_id: str, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None) -> ToolResult:
+def call_tool(user_id: UserId, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None) -> ToolResult:
     tools = MemoryTools(memory, user_id, thread_id, tenant=tenant)
     return ToolResult(tool=name, result=tools.call(name, body.arguments))
