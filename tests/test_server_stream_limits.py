@@ -1,0 +1,94 @@
+"""Streams have a total limit, and an answer the client did not receive whole is not stored: a
+real proxy over a real trickling OpenAI-compatible upstream on loopback."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+
+from memstack import Memory  # noqa: E402
+from memstack.server import ServerConfig, create_app  # noqa: E402
+from memstack.server.run import BackgroundServer  # noqa: E402
+
+
+class Trickle:
+    """An upstream that streams one chunk every ``gap`` seconds, ``n`` of them, then [DONE]."""
+
+    def __init__(self, n: int = 20, gap: float = 0.2):
+        outer = self
+        self.closed = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                try:
+                    for i in range(n):
+                        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": f"片{i}"}, "finish_reason": None}]}
+                        self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+                        self.wfile.flush()
+                        time.sleep(gap)
+                    self.wfile.write(b"data: [DONE]\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    outer.closed.set()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def proxy(tmp_path, trickle, **config):
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="window")
+    return memory, create_app(memory, ServerConfig(model=f"vllm:m@{trickle.url}", worker=False, **config))
+
+
+def ask(url, thread):
+    return {"model": "m", "stream": True, "user": "u", "messages": [{"role": "user", "content": f"讲个故事{thread}"}]}
+
+
+def test_a_stream_longer_than_the_total_limit_ends_with_a_timeout_event_and_stores_no_answer(tmp_path):
+    trickle = Trickle(n=30, gap=0.2)  # 6 s in all, each gap well under the per-wait limit
+    memory, app = proxy(tmp_path, trickle, upstream_timeout=5, upstream_total_timeout=1.0)
+    try:
+        with BackgroundServer(app) as server, httpx.Client(timeout=30) as client:
+            started = time.monotonic()
+            events = [line for line in client.post(f"{server.url}/v1/chat/completions", json=ask(server.url, "a")).text.splitlines() if line.startswith("data:")]
+            assert time.monotonic() - started < 4
+        assert "片0" in events[0] and "upstream_timeout" in events[-1] and "[DONE]" not in events[-1]
+        assert [m.role for m in memory.history(user_id="u", thread_id=_thread(memory))] == ["user"]
+    finally:
+        trickle.close()
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_the_question_stored_and_no_partial_answer(tmp_path):
+    trickle = Trickle(n=40, gap=0.1)
+    memory, app = proxy(tmp_path, trickle, upstream_timeout=5)
+    try:
+        with BackgroundServer(app) as server:
+            with httpx.Client(timeout=30) as client, client.stream("POST", f"{server.url}/v1/chat/completions", json=ask(server.url, "b")) as response:
+                for line in response.iter_lines():
+                    if "片1" in line:
+                        break  # the user closes the tab
+            assert trickle.closed.wait(10)  # the upstream call is abandoned, not run to its end
+            time.sleep(0.3)
+        assert [m.role for m in memory.history(user_id="u", thread_id=_thread(memory))] == ["user"]
+    finally:
+        trickle.close()
+
+
+def _thread(memory):
+    (info,) = memory.threads(user_id="u")
+    return info.thread_id
