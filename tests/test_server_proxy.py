@@ -350,3 +350,26 @@ def test_double_submits_to_two_servers_on_one_store_store_each_message_once(tmp_
     with Memory(url) as memory:
         for n in range(12):
             assert [(m.role, m.text) for m in memory.history(user_id="u", thread_id=f"t{n}")] == [("user", f"问题t{n}"), ("assistant", f"答：问题t{n}")]
+
+
+def test_an_idempotency_key_makes_a_retry_a_no_op_that_answers_the_first_answer(tmp_path):
+    answers = iter(["第一个回答", "第二个回答", "第三个回答"])
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="window")
+    app = create_app(memory, ServerConfig(model=ScriptedModel(default=lambda messages, schema: next(answers)), upstream_timeout=5, worker=False))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        ask = {"model": "m", "user": "u", "messages": [{"role": "user", "content": "你好"}]}
+        first = client.post("/v1/chat/completions", json=ask, headers={"X-Memstack-Thread": "t", "Idempotency-Key": "k-1"})
+        again = client.post("/v1/chat/completions", json=ask, headers={"X-Memstack-Thread": "t", "Idempotency-Key": "k-1"})
+        assert first.json()["choices"][0]["message"]["content"] == again.json()["choices"][0]["message"]["content"] == "第一个回答"
+        assert again.headers["Idempotent-Replayed"] == "true"
+        streamed = client.post("/v1/chat/completions", json={**ask, "stream": True}, headers={"X-Memstack-Thread": "t", "Idempotency-Key": "k-1"})
+        assert "第一个回答" in streamed.text and streamed.text.rstrip().endswith("data: [DONE]")
+        assert [(m.role, m.text) for m in memory.history(user_id="u", thread_id="t")] == [("user", "你好"), ("assistant", "第一个回答")]
+        # a REST add retried with its key stores nothing twice and answers the same
+        add = {"messages": [{"role": "user", "content": "我住在杭州"}]}
+        one = client.post("/v1/users/u/threads/r/messages", json=add, headers={"Idempotency-Key": "add-1"})
+        two = client.post("/v1/users/u/threads/r/messages", json=add, headers={"Idempotency-Key": "add-1"})
+        assert one.status_code == two.status_code == 201 and one.json() == two.json() and two.headers["Idempotent-Replayed"] == "true"
+        assert len(memory.history(user_id="u", thread_id="r")) == 1
+        bad = client.post("/v1/users/u/threads/r/messages", json=add, headers={"Idempotency-Key": "has space"})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "Idempotency-Key"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 from pydantic import AwareDatetime
 
 from .. import views
@@ -19,6 +19,7 @@ from ..layers.state import current_state
 from ..memory import Memory
 from ..stores import RecordStore, records_of
 from ..types import MAX_LAST, Change, SearchFilter, utcnow
+from . import idempotency
 from .deps import Mem, Tenant, ThreadId, UserId, require_thread, require_user
 from .errors import ApiError
 from .schemas import (
@@ -81,9 +82,25 @@ def list_threads(user_id: UserId, tenant: Tenant, memory: Mem) -> list[ThreadOut
 
 
 @router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued", responses={201: {"links": AFTER_ADD}})
-def add_messages(user_id: UserId, thread_id: ThreadId, body: AddMessages, tenant: Tenant, memory: Mem) -> Stored:
+def add_messages(
+    user_id: UserId,
+    thread_id: ThreadId,
+    body: AddMessages,
+    tenant: Tenant,
+    memory: Mem,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias=idempotency.HEADER, description="a retried request with the same key stores nothing and answers what the first one did")] = None,
+) -> Stored:
+    key = idempotency.checked(idempotency_key)
+    scope = memory.scope(user_id, thread_id, tenant=tenant)
+    if key is not None and (first := idempotency.recall(memory, scope, key)) is not None:
+        response.headers[idempotency.REPLAYED] = "true"
+        return Stored.model_validate(first)
     stored = memory.add([m.to_dict() for m in body.messages], user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
-    return Stored(stored=[MessageOut.of(m) for m in stored])
+    answer = Stored(stored=[MessageOut.of(m) for m in stored])
+    if key is not None:
+        idempotency.remember(memory, scope, key, answer.model_dump(mode="json"))
+    return answer
 
 
 @router.get("/threads/{thread_id}/messages", summary="A thread's messages in order")

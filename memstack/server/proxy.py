@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -34,14 +34,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..errors import Conflict, InvalidInput, MemstackError
 from ..memory import Memory
 from ..replaced import REPLACES, visible
-from ..types import Message, utcnow
+from ..types import Message, Scope, utcnow
+from . import idempotency
 from .deps import Tenant
 from .errors import ApiError, UpstreamTimeout, error_body
 from .metrics import Metrics
 from .prompt import MEMORY_MESSAGE_ID, ClientMessage, Outgoing, fit, last_user_text, parse_client, split_system
 from .resend import STORED_ROLES, new_messages
 from .schemas import ChatRequest, ModelList, error_responses
-from .upstream import Upstream
+from .upstream import Upstream, chunks_of
 
 router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"], responses=error_responses(400, 401, 413, 422, 502, 504))
 log = logging.getLogger("memstack.server")
@@ -69,6 +70,8 @@ class Prepared:
     replaces: tuple[str, ...] = ()
     #: the seq of the message the answer follows (see ``Proxy._store_answer``)
     answers: int | None = None
+    #: the request's Idempotency-Key
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +141,15 @@ class Proxy:
 
     # ---- the call ------------------------------------------------------------------------------
 
-    async def answer(self, who: Who, body: ChatRequest) -> JSONResponse | StreamingResponse:
+    async def answer(self, who: Who, body: ChatRequest, key: str | None = None) -> JSONResponse | StreamingResponse:
+        """The upstream's answer with memory; with an ``Idempotency-Key`` seen before in this
+        thread, the first answer again and nothing stored."""
+        if key is not None:
+            first = await anyio.to_thread.run_sync(idempotency.recall, self.memory, self._scope(who), key)
+            if first is not None:
+                return self._replay(who, body, first)
         prepared = await anyio.to_thread.run_sync(self.prepare, who, body)
+        prepared = replace(prepared, key=key)
         headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
         params = body.params()
         started = time.perf_counter()
@@ -155,7 +165,24 @@ class Proxy:
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
             await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared)
+        if key is not None:
+            await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), key, answer)
         return JSONResponse(answer, headers=headers)
+
+    def _scope(self, who: Who) -> Scope:
+        return self.memory.scope(who.user_id, who.thread_id, tenant=who.tenant)
+
+    def _replay(self, who: Who, body: ChatRequest, answer: dict[str, Any]) -> JSONResponse | StreamingResponse:
+        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), idempotency.REPLAYED: "true"}
+        if not body.stream:
+            return JSONResponse(answer, headers=headers)
+
+        async def events() -> AsyncIterator[str]:
+            async for chunk in chunks_of(answer, include_usage=False):
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
     async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float) -> AsyncIterator[str]:
         text: list[str] = []
@@ -167,6 +194,9 @@ class Proxy:
             self._observe(None, started)
             if prepared.store_answer:
                 await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
+            if prepared.key is not None:
+                whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": "stop"}]}
+                await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), prepared.key, whole)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
             log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
@@ -251,5 +281,6 @@ async def chat_completions(
     tenant: Tenant,
     x_memstack_user: Annotated[str | None, Header(description="the user (else the request's 'user' field)")] = None,
     x_memstack_thread: Annotated[str | None, Header(description="the thread (default: one per user per UTC day, YYYY-MM-DD)")] = None,
+    idempotency_key: Annotated[str | None, Header(alias=idempotency.HEADER, description="a retried request with the same key (in the same thread) stores nothing and answers what the first one did")] = None,
 ) -> Any:
-    return await proxy_of(request).answer(who_of(tenant, body, x_memstack_user, x_memstack_thread), body)
+    return await proxy_of(request).answer(who_of(tenant, body, x_memstack_user, x_memstack_thread), body, idempotency.checked(idempotency_key))

@@ -98,7 +98,7 @@ class ModelUpstream:
 
     async def open_stream(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> AsyncIterator[Chunk]:
         answer = await self.complete(messages, params)
-        return _chunks_of(answer, include_usage=bool((params.get("stream_options") or {}).get("include_usage")))
+        return chunks_of(answer, include_usage=bool((params.get("stream_options") or {}).get("include_usage")))
 
     async def aclose(self) -> None:
         return None
@@ -217,7 +217,7 @@ def completion_object(c: Completion) -> dict[str, Any]:
     }
 
 
-async def _chunks_of(answer: dict[str, Any], *, include_usage: bool) -> AsyncIterator[Chunk]:
+async def chunks_of(answer: dict[str, Any], *, include_usage: bool) -> AsyncIterator[Chunk]:
     """A finished ``chat.completion`` as ``chat.completion.chunk`` objects: the role, the text in
     pieces (``_pieces``), the finish reason, and (if asked) the usage."""
     base = {"id": answer["id"], "object": "chat.completion.chunk", "created": answer["created"], "model": answer["model"]}
