@@ -205,6 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
     p.add_argument("--upstream-timeout", type=float, default=60.0, help="seconds to wait for the upstream model before answering 504 (default: %(default)s)")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request body may take to arrive whole; then 408 and the connection is closed (default: %(default)s)")
     p.add_argument("--upstream-total-timeout", type=float, default=600.0, help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)")
     p.add_argument("--answer-max-tokens", type=int, default=512, metavar="N", help="an in-process model's answer bound when the client sets no max_tokens; 0: unbounded (default: %(default)s)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body; larger ones get 413 (default: %(default)s)")
@@ -559,6 +560,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         counter=args.tokenizer,
         upstream_timeout=args.upstream_timeout,
         upstream_total_timeout=args.upstream_total_timeout,
+        body_timeout=args.body_timeout,
         answer_max_tokens=args.answer_max_tokens or None,
         max_body_bytes=args.max_body_bytes,
         drain_seconds=args.graceful_timeout,

@@ -92,3 +92,29 @@ def test_a_client_that_hangs_up_mid_stream_leaves_the_question_stored_and_no_par
 def _thread(memory):
     (info,) = memory.threads(user_id="u")
     return info.thread_id
+
+
+def test_a_half_sent_body_gets_408_and_its_connection_closed(tmp_path):
+    import socket
+
+    memory = Memory(f"sqlite:///{tmp_path / 'h.db'}", layers="window")
+    app = create_app(memory, ServerConfig(model="local", worker=False, body_timeout=0.5))
+    with BackgroundServer(app) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        stalled = [socket.create_connection((host, int(port)), timeout=10) for _ in range(20)]
+        for conn in stalled:  # headers whole, the body promised but never sent
+            conn.sendall(b"POST /v1/users/u/threads/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\"")
+        started = time.monotonic()
+        answers = [_until_closed(conn) for conn in stalled]  # the server answers and closes
+        assert time.monotonic() - started < 5
+        assert all(a.startswith("HTTP/1.1 408") and "request_timeout" in a for a in answers)
+        with httpx.Client(base_url=server.url, timeout=10) as client:  # the server still serves
+            assert client.post("/v1/users/u/threads/t/messages", json={"messages": [{"role": "user", "content": "你好"}]}).status_code == 201
+    assert len(memory.history(user_id="u", thread_id="t")) == 1
+
+
+def _until_closed(conn) -> str:
+    data = b""
+    while chunk := conn.recv(4096):
+        data += chunk
+    return data.decode()

@@ -68,6 +68,8 @@ class ServerConfig:
     upstream_timeout: float = 60.0
     #: a streamed answer's whole length at most (``upstream_timeout`` bounds each wait in it)
     upstream_total_timeout: float | None = 600.0
+    #: seconds a request body may take to arrive whole; then 408 and the connection is closed
+    body_timeout: float | None = 30.0
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
     worker: bool = True
@@ -106,7 +108,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
     app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response, responses=_METRICS_RESPONSES)
     app.add_middleware(KeyRequired, auth=app.state.auth, paths=_private_paths(app, config))
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, body_seconds=config.body_timeout)
     app.add_middleware(metrics.middleware)
     return app
 

@@ -1,4 +1,6 @@
-"""Bounded request bodies: an ASGI middleware that answers 413 (JSON) past ``max_bytes``.
+"""Bounded request bodies: an ASGI middleware that answers 413 (JSON) past ``max_bytes``, and 408
+when a body does not arrive whole within ``body_seconds`` (a stalled or half-sent request would
+otherwise hold its connection and its worker forever).
 
 A declared Content-Length over the limit is refused before any byte is read; a chunked body is
 read up to the limit and refused as soon as it passes it, so no handler ever sees more than
@@ -7,6 +9,7 @@ read up to the limit and refused as soon as it passes it, so no handler ever see
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -20,9 +23,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, body_seconds: float | None = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -35,8 +39,15 @@ class BodyLimit:
         chunks: list[bytes] = []
         size = 0
         more = True
+        deadline = None if self.body_seconds is None else asyncio.get_running_loop().time() + self.body_seconds
         while more:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                message_text = f"the request body did not arrive within {self.body_seconds:g} s ({size} bytes came)"
+                await error_response(408, "request_timeout", message_text, "body", headers={"connection": "close"})(scope, receive, send)
+                return
             if message["type"] != "http.request":  # the client went away
                 return
             chunk = message.get("body", b"")
