@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
-# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite, then the README's tour
-# (scripts/tour.py). Extra arguments go to pytest (and leave the tour out).
+# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite and the README's tour
+# (scripts/tour.py). Extra arguments go to one plain pytest run (and leave the tour out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,17 +13,27 @@ if [ -z "${MEMSTACK_TEST_PG_DSN:-}" ]; then
   export MEMSTACK_TEST_PG_DSN=${dsn_line#PG_DSN=}
 fi
 export MEMSTACK_HOME=${MEMSTACK_HOME:-$(mktemp -d)}
-# then the README's tour on a fresh clone in a fresh virtualenv (scripts/tour.py), after the tests
-# (beside them it would slow the local-model tests past their time limits on 2 cores);
-# MEMSTACK_SKIP_TOUR=1 (or arguments for pytest) leaves it out
+# The README's tour (scripts/tour.py: a fresh clone, a fresh virtualenv, the README's blocks as
+# written) runs beside the tests that do not use the local model, and the local-model tests run
+# after both (beside the tour they would pass their time limits on 2 cores). Arguments go to one
+# plain pytest run instead; MEMSTACK_SKIP_TOUR=1 leaves the tour out.
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
 status=0
-.venv/bin/python -m pytest -q "$@" || status=$?
-if [ -z "${MEMSTACK_SKIP_TOUR:-}" ] && [ $# -eq 0 ]; then
+tour_pid=
+if [ -z "${MEMSTACK_SKIP_TOUR:-}" ]; then
   tour_log=$(mktemp)
-  if "$PY" scripts/tour.py > "$tour_log" 2>&1; then
+  "$PY" scripts/tour.py > "$tour_log" 2>&1 &
+  tour_pid=$!
+fi
+.venv/bin/python -m pytest -q -m "not local_model" || status=$?
+if [ -n "$tour_pid" ]; then
+  if wait "$tour_pid"; then
     echo "README tour: passed"
   else
     tail -n 80 "$tour_log"; echo "README tour: FAILED"; status=1
   fi
 fi
+.venv/bin/python -m pytest -q -m local_model || status=$?
 exit $status
