@@ -78,8 +78,11 @@ class Memory:
     """Per-user conversation memory over one store.
 
     ``store``: a Store, a URL (``sqlite:///file.db``, ``postgresql://...``, ``memory://``) or None
-    for the SQLite file under MEMSTACK_HOME. ``layers``: the default stack (names or a
-    comma-separated string); its layers with a write side get a job after every ``add``.
+    for the SQLite file under MEMSTACK_HOME. The store's memory profile for ``tenant``
+    (``memstack.profile``) says which layers get a job after every ``add``: written from
+    ``layers``/``preset`` (else ``window,retrieval``) when the store has none, followed after.
+    ``layers``: the default stack ``context`` reads with (names or a comma-separated string); one
+    whose write side the profile lacks is refused (``ProfileMismatch``).
     ``options`` configure layers by parameter name (``{"k": 4}`` sets the window's k; a dotted
     name ``{"retrieval.share": 0.3}`` one layer only). ``preset``: one of the articles' scenario
     stacks by name (``memstack.presets.PRESETS``), instead of ``layers``.
