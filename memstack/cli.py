@@ -561,6 +561,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         upstream_timeout=args.upstream_timeout,
         upstream_total_timeout=args.upstream_total_timeout,
         body_timeout=args.body_timeout,
+        warm_model=True,
         answer_max_tokens=args.answer_max_tokens or None,
         max_body_bytes=args.max_body_bytes,
         drain_seconds=args.graceful_timeout,

@@ -155,3 +155,37 @@ def test_the_model_assembly_is_shown_on_stderr(tmp_path, process):
     assert lines[0].startswith(f"{prefix}assembling the local model (4000 bytes) from 1 packaged parts into "), lines
     assert [line.removeprefix(prefix) for line in lines[1:-1]] == [f"assembling the local model: {p}% ({p * 40} bytes of 4000 bytes)" for p in range(10, 100, 10)]
     assert lines[-1] == f"{prefix}assembled the local model in 0 s", lines
+
+
+def test_serve_loads_an_in_process_model_before_it_reports_ready(monkeypatch, tmp_path):
+    """The first request must not wait for the local model's assembly and load (a minute on two
+    cores, past the upstream timeout): ``memstack serve`` warms it in the lifespan, before
+    ``/health`` says ready; an app made in code does so when asked."""
+    import httpx
+
+    import memstack.server
+    import memstack.server.run
+    from memstack import Memory
+    from memstack.cli import main
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.server.upstream import ModelUpstream
+    from memstack.testing import ScriptedModel
+
+    configs = []
+    monkeypatch.setattr(memstack.server, "create_app", lambda config: configs.append(config))
+    monkeypatch.setattr(memstack.server.run, "serve", lambda app, **kw: None)
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+    assert main(["serve"]) == 0 and configs[-1].warm_model
+
+    class Loading(ScriptedModel):
+        loads = 0
+
+        def load(self):
+            type(self).loads += 1
+
+    upstream = ModelUpstream(Loading(default="好"), timeout=5)
+    for warm, loads in ((False, 0), (True, 1)):
+        app = create_app(Memory("memory://"), ServerConfig(worker=False, warm_model=warm), upstream=upstream)
+        with BackgroundServer(app) as server:
+            assert httpx.get(f"{server.url}/health").status_code == 200 and Loading.loads == loads

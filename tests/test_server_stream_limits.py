@@ -98,7 +98,7 @@ def test_a_half_sent_body_gets_408_and_its_connection_closed(tmp_path):
     import socket
 
     memory = Memory(f"sqlite:///{tmp_path / 'h.db'}", layers="window")
-    app = create_app(memory, ServerConfig(model="local", worker=False, body_timeout=0.5))
+    app = create_app(memory, ServerConfig(model="vllm:m@http://127.0.0.1:9/v1", worker=False, body_timeout=0.5))
     with BackgroundServer(app) as server:
         host, port = server.url.removeprefix("http://").split(":")
         stalled = [socket.create_connection((host, int(port)), timeout=10) for _ in range(20)]

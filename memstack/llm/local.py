@@ -279,6 +279,10 @@ class LocalModel:
             latency_ms = (time.perf_counter() - started) * 1000
         return self._completion(response, latency_ms)
 
+    def load(self) -> None:
+        """Assemble (first use) and load the model now instead of at the first call."""
+        self._loaded()
+
     def count_tokens(self, text: str) -> int:
         if not text:
             return 0

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Request, Response
 
 from .. import __version__
@@ -70,6 +71,9 @@ class ServerConfig:
     upstream_total_timeout: float | None = 600.0
     #: seconds a request body may take to arrive whole; then 408 and the connection is closed
     body_timeout: float | None = 30.0
+    #: load an in-process model before the service reports ready (``memstack serve`` does), so
+    #: that the first request does not wait for the model's assembly and load
+    warm_model: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
     worker: bool = True
@@ -141,6 +145,9 @@ def metrics_text(request: Request) -> Response:
 def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: bool):
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warm = getattr(upstream, "warm", None)
+        if config.warm_model and callable(warm):
+            await anyio.to_thread.run_sync(warm)
         if config.worker:
             memory.start_worker()
         app.state.ready = True

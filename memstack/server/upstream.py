@@ -92,6 +92,13 @@ class ModelUpstream:
             raise UpstreamTimeout(f"the model {self.model} did not answer within {self.timeout:g} s") from exc
         return completion_object(completion)
 
+    def warm(self) -> None:
+        """Load the in-process model now (``memstack serve`` does it before it reports ready: the
+        first use assembles and loads 1.1 GB, which must not fall inside a request's timeout)."""
+        load = getattr(self.chat, "load", None)
+        if callable(load):
+            load()
+
     def _max_tokens(self, params: Mapping[str, Any]) -> int | None:
         """The client's bound if it set one, else the server's default."""
         return params.get("max_completion_tokens") or params.get("max_tokens") or self.answer_max_tokens
