@@ -15,6 +15,7 @@ do not compare, and layers that only some processes feed miss messages.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +27,6 @@ from .errors import UsageError
 DEFAULT_LAYERS: tuple[str, ...] = ("window", "retrieval")
 #: the default of a store that keeps no retrieval index (jsonl)
 PLAIN_LAYERS: tuple[str, ...] = ("window",)
-#: the options that decide what the write side stores: a process that differs in one is refused
-WRITE_OPTIONS = ("embedder",)
 #: the profile format; a newer one is refused by an older memstack
 VERSION = 1
 
@@ -81,24 +80,18 @@ def default_layers(store: Any) -> tuple[str, ...]:
 
 
 def stored_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options a profile keeps: JSON values; a chat model or an embedder given as an object
-    is kept by its provider name when it has one that a string would name again, else left out
-    (the process that passes an object keeps passing it)."""
+    """The options a profile keeps: those with a JSON value. One given as an object (a chat model,
+    an embedder) is left out: the process that passes an object keeps passing it."""
     out: dict[str, Any] = {}
     for key, value in options.items():
         if value is None:
             continue
-        if isinstance(value, str | int | float | bool) or _json_like(value):
-            out[key] = value
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
+        out[key] = value
     return out
-
-
-def _json_like(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and (_json_like(v) or isinstance(v, str | int | float | bool) or v is None) for k, v in value.items())
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return all(_json_like(v) or isinstance(v, str | int | float | bool) or v is None for v in value)
-    return False
 
 
 def embedder_id(spec: Any) -> str:

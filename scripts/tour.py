@@ -66,7 +66,7 @@ def session(readme: str) -> str:
 
 
 def _wait_for_health() -> str:
-    probe = "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=2)"
+    probe = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=2)"
     return (
         f"for _ in $(seq {HEALTH_SECONDS}); do python -c {shlex.quote(probe)} 2>/dev/null && break; "
         "kill -0 $SERVE_PID 2>/dev/null || { cat serve.log >&2; exit 1; }; sleep 1; done"

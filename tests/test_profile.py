@@ -112,7 +112,7 @@ def test_preset_and_strategy_together_are_refused_everywhere(tmp_path):
     with pytest.raises(InvalidInput):
         Memory("memory://", preset="personal-assistant", layers="window")
     with pytest.raises(InvalidInput):
-        ServerConfig and create_app(config=ServerConfig(db="memory://", preset="personal-assistant", strategy="window"))
+        create_app(config=ServerConfig(db="memory://", preset="personal-assistant", strategy="window"))
     with Memory("memory://") as memory, pytest.raises(InvalidInput):
         memory.context(user_id="a", thread_id="t", preset="personal-assistant", strategy="window")
 

@@ -217,9 +217,7 @@ class Proxy:
         try:
             self.memory.add(message, **who.ids(), expect_last=prepared.answers)
         except Conflict:
-            ids = who.ids()
-            scope = self.memory.scope(ids["user_id"], ids["thread_id"], tenant=ids.get("tenant"), agent_id=ids.get("agent_id"))
-            since = self.memory.store.history.read(scope, after=prepared.answers or 0)
+            since = self.memory.store.history.read(self._scope(who), after=prepared.answers or 0)
             if any(m.role == "assistant" for m in since):
                 log.info("not storing a second answer to %s/%s (a double submit)", who.user_id, who.thread_id)
                 return
