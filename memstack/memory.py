@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +31,7 @@ from .backends.memory import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
+from .leases import Heartbeat, describe, worker_name
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
@@ -511,7 +511,7 @@ class Memory:
         """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran).
         ``progress(done, total, job)`` after each job; the total is what was pending, counted
         again when more arrived."""
-        worker = worker or f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        worker = worker or worker_name("run")
         scope = self.scope(user_id) if user_id else None
         ran = failed = 0
         errors: list[str] = []
@@ -536,15 +536,20 @@ class Memory:
         return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
     def _run_job(self, job: Job, final: bool) -> str | None:
+        """Run one claimed job, its lease renewed while it runs (``leases.Heartbeat``); the store
+        records it done only if this worker still holds it."""
         try:
-            layer = self._layer(job.layer, {})
-            messages = visible(self.store.history.read(job.scope, after=job.cursor))
-            consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
+            with Heartbeat(self.store.jobs, job, self.lease_seconds):
+                layer = self._layer(job.layer, {})
+                messages = visible(self.store.history.read(job.scope, after=job.cursor))
+                consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
             if isinstance(consumed, Waiting):
-                self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
-                return None
-            cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
-            self.store.jobs.complete(job, cursor=cursor or 0)
+                recorded = self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
+            else:
+                cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
+                recorded = self.store.jobs.complete(job, cursor=cursor or 0)
+            if not recorded:
+                log.warning("%s ran, but the job is no longer this worker's (its lease passed to another worker, or the thread was deleted): not recorded", describe(job))
             return None
         except Exception as exc:  # recorded on the job and retried with backoff: never lost
             error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
@@ -561,12 +566,13 @@ class Memory:
         if self._worker is not None:
             return
         self._stop.clear()
+        name = worker_name("bg")
 
         def loop() -> None:
             while not self._stop.is_set():
                 self._wake.clear()
                 try:
-                    self.run_jobs(worker=f"{socket.gethostname()}:{os.getpid()}:bg")
+                    self.run_jobs(worker=name)
                 except MemstackError:
                     log.exception("background worker: store failure; retrying")
                 self._wake.wait(poll_seconds)

@@ -97,8 +97,11 @@ class JobQueue(Protocol):
     """Durable write-side work: one row per (scope, layer), coalescing repeated requests.
 
     ``claim`` leases a job whose requests are not all done; a worker that dies loses its lease
-    after ``lease_seconds`` and the job is claimed again. ``complete`` records the cursor (the
-    last message seq the layer consumed) and the version done; work must be idempotent.
+    after ``lease_seconds`` and the job is claimed again, so no job runs in two workers at once
+    while its worker lives (``renew``: the running worker's heartbeat) and a dead worker's job
+    reruns elsewhere. ``complete`` records the cursor (the last message seq the layer consumed)
+    and the version done, only from the worker that holds the job; work must be idempotent (a
+    worker killed mid-job leaves part of its writes, which the rerun writes again).
     """
 
     def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
@@ -107,13 +110,24 @@ class JobQueue(Protocol):
         fuller batch (a flush)."""
         ...
 
-    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         """Mark the job's requests done up to its version; ``waiting``: the layer holds turns after
         ``cursor`` back until its batch fills (only a flush, ``claim(waiting=True)``, takes it again
-        before the next request)."""
+        before the next request). Only while the job is still ``job.worker``'s (its lease, expired
+        or not, not claimed by another since): True then; False and nothing changed when another
+        worker holds it now (its run records it) or the row was deleted."""
         ...
 
-    def fail(self, job: Job, error: str, *, retry_in: float) -> None: ...
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        """Extend ``job.worker``'s lease to ``lease_seconds`` from now (the heartbeat of a running
+        job); False when the job is no longer this worker's (claimed by another, completed, failed
+        or deleted)."""
+        ...
+
+    def fail(self, job: Job, error: str, *, retry_in: float) -> None:
+        """Count the attempt and keep the job until ``retry_in`` seconds from now; ignored when
+        another worker holds the job now."""
+        ...
 
     def pending(self, scope: Scope | None = None) -> int:
         """Jobs with work not yet done: of the scope's tenant and user (any agent, any thread), or all."""

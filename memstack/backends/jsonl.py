@@ -552,13 +552,18 @@ class _Jobs:
                     return job_of(user_dir, row)
         return None
 
-    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
-        self._update(
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
+        return self._update(
             job,
             lambda row: row.update(
                 done=max(row["done"], job.version), cursor=max(row["cursor"], cursor), attempts=0, last_error=None, not_before=None, waiting=waiting
             ),
+            owners=(job.worker,),
         )
+
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        lease_until = (utcnow() + timedelta(seconds=lease_seconds)).isoformat()
+        return self._update(job, lambda row: row.update(lease_until=lease_until), owners=(job.worker,), release=False)
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
         self._update(
@@ -566,6 +571,7 @@ class _Jobs:
             lambda row: row.update(
                 attempts=row["attempts"] + 1, last_error=error, not_before=(utcnow() + timedelta(seconds=retry_in)).isoformat()
             ),
+            owners=(None, job.worker),
         )
 
     def pending(self, scope: Scope | None = None) -> int:
@@ -577,15 +583,17 @@ class _Jobs:
                 if row["requested"] > row["done"]
             )
 
-    def _update(self, job: Job, change: Callable[[JobRow], None]) -> None:
-        """Change the job's row and release the worker's lease; a row deleted meanwhile stays deleted."""
+    def _update(self, job: Job, change: Callable[[JobRow], None], *, owners: tuple[str | None, ...], release: bool = True) -> bool:
+        """Change the job's row if one of ``owners`` holds it, releasing the lease unless not to
+        ``release``; a row deleted meanwhile stays deleted. Whether the row was changed."""
         path = self._s.user_dir(job.scope) / JOBS_FILE
         with self._s.locked():
             rows = read_document(path) or []
             row = find_row(rows, job.scope, job.layer)
-            if row is None:
-                return
+            if row is None or row["owner"] not in owners:
+                return False
             change(row)
-            if row["owner"] == job.worker:
+            if release:
                 row.update(owner=None, lease_until=None)
             write_document(path, rows)
+            return True

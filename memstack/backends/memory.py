@@ -247,22 +247,30 @@ class _Jobs:
             sc = Scope(tenant=key[0], user_id=key[1], agent_id=key[2] or None, thread_id=key[3] or None)
             return Job(sc, layer, row.requested, row.cursor, row.attempts, worker, row.last_error)
 
-    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         with self._s._lock:
             row = self._s._jobs.get((job.scope.key, job.layer))
-            if row is None:  # the thread or user was deleted meanwhile
-                return
+            if row is None or row.owner != job.worker:  # deleted meanwhile, or another worker's now
+                return False
             row.done = max(row.done, job.version)
             row.waiting = waiting
             row.cursor = max(row.cursor, cursor)
             row.attempts, row.last_error, row.not_before = 0, None, None
-            if row.owner == job.worker:
-                row.owner, row.lease_until = None, None
+            row.owner, row.lease_until = None, None
+            return True
+
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        with self._s._lock:
+            row = self._s._jobs.get((job.scope.key, job.layer))
+            if row is None or row.owner != job.worker:
+                return False
+            row.lease_until = utcnow() + timedelta(seconds=lease_seconds)
+            return True
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
         with self._s._lock:
             row = self._s._jobs.get((job.scope.key, job.layer))
-            if row is None:
+            if row is None or row.owner not in (None, job.worker):
                 return
             row.attempts += 1
             row.last_error = error

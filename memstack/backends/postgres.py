@@ -626,28 +626,35 @@ class _Jobs:
         tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error = row
         return Job(scope_from_key(tenant, user_id, agent_id, thread_id), layer, requested, cursor, attempts, worker, last_error)
 
-    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
-        """Record the version done and the cursor; a row deleted meanwhile is left deleted."""
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
+        """Record the version done and the cursor, if the job is still this worker's; a row
+        deleted meanwhile is left deleted."""
         with self._db.transaction("completing a job") as cur:
             cur.execute(
                 f"""UPDATE memstack_jobs SET done = greatest(done, %s), cursor = greatest(cursor, %s),
-                        attempts = 0, last_error = NULL, not_before = NULL, waiting = %s,
-                        lease_until = CASE WHEN owner = %s THEN NULL ELSE lease_until END,
-                        owner = CASE WHEN owner = %s THEN NULL ELSE owner END
-                    WHERE {KEY_MATCH} AND layer = %s""",
-                (job.version, cursor, waiting, job.worker, job.worker, *job.scope.key, job.layer),
+                        attempts = 0, last_error = NULL, not_before = NULL, waiting = %s, lease_until = NULL, owner = NULL
+                    WHERE {KEY_MATCH} AND layer = %s AND owner = %s""",
+                (job.version, cursor, waiting, *job.scope.key, job.layer, job.worker),
             )
+            return cur.rowcount == 1
+
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        """Extend the lease from now (database clock), if the job is still this worker's."""
+        with self._db.transaction("renewing a job's lease") as cur:
+            cur.execute(
+                f"UPDATE memstack_jobs SET lease_until = now() + make_interval(secs => %s) WHERE {KEY_MATCH} AND layer = %s AND owner = %s",
+                (lease_seconds, *job.scope.key, job.layer, job.worker),
+            )
+            return cur.rowcount == 1
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
         """Count the attempt and keep the job until ``retry_in`` seconds from now (database clock)."""
         with self._db.transaction("failing a job") as cur:
             cur.execute(
                 f"""UPDATE memstack_jobs SET attempts = attempts + 1, last_error = %s,
-                        not_before = now() + make_interval(secs => %s),
-                        lease_until = CASE WHEN owner = %s THEN NULL ELSE lease_until END,
-                        owner = CASE WHEN owner = %s THEN NULL ELSE owner END
-                    WHERE {KEY_MATCH} AND layer = %s""",
-                (error, retry_in, job.worker, job.worker, *job.scope.key, job.layer),
+                        not_before = now() + make_interval(secs => %s), lease_until = NULL, owner = NULL
+                    WHERE {KEY_MATCH} AND layer = %s AND (owner IS NULL OR owner = %s)""",
+                (error, retry_in, *job.scope.key, job.layer, job.worker),
             )
 
     def pending(self, scope: Scope | None = None) -> int:

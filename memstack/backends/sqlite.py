@@ -432,20 +432,28 @@ class _Jobs:
         sc = Scope(tenant=tenant, user_id=user_id, agent_id=agent_id or None, thread_id=thread_id or None)
         return Job(sc, layer, requested, cursor, attempts, worker, last_error)
 
-    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> None:
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         with self._s.write() as db:
-            db.execute(
+            done = db.execute(
                 "UPDATE jobs SET done = max(done, ?), cursor = max(cursor, ?), attempts = 0, last_error = NULL, not_before_us = NULL, waiting = ?, "
-                f"lease_us = CASE WHEN owner = ? THEN NULL ELSE lease_us END, owner = CASE WHEN owner = ? THEN NULL ELSE owner END WHERE {KEY} AND layer = ?",
-                (job.version, cursor, int(waiting), job.worker, job.worker, *job.scope.key, job.layer),
+                f"lease_us = NULL, owner = NULL WHERE {KEY} AND layer = ? AND owner = ?",
+                (job.version, cursor, int(waiting), *job.scope.key, job.layer, job.worker),
             )
+            return done.rowcount == 1
+
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        with self._s.write() as db:
+            renewed = db.execute(
+                f"UPDATE jobs SET lease_us = ? WHERE {KEY} AND layer = ? AND owner = ?",
+                (_us(utcnow()) + int(lease_seconds * 1_000_000), *job.scope.key, job.layer, job.worker),
+            )
+            return renewed.rowcount == 1
 
     def fail(self, job: Job, error: str, *, retry_in: float) -> None:
         with self._s.write() as db:
             db.execute(
-                "UPDATE jobs SET attempts = attempts + 1, last_error = ?, not_before_us = ?, "
-                f"lease_us = CASE WHEN owner = ? THEN NULL ELSE lease_us END, owner = CASE WHEN owner = ? THEN NULL ELSE owner END WHERE {KEY} AND layer = ?",
-                (error, _us(utcnow()) + int(retry_in * 1_000_000), job.worker, job.worker, *job.scope.key, job.layer),
+                f"UPDATE jobs SET attempts = attempts + 1, last_error = ?, not_before_us = ?, lease_us = NULL, owner = NULL WHERE {KEY} AND layer = ? AND (owner IS NULL OR owner = ?)",
+                (error, _us(utcnow()) + int(retry_in * 1_000_000), *job.scope.key, job.layer, job.worker),
             )
 
     def pending(self, scope: Scope | None = None) -> int:

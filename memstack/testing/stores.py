@@ -270,6 +270,30 @@ class StoreContract:
         second = store.jobs.claim(worker="alive")
         assert second is not None and second.worker == "alive" and second.version == first.version
 
+    def test_only_the_worker_holding_a_job_completes_it(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        slow = store.jobs.claim(worker="slow", lease_seconds=0.0)  # its lease runs out mid-job
+        taken = store.jobs.claim(worker="other")
+        assert taken is not None and taken.worker == "other"
+        assert store.jobs.renew(slow, lease_seconds=60) is False  # the job is no longer its own
+        assert store.jobs.complete(slow, cursor=1) is False
+        store.jobs.fail(slow, "late failure", retry_in=3600)  # ignored: another worker holds it
+        assert store.jobs.pending() == 1 and store.jobs.claim(worker="third") is None  # still other's
+        assert store.jobs.complete(taken, cursor=1) is True
+        assert store.jobs.pending() == 0
+        assert store.jobs.complete(taken, cursor=1) is False  # done once; its lease is gone
+        store.history.append(A, [msg("user", "y")], enqueue=["probe"])
+        again = store.jobs.claim(worker="third")
+        assert again.attempts == 0 and again.last_error is None and again.cursor == 1
+
+    def test_a_renewed_lease_keeps_the_job_from_other_workers(self, store):
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = store.jobs.claim(worker="w1", lease_seconds=0.0)
+        assert store.jobs.renew(job, lease_seconds=60) is True
+        assert store.jobs.claim(worker="w2") is None
+        assert store.jobs.complete(job, cursor=1) is True
+        assert store.jobs.renew(job, lease_seconds=60) is False  # completed: nothing to renew
+
     def test_failed_job_waits_and_counts_attempts(self, store):
         store.history.append(A, [msg("user", "x")], enqueue=["probe"])
         job = store.jobs.claim(worker="w1")
