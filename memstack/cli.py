@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="chat model for the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
     p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
-    p.add_argument("--lease", type=float, default=300.0, help="seconds a claimed job stays this worker's; a worker that dies loses it after that (default: %(default)s)")
+    p.add_argument("--lease", type=float, default=300.0, help="seconds a claimed job stays this worker's, renewed while it runs; a worker that dies loses it after that (default: %(default)s)")
     p.set_defaults(run=cmd_worker)
 
     for name, what in (("entities", "a user's entities"), ("graph", "a user's relations"), ("state", "a user's JSON state"), ("audit", "the audit trail of a user's model-made memory"), ("usage", "a user's model calls and tokens")):
@@ -213,6 +213,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument("--public-metrics", action="store_true", help="with API keys, let /metrics answer without a key (for a scraper; default: a key is needed)")
     p.add_argument("--public-docs", action="store_true", help="with API keys, let /openapi.json, /docs and /redoc answer without a key (default: a key is needed)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the port, each with its own write-queue worker; needs a store that processes share (default: %(default)s)")
+    p.add_argument("--no-worker", action="store_true", help="run no write-queue worker in the service: `memstack worker` processes run the layers' jobs")
+    p.add_argument("--lease", type=float, default=300.0, help="seconds a job claimed by the service's write-queue worker stays its own, renewed while it runs; a killed process's job reruns elsewhere after that (default: %(default)s)")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("chat", help="talk to a model with memory in the terminal: /context, /memories, /state, /forget")
@@ -567,8 +570,25 @@ def cmd_serve(args: argparse.Namespace) -> None:
         drain_seconds=args.graceful_timeout,
         public_metrics=args.public_metrics,
         public_docs=args.public_docs,
+        worker=not args.no_worker,
+        lease_seconds=args.lease,
     )
+    if args.workers != 1:
+        _serve_workers(args, config, store)
+        return
     serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
+
+
+def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:
+    """``serve --workers N``: each worker process opens the store from its URL (``server.workers``)."""
+    from dataclasses import replace
+
+    from .server.workers import serve_workers
+
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    store.close()
+    serve_workers(replace(config, db=store.url), workers=args.workers, host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
 
 
 def _profile_model(args: argparse.Namespace, store: Any = None) -> str:

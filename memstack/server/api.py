@@ -96,7 +96,13 @@ def add_messages(
     if key is not None and (first := idempotency.recall(memory, scope, key)) is not None:
         response.headers[idempotency.REPLAYED] = "true"
         return Stored.model_validate(first)
-    stored = memory.add([m.to_dict() for m in body.messages], user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
+    messages = [m.to_dict() for m in body.messages]
+    if key is not None:  # copies of this request at once store once (see idempotency)
+        messages = idempotency.with_ids(messages, key)
+    stored = memory.add(messages, user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
+    if key is not None and not stored:
+        response.headers[idempotency.REPLAYED] = "true"
+        return Stored(stored=[MessageOut.of(m) for m in idempotency.stored_copies(memory, scope, messages)])
     answer = Stored(stored=[MessageOut.of(m) for m in stored])
     if key is not None:
         idempotency.remember(memory, scope, key, answer.model_dump(mode="json"))

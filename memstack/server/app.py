@@ -76,7 +76,11 @@ class ServerConfig:
     warm_model: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY
     drain_seconds: float = 30.0
+    #: run the write queue in this process (False: ``memstack worker`` processes run it)
     worker: bool = True
+    #: seconds a job claimed by this process's worker stays its own while the process lives (its
+    #: heartbeat renews it); a killed process's job reruns elsewhere after that
+    lease_seconds: float = 300.0
     #: with API keys configured, ``/metrics`` needs a key like every ``/v1`` route (closed by
     #: default: the counts by route and status tell a stranger how the service is used); True lets
     #: a Prometheus scraper that sends no key read it (``memstack serve --public-metrics``)
@@ -91,7 +95,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     owned = memory is None
     if memory is None:
         options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
-        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options)
+        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, lease_seconds=config.lease_seconds)
     upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens, total_timeout=config.upstream_total_timeout)
     metrics = Metrics()
     app = FastAPI(

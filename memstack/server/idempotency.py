@@ -5,16 +5,24 @@ The first answer is kept with the thread (the store's state, under ``idempotency
 thread's scope), so every server process on the store sees it, and deleting the thread or the
 user deletes it. A key names one request of one thread: the same key in another thread is
 another request.
+
+Copies of one request at once (a client that retries before the first answer came, to any
+server process) are settled by the store too: a REST add's messages that carry no id get ids
+made from the key (``message_ids``), so the store's append, which skips an id the thread holds,
+stores them once; a copy that stored nothing answers the messages the first one stored. (The
+proxy's copies are a double submit, which its conditional append settles.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidInput
 from ..memory import Memory
-from ..types import Scope
+from ..types import Message, Scope
 
 HEADER = "Idempotency-Key"
 #: the response header of an answer replayed for a retried key
@@ -40,3 +48,22 @@ def recall(memory: Memory, scope: Scope, key: str) -> Any | None:
 
 def remember(memory: Memory, scope: Scope, key: str, response: Any) -> None:
     memory.store.state.put(scope, {"response": response}, name=_PREFIX + key)
+
+
+def message_ids(key: str, count: int) -> list[str]:
+    """The ids of a keyed add's messages, the same for every copy of the request: 32 hex digits,
+    the shape of ``types.new_id``'s."""
+    digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:24]
+    return [f"{digest}{i:08x}" for i in range(count)]
+
+
+def with_ids(messages: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The messages, those without an id given the key's."""
+    return [m if m.get("id") else {**m, "id": made} for m, made in zip(messages, message_ids(key, len(messages)), strict=True)]
+
+
+def stored_copies(memory: Memory, scope: Scope, messages: Sequence[dict[str, Any]]) -> list[Message]:
+    """The thread's messages with the ids of ``messages``, in the thread's order: what a copy of
+    the request that got there first stored."""
+    wanted = {m["id"] for m in messages}
+    return [m for m in memory.store.history.read(scope) if m.id in wanted]
