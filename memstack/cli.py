@@ -1,7 +1,8 @@
 """The ``memstack`` command: a thin shell over Memory. Usage errors exit 2 with one line.
 
 The store comes from ``--db URL``, else ``--home DIR`` (SQLite file inside), else MEMSTACK_HOME,
-else the user's data directory. Every command takes ``--json`` and ``--tenant``.
+else the user's data directory. Every command takes ``--json`` and ``--tenant``; ``--vectors URL``
+(else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     p.add_argument("--home", default=default(None), help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
     p.add_argument("--db", default=default(None), help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
     p.add_argument("--tenant", default=default("default"), help="tenant (default: default)")
+    p.add_argument("--vectors", default=default(os.environ.get("MEMSTACK_VECTORS") or None), metavar="URL", help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db (default: $MEMSTACK_VECTORS, else the store's own)")
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
 
 
@@ -251,7 +253,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _memory(args: argparse.Namespace, **kwargs: Any) -> Memory:
-    return Memory(open_store(args.db, home=args.home) if (args.db or args.home) else None, tenant=args.tenant, **kwargs)
+    return Memory(open_store(args.db, home=args.home) if (args.db or args.home) else None, tenant=args.tenant, vectors=args.vectors, **kwargs)
 
 
 def _read_text(value: str) -> str:
@@ -303,7 +305,7 @@ def cmd_init(args: argparse.Namespace) -> None:
     options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
     store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
     try:
-        profile, queued = Memory.configure(store, layers=args.strategy, preset=args.preset, options=options, counter=args.tokenizer, tenant=args.tenant, reconfigure=args.reconfigure)
+        profile, queued = Memory.configure(store, layers=args.strategy, preset=args.preset, options=options, counter=args.tokenizer, tenant=args.tenant, reconfigure=args.reconfigure, vectors=args.vectors)
     finally:
         store.close()
     queued_line = f"\nqueued {plural(queued, 'thread')} for the new layers: run `memstack worker --once`" if queued else ""
@@ -499,10 +501,25 @@ def cmd_reindex(args: argparse.Namespace) -> None:
 
     if args.chunk_tokens is not None and (not args.rechunk or args.chunk_tokens < 20):
         raise UsageError("--chunk-tokens goes with --rechunk and is at least 20")
+    switched: list[Any] = []
     with _memory(args) as mem:
         options = {"chunk_tokens": args.chunk_tokens} if args.chunk_tokens else {}
-        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=None if args.json else lambda done: print(f"\r{plural(done, 'unit')}", end="", file=sys.stderr), **options)
-    _emit(args, {"reindexed": n}, lambda: f"\nreindexed {plural(n, 'unit')}")
+        progress = None if args.json else lambda done: print(f"\r{plural(done, 'unit')}", end="", file=sys.stderr)
+        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=progress, vectors=mem.vectors, on_switch=switched.append, **options)
+    data: dict[str, Any] = {"reindexed": n}
+    if switched:
+        data.update(serving=switched[0].serving, previous=switched[0].previous, dropped=list(switched[0].dropped))
+    _emit(args, data, lambda: f"\nreindexed {plural(n, 'unit')}" + (_switch_line(switched[0]) if switched else ""))
+
+
+def _switch_line(switch: Any) -> str:
+    """What a reindex into a new collection did, for the reader who owns the server."""
+    line = f" into collection {switch.serving}, now searched" if switch.serving else "; the index is empty"
+    if switch.previous:
+        line += f"; {switch.previous} is kept, no longer searched and released from memory (a way back), until the next reindex drops it"
+    if switch.dropped:
+        line += f"; dropped older generations {', '.join(switch.dropped)}"
+    return line
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> None:
@@ -570,6 +587,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         drain_seconds=args.graceful_timeout,
         public_metrics=args.public_metrics,
         public_docs=args.public_docs,
+        vectors=args.vectors,
         worker=not args.no_worker,
         lease_seconds=args.lease,
     )

@@ -6,6 +6,7 @@
     │   ├── BudgetError            a token budget too small for what must be kept
     │   ├── UnknownName            an unregistered layer, counter, backend or preset
     │   ├── NotFound               no such user or thread (REST: 404)
+    │   ├── ForeignCollection      a vector collection memstack did not create (never used or dropped)
     │   ├── MissingDependency      an optional extra is not installed (names the pip line)
     │   ├── MissingAPIKey          a provider needs a key that is not set (names the variable)
     │   └── ProviderRejected       a model API refused the request (bad key, model, URL or input)
@@ -69,6 +70,13 @@ class NotFound(UsageError, LookupError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class ForeignCollection(UsageError):
+    """A vector collection of the name memstack was given exists but was not made by memstack
+    (another schema, another application's data): it is never written to, reset or dropped."""
+
+    code = "foreign_collection"
 
 
 class MissingDependency(UsageError, ImportError):

@@ -26,16 +26,16 @@ from datetime import datetime
 from typing import Any
 
 from . import layers as layer_registry
-from .backends import open_store
+from .backends import open_store, open_vectors
 from .backends.memory import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
 from .leases import Heartbeat, describe, worker_name
-from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options
+from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
-from .stores import ANY, RecordStore, Store, records_of, usage_of
+from .stores import ANY, RecordStore, Store, VectorIndex, records_of, usage_of
 from .tokens import TokenCounter, get_counter
 from .types import (
     MAX_LAST,
@@ -86,6 +86,10 @@ class Memory:
     ``options`` configure layers by parameter name (``{"k": 4}`` sets the window's k; a dotted
     name ``{"retrieval.share": 0.3}`` one layer only). ``preset``: one of the articles' scenario
     stacks by name (``memstack.presets.PRESETS``), instead of ``layers``.
+    ``vectors``: the retrieval layers' vector index outside the store, a VectorIndex or a URL
+    (``milvus://host:19530``, ``milvus:///abs/file.db``; ``backends.open_vectors``), None for the
+    store's own. The profile records where the vectors are: a process naming another place (or
+    none, for a store whose vectors are in Milvus) is refused (``ProfileMismatch``).
     """
 
     def __init__(
@@ -101,8 +105,12 @@ class Memory:
         lease_seconds: float = 300.0,
         background: bool = False,
         preset: str | None = None,
+        vectors: VectorIndex | str | None = None,
     ) -> None:
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
+        #: the vector index outside the store (None: the store's own); closed with the Memory when opened from a URL
+        self.vectors: VectorIndex | None = open_vectors(vectors) if isinstance(vectors, str) else vectors
+        self._owns_vectors = isinstance(vectors, str)
         if preset is not None and layers is not None:
             raise InvalidInput("give a preset or layers, not both", field="preset")
         if preset is not None:  # the scenario's layers and options; explicit options win
@@ -138,13 +146,16 @@ class Memory:
         when the store has none), with this process's options laid over its stored ones; a
         process that would write with more layers or another embedder is refused."""
         profiles = getattr(self.store, "profiles", None)
-        mine = Profile(tuple(given) if given is not None else default_layers(self.store), preset if given is not None else None, stored_options(self.options), counter if isinstance(counter, str) else None)
+        mine = Profile(tuple(given) if given is not None else default_layers(self.store), preset if given is not None else None, stored_options(self.options), counter if isinstance(counter, str) else None, vectors_location(self.vectors, self.store))
         if profiles is None:  # a third-party store without profiles: this process decides alone
             return mine
         raw = profiles.get(self.tenant)
         if raw is None:
             raw = profiles.put(self.tenant, mine.to_dict())
         stored = Profile.from_dict(raw)
+        where = vectors_mismatch(stored, mine.vectors)
+        if where:
+            raise ProfileMismatch(where)
         self._profiled.add(self.tenant)
         explicit = dict(self.options)
         self.options = {**stored.options, **explicit}
@@ -165,6 +176,9 @@ class Memory:
         theirs = Profile.from_dict(raw)
         if self._writers_of(theirs.layers) != self._writers() or theirs.embedder() != self.profile.embedder():
             raise ProfileMismatch(f"tenant {tenant!r} is configured for {theirs.describe()}, this process for {self.profile.describe()}" + REFUSAL)
+        where = vectors_mismatch(theirs, self.profile.vectors)
+        if where:
+            raise ProfileMismatch(f"tenant {tenant!r}: {where}")
         self._profiled.add(tenant)
 
     # ---- scopes and layers -----------------------------------------------------------------
@@ -181,7 +195,7 @@ class Memory:
         shared = {k: v for k, v in given.items() if "." not in k}
         own = {k.split(".", 1)[1]: v for k, v in given.items() if k.startswith(name + ".")}
         layers = tuple(stack) if stack is not None else tuple(getattr(self, "write_layers", ()))
-        merged = {"store": self.store, "counter": self.counter, "stack": layers, **shared, **own, **({"variant": variant} if variant else {})}
+        merged = {"store": self.store, "counter": self.counter, "stack": layers, "vectors": self.vectors, **shared, **own, **({"variant": variant} if variant else {})}
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
@@ -217,16 +231,32 @@ class Memory:
         counter: str | None = None,
         tenant: str = "default",
         reconfigure: bool = False,
+        vectors: VectorIndex | str | None = None,
     ) -> tuple[Profile, int]:
         """Write the tenant's memory profile (``memstack init``): the stack (a preset or layers,
         default ``DEFAULT_LAYERS``), layer options (``model``, ``embedder`` as provider strings),
         the token counter. A store that has a different profile is refused unless
         ``reconfigure``: then the new profile replaces it and every thread gets the jobs of the
-        new write side (a new layer reads each thread from its start). Returns the profile and
-        the threads queued."""
+        new write side (a new layer reads each thread from its start). ``vectors``: where the
+        vectors are kept (see ``Memory``); a reconfiguration that changes it, or the embedder,
+        embeds every unit into the index (Milvus: a new collection, switched to when full).
+        Returns the profile and the threads queued."""
         opened = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
         if preset is not None and layers is not None:
             raise InvalidInput("give a preset or layers, not both", field="preset")
+        index = open_vectors(vectors) if isinstance(vectors, str) else vectors
+        try:
+            return cls._configure(opened, index, layers, preset, options, counter, tenant, reconfigure)
+        finally:
+            if index is not None and isinstance(vectors, str):
+                index.close()  # type: ignore[attr-defined]
+            if opened is not store:
+                opened.close()
+
+    @classmethod
+    def _configure(
+        cls, opened: Store, index: VectorIndex | None, layers: Sequence[str] | str | None, preset: str | None, options: Mapping[str, Any] | None, counter: str | None, tenant: str, reconfigure: bool
+    ) -> tuple[Profile, int]:
         chosen_options = dict(options or {})
         if preset is not None:
             from .presets import preset_named
@@ -235,23 +265,23 @@ class Memory:
             layers, chosen_options = list(chosen.layers), {**chosen.options, **chosen_options}
         names = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers or default_layers(opened))
         get_counter(counter)  # an unknown counter fails before anything is written
-        wanted = Profile(tuple(names), preset, stored_options(chosen_options), counter)
+        wanted = Profile(tuple(names), preset, stored_options(chosen_options), counter, vectors_location(index, opened))
         profiles = getattr(opened, "profiles", None)
         if profiles is None:
             raise InvalidInput(f"the {type(opened).__name__} store keeps no memory profile", field="store")
         current = profiles.get(tenant)
         if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
             raise ProfileMismatch(f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}")
-        stored = Profile.from_dict(profiles.put(tenant, wanted.to_dict(), replace=True))
-        queued = 0
         if current is not None:
-            if Profile.from_dict(current).embedder() != stored.embedder() and getattr(opened, "vectors", None) is not None:
+            before, after = Profile.from_dict(current), Profile.from_dict(wanted.to_dict())
+            if (before.embedder() != after.embedder() or before.vectors != after.vectors) and getattr(opened, "vectors", None) is not None:
                 from .layers.retrieval import reindex
 
-                reindex(opened, stored.options.get("embedder"))  # vectors of two models do not compare
-            queued = cls(opened, tenant=tenant).requeue()
-        if opened is not store:
-            opened.close()
+                # vectors of two models do not compare, and vectors moved are embedded where they
+                # go: before the profile names the new place, so a failure leaves the old one
+                reindex(opened, after.options.get("embedder"), vectors=index)
+        stored = Profile.from_dict(profiles.put(tenant, wanted.to_dict(), replace=True))
+        queued = cls(opened, tenant=tenant, vectors=index).requeue() if current is not None else 0
         return stored, queued
 
     def requeue(self) -> int:
@@ -591,8 +621,11 @@ class Memory:
             self.run_jobs()
 
     def close(self) -> None:
-        """Stop the background worker (finishing queued work) and close the store."""
+        """Stop the background worker (finishing queued work) and close the store (and the
+        vector index, when this Memory opened it from a URL)."""
         self.stop_worker()
+        if self._owns_vectors and self.vectors is not None:
+            self.vectors.close()  # type: ignore[attr-defined]
         self.store.close()
 
     def __enter__(self) -> Memory:
@@ -600,6 +633,14 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def vectors_location(index: VectorIndex | None, store: Store) -> str | None:
+    """Where a profile says the vectors are: None for the store's own index, else the index's
+    ``location`` (``milvus:COLLECTION``) or its class."""
+    if index is None or index is getattr(store, "vectors", None):
+        return None
+    return getattr(index, "location", None) or f"{type(index).__module__}.{type(index).__qualname__}"
 
 
 def _as_list(messages: MessageLike | Iterable[MessageLike]) -> list[MessageLike]:

@@ -11,6 +11,12 @@ The first process on an empty store writes the profile (its explicit stack, else
 process may read with any stack (``context --strategy window``), but one that would write with
 other layers or another embedder is refused (``ProfileMismatch``): vectors of two embedders
 do not compare, and layers that only some processes feed miss messages.
+
+Where the vectors are kept is in the profile too (``vectors``: ``milvus:COLLECTION``, or absent
+for the store's own index): a worker started without ``--vectors`` would otherwise index into the
+store while the servers search Milvus, and a ``forget`` would leave the user's vectors behind.
+The host and any credentials are not recorded (processes may reach one server by different
+addresses); a process that names another location, or none, is refused.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from .errors import UsageError
 DEFAULT_LAYERS: tuple[str, ...] = ("window", "retrieval")
 #: the default of a store that keeps no retrieval index (jsonl)
 PLAIN_LAYERS: tuple[str, ...] = ("window",)
-#: the profile format; a newer one is refused by an older memstack
-VERSION = 1
+#: the profile format; a newer one is refused by an older memstack. A profile that keeps its
+#: vectors outside the store is written as 2 (an older memstack, which would index into the
+#: store, refuses it); one that does not stays 1
+VERSION = 2
 
 
 class ProfileMismatch(UsageError):
@@ -40,15 +48,18 @@ class ProfileMismatch(UsageError):
 @dataclass(frozen=True, slots=True)
 class Profile:
     """A tenant's memory configuration: the layers (or the preset they came from), the layers'
-    JSON options (a chat model and an embedder as provider strings), the token counter."""
+    JSON options (a chat model and an embedder as provider strings), the token counter, and where
+    the vectors are kept (None: the store's own index)."""
 
     layers: tuple[str, ...] = DEFAULT_LAYERS
     preset: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     counter: str | None = None
+    vectors: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": VERSION, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
+        out = {"version": 1, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
+        return out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Profile:
@@ -59,7 +70,10 @@ class Profile:
         options = data.get("options") or {}
         if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers) or not isinstance(options, dict):
             raise UsageError("the store's memory profile is malformed; rewrite it with `memstack init --reconfigure`")
-        return cls(tuple(layers), data.get("preset"), options, data.get("counter"))
+        vectors = data.get("vectors")
+        if vectors is not None and not isinstance(vectors, str):
+            raise UsageError("the store's memory profile is malformed; rewrite it with `memstack init --reconfigure`")
+        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors)
 
     def embedder(self) -> str:
         return embedder_id(self.options.get("embedder"))
@@ -70,6 +84,8 @@ class Profile:
         extras = [f"{k} {v}" for k, v in sorted(self.options.items()) if k in ("model", "embedder")]
         if self.counter:
             extras.append(f"counter {self.counter}")
+        if self.vectors:
+            extras.append(f"vectors {self.vectors}")
         head = f"preset {self.preset}: {stack}" if self.preset else stack
         return head + (f" ({', '.join(extras)})" if extras else "")
 
@@ -113,6 +129,21 @@ def mismatch(stored: Profile, layers: Sequence[str], writers: Sequence[str], sto
     if "embedder" in options and options["embedder"] is not None and embedder_id(options["embedder"]) != stored.embedder():
         return f"the store's vectors are made by embedder {stored.embedder()}; this process would use {embedder_id(options['embedder'])}"
     return None
+
+
+def vectors_mismatch(stored: Profile, mine: str | None) -> str | None:
+    """Why a process keeping its vectors at ``mine`` (None: the store's own index) may not open a
+    store configured as ``stored``; None when they agree."""
+    if stored.vectors == mine:
+        return None
+    move = f"`memstack --vectors URL init --reconfigure` with the store's stack and options ({stored.describe()}), which embeds every unit into the new index"
+    if mine is None:
+        kind, _, name = stored.vectors.partition(":")  # type: ignore[union-attr]
+        how = f"--vectors milvus://HOST:PORT?collection={name} (or MEMSTACK_VECTORS, Memory(vectors=...))" if kind == "milvus" else "Memory(vectors=...) naming it"
+        return f"the store's vectors are in {stored.vectors} (its profile says so); open it with {how}: here every search would miss them and a forget would leave them behind"
+    if stored.vectors is None:
+        return f"the store keeps its vectors itself, and this process would keep them in {mine}; to move them there run {move}"
+    return f"the store's vectors are in {stored.vectors}, and this process would keep them in {mine}; name the store's with --vectors, or move them with {move}"
 
 
 REFUSAL = "; run `memstack init --reconfigure ...` to change the store's configuration (it re-queues what new layers need), or open it without a stack of your own"

@@ -12,7 +12,21 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import Conflict, UsageError
-from .types import AuditEvent, Change, Checkpoint, Job, Message, Record, Scope, Scored, SearchFilter, ThreadInfo, Unit, UsageRecord
+from .types import (
+    AuditEvent,
+    Change,
+    Checkpoint,
+    IndexSwitch,
+    Job,
+    Message,
+    Record,
+    Scope,
+    Scored,
+    SearchFilter,
+    ThreadInfo,
+    Unit,
+    UsageRecord,
+)
 
 #: ``HistoryStore.append(expect_last=ANY)``: no condition
 ANY: Any = object()
@@ -195,6 +209,21 @@ class VectorIndex(Protocol):
 
     def reset(self) -> None:
         """Drop every vector (before re-embedding with another model)."""
+        ...
+
+
+@runtime_checkable
+class Rebuildable(Protocol):
+    """A VectorIndex that a reindex rebuilds beside itself instead of emptying it first (Milvus:
+    a new collection behind the index's alias), so that searches see the old vectors until the
+    new ones are all there, and then the new ones at once, in every process."""
+
+    def stage(self) -> VectorIndex:
+        """An empty index that nothing searches yet; fill it, then ``switch`` to it."""
+        ...
+
+    def switch(self, staged: VectorIndex) -> IndexSwitch:
+        """Make ``staged`` the index every search reads, in one step; say what was kept and dropped."""
         ...
 
 

@@ -660,6 +660,17 @@ class Scored:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSwitch:
+    """What a reindex into a new vector collection did (``Rebuildable.switch``): the collection
+    searched now (None: the index is empty), the one it replaced (kept, no longer searched), and
+    the older generations memstack made for the index that were dropped."""
+
+    serving: str | None
+    previous: str | None = None
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A retrieved unit with its fused score and how each retriever ranked it (1-based)."""
 

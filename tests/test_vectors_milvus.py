@@ -83,7 +83,7 @@ def test_awkward_values_match_only_themselves(shared):
 
 def test_filter_expression_is_built_from_quoted_values():
     expression = search_expression(Scope(user_id=INJECTION, agent_id="a"), SearchFilter(categories=('"',)))
-    assert expression == 'tenant == "default" and user_id == "x\\" or user_id != \\"" and agent_id == "a" and category in ["\\""]'
+    assert expression == 'tenant == "default" and user_id == "x\\" or user_id != \\"" and agent_id == "a" and category in ["#\\""]'
 
 
 def test_delete_user_erases_every_agent_and_thread(shared):

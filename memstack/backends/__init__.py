@@ -5,6 +5,12 @@
     sqlite:///abs/file.db     SQLite file (sqlite://rel.db is relative; a bare path ending .db works)
     jsonl:///path/dir         one JSON-lines file per thread
     postgresql://...          PostgreSQL (pip install "memstack[postgres]")
+
+``open_vectors(url)`` opens a vector index outside the store, for the retrieval layers:
+
+    None                      the store's own index (SQLite, PostgreSQL + pgvector, memory)
+    milvus://host:19530       a Milvus server (pip install "memstack[milvus]"; see backends/milvus)
+    milvus:///abs/file.db     a milvus-lite file
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import os
 from pathlib import Path
 
 from ..errors import UnknownName
-from ..stores import Store
+from ..stores import Store, VectorIndex
 
 DB_FILENAME = "memstack.db"
 
@@ -55,3 +61,15 @@ def open_store(url: str | os.PathLike[str] | None = None, *, home: str | os.Path
 
         return PostgresStore(text)
     raise UnknownName(f"no backend for {text!r}; use memory://, sqlite:///FILE, jsonl:///DIR or postgresql://...")
+
+
+def open_vectors(url: str | None) -> VectorIndex | None:
+    """The vector index a URL names (see the module docstring); None for the store's own."""
+    if url is None or url == "":
+        return None
+    text = os.fspath(url)
+    if text.startswith("milvus://"):
+        from .milvus import MilvusVectorIndex
+
+        return MilvusVectorIndex.from_url(text)
+    raise UnknownName(f"no vector index for {text!r}; use milvus://HOST:PORT (a Milvus server) or milvus:///ABSOLUTE/PATH.db (milvus-lite)")

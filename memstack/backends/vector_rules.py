@@ -35,8 +35,9 @@ def unit_rows(vectors: Any, n: int) -> np.ndarray:
     return _normalised(matrix)
 
 
-def query_row(vector: Any, dimension: int) -> np.ndarray:
-    """A query vector as a float32 row of length 1; InvalidInput for a wrong dimension or bad values."""
+def query_row(vector: Any, dimension: int, *, advice: str = REINDEX) -> np.ndarray:
+    """A query vector as a float32 row of length 1; InvalidInput for a wrong dimension or bad values
+    (``advice``: what the message tells the reader to do about a wrong dimension)."""
     try:
         row = np.asarray(vector, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -45,7 +46,7 @@ def query_row(vector: Any, dimension: int) -> np.ndarray:
         raise InvalidInput(f"the query vector must be one-dimensional, got shape {row.shape}", field="vector")
     if row.shape[0] != dimension:
         raise InvalidInput(
-            f"the query vector has {row.shape[0]} dimensions but the index holds {dimension}-dimensional vectors; {REINDEX}", field="vector"
+            f"the query vector has {row.shape[0]} dimensions but the index holds {dimension}-dimensional vectors; {advice}", field="vector"
         )
     return _normalised(row[None, :])[0]
 
@@ -59,14 +60,15 @@ def _normalised(matrix: np.ndarray) -> np.ndarray:
     return (matrix / norms).astype(np.float32)
 
 
-def check_model(held_model: str | None, held_dimension: int | None, model: str, dimension: int) -> None:
-    """Refuse vectors of another model or dimension than the index holds (None: it holds none)."""
+def check_model(held_model: str | None, held_dimension: int | None, model: str, dimension: int, *, advice: str = REINDEX) -> None:
+    """Refuse vectors of another model or dimension than the index holds (None: it holds none);
+    ``advice`` says what to do (the default: ``memstack reindex``, which empties the index first)."""
     if not isinstance(model, str) or not model.strip():
         raise InvalidInput("model must be a non-empty string naming the embedding model", field="model")
     if held_model is not None and held_model != model:
-        raise InvalidInput(f"the index holds vectors of model {held_model!r}, not {model!r}; {REINDEX}", field="model")
+        raise InvalidInput(f"the index holds vectors of model {held_model!r}, not {model!r}; {advice}", field="model")
     if held_dimension is not None and held_dimension != dimension:
-        raise InvalidInput(f"the index holds {held_dimension}-dimensional vectors, got {dimension}; {REINDEX}", field="vectors")
+        raise InvalidInput(f"the index holds {held_dimension}-dimensional vectors, got {dimension}; {advice}", field="vectors")
 
 
 def latest_per_key(units: Sequence[Unit], rows: np.ndarray) -> tuple[list[Unit], np.ndarray]:

@@ -137,6 +137,9 @@ class Extractor:
     #: keep the JSON state per thread instead of per user
     state_per_thread: bool = False
     embedder: Any = None
+    #: the vector index of the facts' retrieval keys: the retrieval layer's (an index outside
+    #: the store, e.g. Milvus), else the store's own
+    vectors: Any = None
     #: the parts to extract, as a job name carries them ("facts,entities"); default: from ``stack``
     variant: str | None = None
     counter: TokenCounter | str | None = None
@@ -313,7 +316,7 @@ class Extractor:
 
         model = get_embedder(self.embedder)
         vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, [u.text for u in units])
-        self.store.vectors.upsert(units, vectors, model=model.name)
+        (self.vectors if self.vectors is not None else self.store.vectors).upsert(units, vectors, model=model.name)
 
     # ---- entities ----------------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
 from ..retrieval.render import fit_hits, render_hits
 from ..retrieval.search import KEY_MARK, Searcher, SearchSettings
 from ..retrieval.units import dense_text, head, rounds, units_for_round
-from ..stores import Store, VectorIndex
+from ..stores import Rebuildable, Store, VectorIndex
 from ..tokens import TokenCounter, get_counter
-from ..types import Dropped, Hit, Message, Scope, SearchFilter, Section, Unit
+from ..types import Dropped, Hit, IndexSwitch, Message, Scope, SearchFilter, Section, Unit
 from . import register_layer
 from .base import LayerOutput, ReadRequest, WriteRequest
 
@@ -84,6 +84,8 @@ class Retrieval:
     scope: str = "user"
     history: str = "none"
     _searcher: Searcher | None = field(default=None, init=False, repr=False)
+    #: what the last ``reindex`` of a Rebuildable index switched (None: nothing switched)
+    switched: IndexSwitch | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for attr in ("units", "vectors", "embeddings"):
@@ -231,27 +233,47 @@ class Retrieval:
                 progress(done)
         return done
 
-    def _embed(self, scope: Scope, units: list) -> None:
+    def _embed(self, scope: Scope, units: list, index: VectorIndex | None = None) -> None:
         """Embed each unit's opening, and (``sentence_keys``) each sentence the user said in it as
-        an extra key pointing to the unit: "unit id~kN" in the same vector index."""
+        an extra key pointing to the unit: "unit id~kN" in the same vector index (``index``, by
+        default the layer's)."""
         model = self.searcher.embedder
         keys = [key_unit(u, n, text) for u in units for n, text in enumerate(u.metadata.get("keys", ()))] if self.sentence_keys else []
         texts = [dense_text(u, self.dense_tokens, self.counter) for u in units] + [head(k.text, self.dense_tokens, self.counter) for k in keys]
         vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, texts)
-        self.index.upsert([*units, *keys], vectors, model=model.name)
+        (index or self.index).upsert([*units, *keys], vectors, model=model.name)
 
     def reindex(self, *, batch: int = 256, progress: Any = None) -> int:
-        """Empty the vector index and embed every unit of the store again (after a change of
-        embedder: a new model or dimension is refused until this runs). Returns units embedded."""
-        self.index.reset()
+        """Embed every unit of the store again (after a change of embedder: a new model or
+        dimension is refused until this runs). Returns units embedded.
+
+        An index that rebuilds beside itself (``Rebuildable``: Milvus) is filled in a new
+        collection while searches read the old one, then switched to in one step (``switched``
+        says what was kept and dropped), and units stored meanwhile are embedded into it after
+        the switch. Any other index is emptied first and refilled."""
+        staged = self.index.stage() if isinstance(self.index, Rebuildable) else None
+        if staged is None:
+            self.index.reset()
+        done = self._embed_all(staged or self.index, batch, progress)
+        if staged is not None:
+            self.switched = self.index.switch(staged)  # type: ignore[attr-defined]
+            done += self._embed_all(self.index, batch, None, missing_only=True)
+        return done
+
+    def _embed_all(self, index: VectorIndex, batch: int, progress: Any, *, missing_only: bool = False) -> int:
+        """Embed every unit of the store into ``index`` (``missing_only``: those it lacks)."""
         done = 0
         for units in self.store.units.iterate(batch=batch):
             by_scope: dict[Scope, list] = {}
             for u in units:
                 by_scope.setdefault(u.scope, []).append(u)
             for scope, group in by_scope.items():
-                self._embed(scope, group)
-            done += len(units)
+                if missing_only:
+                    held = index.fetch(scope, [u.id for u in group])
+                    group = [u for u in group if u.id not in held]
+                if group:
+                    self._embed(scope, group, index)
+                    done += len(group)
             if progress:
                 progress(done)
         return done
@@ -285,16 +307,31 @@ def vector_ids(unit: Unit) -> list[str]:
     return [unit.id, *(key_id(unit.id, n) for n in range(len(unit.metadata.get("keys", ()))))]
 
 
-def reindex(store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, rechunk: bool = False, **options: Any) -> int:
+def reindex(
+    store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, rechunk: bool = False, on_switch: Any = None, **options: Any
+) -> int:
     """Re-embed every unit of the store with ``embedder`` (after a change of model); with
-    ``rechunk``, cut the threads into units again with ``options`` (``chunk_tokens``...) instead."""
+    ``rechunk``, cut the threads into units again with ``options`` (``chunk_tokens``...) instead.
+    ``options`` may name ``vectors``, an index outside the store; ``on_switch(IndexSwitch)`` hears
+    what a rebuilt index (Milvus) now serves, kept and dropped."""
     layer = Retrieval(store=store, embedder=embedder, **options)
-    return layer.rechunk(progress=progress) if rechunk else layer.reindex(progress=progress)
+    done = layer.rechunk(progress=progress) if rechunk else layer.reindex(progress=progress)
+    if on_switch is not None and layer.switched is not None:
+        on_switch(layer.switched)
+    return done
 
 
-def topic_memory(store: Store, embedder: str | Embedder | None = None, topic: str | None = None, top_k: int = 6, share: float = 0.3, counter: TokenCounter | str | None = None) -> Retrieval:
+def topic_memory(
+    store: Store,
+    embedder: str | Embedder | None = None,
+    topic: str | None = None,
+    top_k: int = 6,
+    share: float = 0.3,
+    counter: TokenCounter | str | None = None,
+    vectors: VectorIndex | None = None,
+) -> Retrieval:
     """Project topic memory: retrieval within the current topic (a message's ``category``)."""
-    layer = Retrieval(store=store, embedder=embedder, top_k=top_k, share=share, counter=counter, by_topic=True, topic=topic, name="topic")
+    layer = Retrieval(store=store, embedder=embedder, vectors=vectors, top_k=top_k, share=share, counter=counter, by_topic=True, topic=topic, name="topic")
     layer.job = "retrieval"  # the units are the retrieval layer's: indexed once, by its job
     return layer
 

@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request, Response
 
 from .. import __version__
 from ..memory import Memory
-from ..stores import Store
+from ..stores import Store, VectorIndex
 from . import api, errors, proxy, tools_api
 from .auth import Auth, KeyRequired
 from .limits import BodyLimit
@@ -55,6 +55,9 @@ class ServerConfig:
     preset: str | None = None
     model: Any = "local"
     embedder: str | None = None
+    #: the vector index outside the store: a URL (``milvus://host:19530``) or a VectorIndex;
+    #: None: the store's own (see ``Memory``)
+    vectors: str | VectorIndex | None = None
     #: API key -> tenant; empty: every request is ``tenant``
     api_keys: Mapping[str, str] = field(default_factory=dict)
     tenant: str = "default"
@@ -95,7 +98,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     owned = memory is None
     if memory is None:
         options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
-        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, lease_seconds=config.lease_seconds)
+        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, vectors=config.vectors, lease_seconds=config.lease_seconds)
     upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens, total_timeout=config.upstream_total_timeout)
     metrics = Metrics()
     app = FastAPI(

@@ -1,0 +1,97 @@
+"""``milvus://`` URLs: a Milvus server or a milvus-lite file, and the index's collection.
+
+    milvus://127.0.0.1:19530                 a server (the port defaults to 19530)
+    milvus://user:password@host:19530/db     with a token (user:password) and a database
+    milvus://:API_KEY@host:443?secure=true   a token without a user (Zilliz Cloud), over TLS
+    milvus:///abs/path/vectors.db            a milvus-lite file (one process per file)
+
+Query options: ``collection`` (the index's name, default ``memstack_units``), ``timeout``
+(seconds per call, default 10), ``secure`` (TLS), ``index`` (the vector index type, FLAT: exact).
+User name and password are percent-decoded; ``redacted`` gives the URL without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from ...errors import InvalidInput
+
+DEFAULT_PORT = 19530
+DEFAULT_COLLECTION = "memstack_units"
+DEFAULT_TIMEOUT = 10.0
+OPTIONS = ("collection", "timeout", "secure", "index")
+FORMS = "milvus://HOST:PORT (a server) or milvus:///ABSOLUTE/PATH.db (a milvus-lite file)"
+
+
+def _bad(url: str, why: str) -> InvalidInput:
+    return InvalidInput(f"vectors URL {redacted(url)!r}: {why}; use {FORMS}", field="vectors")
+
+
+def _options(url: str, query: str) -> dict[str, str]:
+    parsed = parse_qs(query, keep_blank_values=True, strict_parsing=False)
+    unknown = sorted(set(parsed) - set(OPTIONS))
+    if unknown:
+        raise _bad(url, f"unknown option {unknown[0]!r} (the options are {', '.join(OPTIONS)})")
+    if any(len(v) > 1 for v in parsed.values()):
+        raise _bad(url, "an option is given twice")
+    return {k: v[0] for k, v in parsed.items()}
+
+
+def parse(url: str) -> dict[str, Any]:
+    """The ``MilvusVectorIndex`` arguments a ``milvus://`` URL names: uri, token, db_name,
+    collection, timeout, index_type. InvalidInput (field ``vectors``) for anything else."""
+    if not isinstance(url, str) or not url.startswith("milvus://"):
+        raise _bad(str(url), "not a milvus:// URL")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise _bad(url, str(exc)) from exc
+    options = _options(url, parts.query)
+    try:
+        timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+    except ValueError:
+        raise _bad(url, "timeout must be a number of seconds") from None
+    if not 0 < timeout <= 3600:
+        raise _bad(url, "timeout must be more than 0 and at most 3600 seconds")
+    secure = options.get("secure", "false").lower()
+    if secure not in ("true", "false", "1", "0"):
+        raise _bad(url, "secure must be true or false")
+    found: dict[str, Any] = {
+        "collection": options.get("collection", DEFAULT_COLLECTION),
+        "timeout": timeout,
+        "index_type": options.get("index", "FLAT").upper(),
+    }
+    if not parts.netloc:  # milvus:///abs/file.db
+        if not parts.path.startswith("/") or parts.path.endswith("/") or len(parts.path) < 2:
+            raise _bad(url, "a milvus-lite file needs an absolute path")
+        if secure in ("true", "1"):
+            raise _bad(url, "secure applies to a server, not a milvus-lite file")
+        return {**found, "uri": unquote(parts.path), "token": None, "db_name": ""}
+    if not parts.hostname:
+        raise _bad(url, "no host")
+    db = parts.path.strip("/")
+    if "/" in db:
+        raise _bad(url, "the path is a database name, one segment")
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = f"{user}:{password}" if user and password else (password or user or None)
+    scheme = "https" if secure in ("true", "1") else "http"
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return {**found, "uri": f"{scheme}://{host}:{port or DEFAULT_PORT}", "token": token, "db_name": unquote(db)}
+
+
+def redacted(url: str) -> str:
+    """The URL with any user name and password replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "milvus://***"
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def lite_url(path: str, collection: str = DEFAULT_COLLECTION) -> str:
+    """The URL of a milvus-lite file (an absolute path)."""
+    return f"milvus://{quote(path)}" + ("" if collection == DEFAULT_COLLECTION else f"?collection={collection}")
