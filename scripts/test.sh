@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
-# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite and the README's tour
-# (scripts/tour.py). Extra arguments go to one plain pytest run (and leave the tour out).
+# 127.0.0.1 through scripts/postgres.sh, and run the whole test suite, the README's tour
+# (scripts/tour.py) and the tests against a Milvus server (scripts/milvus-tests.sh). Extra
+# arguments go to one plain pytest run (and leave the tour and the Milvus server out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,23 @@ if [ -z "${MEMSTACK_SKIP_TOUR:-}" ]; then
   "$PY" scripts/tour.py > "$tour_log" 2>&1 &
   tour_pid=$!
 fi
-.venv/bin/python -m pytest -q -m "not local_model" || status=$?
+# The tests against a real Milvus standalone server (scripts/milvus-tests.sh: pytest and the
+# server in a private network namespace, one server for the run, ~2-3 minutes mostly waiting on
+# the server) run beside them too; MEMSTACK_SKIP_MILVUS=1 leaves them out.
+milvus_pid=
+if [ -z "${MEMSTACK_SKIP_MILVUS:-}" ]; then
+  milvus_log=$(mktemp)
+  bash scripts/milvus-tests.sh > "$milvus_log" 2>&1 &
+  milvus_pid=$!
+fi
+.venv/bin/python -m pytest -q -m "not local_model and not milvus_server" || status=$?
+if [ -n "$milvus_pid" ]; then
+  if wait "$milvus_pid"; then
+    echo "Milvus server tests: $(tail -n 1 "$milvus_log")"
+  else
+    tail -n 80 "$milvus_log"; echo "Milvus server tests: FAILED"; status=1
+  fi
+fi
 if [ -n "$tour_pid" ]; then
   if wait "$tour_pid"; then
     echo "README tour: passed"
