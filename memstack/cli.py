@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -462,12 +461,26 @@ def cmd_worker(args: argparse.Namespace) -> None:
                 report = mem.flush()
             _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed")
             return
-        try:
-            while True:
-                mem.run_jobs()
-                time.sleep(args.poll)
-        except KeyboardInterrupt:
-            pass
+        _run_until_stopped(mem, args.poll)
+
+
+def _run_until_stopped(mem: Memory, poll: float) -> None:
+    """``memstack worker``: run jobs as they come until SIGTERM (the job running then finishes and
+    is recorded first, so a stopped worker leaves no lease to run out) or Ctrl-C (at once)."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set():
+            report = mem.run_jobs(max_jobs=1)
+            if not (report.ran or report.failed):
+                stop.wait(poll)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_records(args: argparse.Namespace) -> None:

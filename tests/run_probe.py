@@ -4,7 +4,7 @@ process was killed), a message processed by two finished runs.
 
 Each run appends JSON lines to the file named by $MEMSTACK_RUN_LOG (O_APPEND: whole lines from
 any number of processes): ``start`` (with the ids it was given), one ``msg`` per message after
-its ``delay`` seconds of "work", and ``end``. Registered as ``runlog`` through the real registry;
+its ``delay`` seconds of "work" ($MEMSTACK_RUN_SLOW in a slow process), and ``end``. Registered as ``runlog`` through the real registry;
 ``python tests/run_probe.py ARGS`` is the ``memstack`` command with it registered (the worker
 processes of ``serve --workers N`` import this file again as their main module, so they have it
 too).
@@ -26,6 +26,8 @@ from memstack.layers.base import LayerOutput, ReadRequest, WriteRequest
 from memstack.types import Message
 
 ENV = "MEMSTACK_RUN_LOG"
+#: seconds per message in this process instead of the layer's ``delay``: a slow worker
+SLOW_ENV = "MEMSTACK_RUN_SLOW"
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,9 @@ class RunLog:
         run = uuid.uuid4().hex
         key = "/".join(request.scope.key)
         record({"run": run, "event": "start", "key": key, "ids": [m.id for m in request.messages]})
+        delay = float(os.environ.get(SLOW_ENV) or self.delay)
         for m in request.messages:
-            time.sleep(self.delay)
+            time.sleep(delay)
             record({"run": run, "event": "msg", "key": key, "ids": [m.id]})
         record({"run": run, "event": "end", "key": key})
         return None
