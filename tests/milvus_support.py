@@ -34,15 +34,6 @@ def private_network() -> bool:
     return [name for _, name in socket.if_nameindex()] == ["lo"]
 
 
-def loopback_up() -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", 0))
-            return True
-        except OSError:
-            return False
-
-
 class MilvusServer:
     """``server = MilvusServer(data_dir).start()``: ``server.url`` is ``milvus://root:Milvus@127.0.0.1:19530``."""
 
@@ -54,7 +45,8 @@ class MilvusServer:
     def start(self) -> MilvusServer:
         if not private_network():
             raise RuntimeError("refusing to start Milvus outside a private network namespace (it listens on every interface): run scripts/milvus-tests.sh")
-        from milvus import MilvusServer as Packaged, MilvusServerConfig
+        from milvus import MilvusServer as Packaged
+        from milvus import MilvusServerConfig
 
         t0 = time.monotonic()
         config = MilvusServerConfig(data_dir=str(self.data_dir))

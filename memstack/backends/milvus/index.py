@@ -63,6 +63,7 @@ class MilvusVectorIndex:
         index_type: str = "FLAT",
         db_name: str = "",
         timeout: float = DEFAULT_TIMEOUT,
+        consistency: str = "Strong",
         _client: Any = None,
         _staged: bool = False,
     ) -> None:
@@ -73,6 +74,8 @@ class MilvusVectorIndex:
         self.collection = collections.check_name(collection)
         self.where = f"{uri if self.server else 'milvus-lite ' + uri}{'/' + db_name if db_name else ''}"
         self._index_type = index_type
+        #: the reads' consistency level (``url.py``): Strong sees every vector written before
+        self._consistency = consistency
         self._staged = _staged  # addresses one generation by its own name, made by the first upsert
         self._generation: str | None = None
         self._owns_client = _client is None
@@ -168,6 +171,7 @@ class MilvusVectorIndex:
                 filter=search_expression(scope, where),
                 output_fields=["unit_id"],
                 search_params={"metric_type": "COSINE"},
+                consistency_level=self._consistency,
             )
         return best_first(((hit["entity"]["unit_id"], score(hit["distance"])) for hit in found[0]), min(k, MAX_TOP_K))
 
@@ -176,11 +180,11 @@ class MilvusVectorIndex:
             return {}
         expression = " and ".join([*user_expression(scope), one_of("unit_id", list(dict.fromkeys(ids)))])
         with self._translated("reading vectors"):
-            rows = self._client.query(self._target(), filter=expression, output_fields=["unit_id", "vector"])
+            rows = self._client.query(self._target(), filter=expression, output_fields=["unit_id", "vector"], consistency_level=self._consistency)
         return {row["unit_id"]: np.asarray(row["vector"], dtype=np.float32) for row in rows}
 
     def _count(self, expression: str) -> int:
-        rows = self._client.query(self._target(), filter=expression, output_fields=["count(*)"])
+        rows = self._client.query(self._target(), filter=expression, output_fields=["count(*)"], consistency_level="Strong")
         return int(rows[0]["count(*)"])
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:

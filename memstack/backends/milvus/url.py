@@ -6,21 +6,26 @@
     milvus:///abs/path/vectors.db            a milvus-lite file (one process per file)
 
 Query options: ``collection`` (the index's name, default ``memstack_units``), ``timeout``
-(seconds per call, default 10), ``secure`` (TLS), ``index`` (the vector index type, FLAT: exact).
+(seconds per call, default 10), ``secure`` (TLS), ``index`` (the vector index type, FLAT: exact),
+``consistency`` of reads (``strong``, the default: every vector written before is seen, at the
+cost of waiting for the server's next time tick, 200 ms by default; ``bounded``, ``session``,
+``eventually``: ~3 ms, but vectors written by another process in the last seconds may be missed).
 User name and password are percent-decoded; ``redacted`` gives the URL without them.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ...errors import InvalidInput
+from .collections import check_name
 
 DEFAULT_PORT = 19530
 DEFAULT_COLLECTION = "memstack_units"
 DEFAULT_TIMEOUT = 10.0
-OPTIONS = ("collection", "timeout", "secure", "index")
+OPTIONS = ("collection", "timeout", "secure", "index", "consistency")
+CONSISTENCY = {"strong": "Strong", "session": "Session", "bounded": "Bounded", "eventually": "Eventually"}
 FORMS = "milvus://HOST:PORT (a server) or milvus:///ABSOLUTE/PATH.db (a milvus-lite file)"
 
 
@@ -40,7 +45,7 @@ def _options(url: str, query: str) -> dict[str, str]:
 
 def parse(url: str) -> dict[str, Any]:
     """The ``MilvusVectorIndex`` arguments a ``milvus://`` URL names: uri, token, db_name,
-    collection, timeout, index_type. InvalidInput (field ``vectors``) for anything else."""
+    collection, timeout, index_type, consistency. InvalidInput (field ``vectors``) for anything else."""
     if not isinstance(url, str) or not url.startswith("milvus://"):
         raise _bad(str(url), "not a milvus:// URL")
     try:
@@ -58,8 +63,12 @@ def parse(url: str) -> dict[str, Any]:
     secure = options.get("secure", "false").lower()
     if secure not in ("true", "false", "1", "0"):
         raise _bad(url, "secure must be true or false")
+    consistency = options.get("consistency", "strong").lower()
+    if consistency not in CONSISTENCY:
+        raise _bad(url, f"consistency must be one of {', '.join(CONSISTENCY)}")
     found: dict[str, Any] = {
-        "collection": options.get("collection", DEFAULT_COLLECTION),
+        "consistency": CONSISTENCY[consistency],
+        "collection": check_name(options.get("collection", DEFAULT_COLLECTION)),
         "timeout": timeout,
         "index_type": options.get("index", "FLAT").upper(),
     }
@@ -71,6 +80,8 @@ def parse(url: str) -> dict[str, Any]:
         return {**found, "uri": unquote(parts.path), "token": None, "db_name": ""}
     if not parts.hostname:
         raise _bad(url, "no host")
+    if port is None and parts.hostname.endswith(".db") and not parts.path:
+        raise _bad(url, f"{parts.hostname!r} reads as a host; a milvus-lite file needs an absolute path (milvus:///abs/{parts.hostname})")
     db = parts.path.strip("/")
     if "/" in db:
         raise _bad(url, "the path is a database name, one segment")
@@ -91,7 +102,3 @@ def redacted(url: str) -> str:
         return url
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
-
-def lite_url(path: str, collection: str = DEFAULT_COLLECTION) -> str:
-    """The URL of a milvus-lite file (an absolute path)."""
-    return f"milvus://{quote(path)}" + ("" if collection == DEFAULT_COLLECTION else f"?collection={collection}")
