@@ -123,9 +123,16 @@ def test_serve_workers_refuses_a_store_that_lives_in_one_process(tmp_path):
     import sys
 
     env = {**os.environ, "MEMSTACK_HOME": str(tmp_path)}
+    serve = [sys.executable, "-m", "memstack", "serve", "--workers", "2", "--model", "vllm:m@http://127.0.0.1:9/v1"]
     for db, url in (("memory://", "memory://"), (":memory:", "sqlite:///:memory:")):
-        proc = subprocess.run([sys.executable, "-m", "memstack", "serve", "--db", db, "--workers", "2", "--model", "vllm:m@http://127.0.0.1:9/v1"], env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([*serve, "--db", db], env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and f"--workers needs a store that processes share, and {url} lives in one process's memory" in proc.stderr
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    proc = subprocess.run([*serve, "--db", db, "--vectors", f"milvus://{tmp_path / 'v.db'}"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "a milvus-lite file is opened by one process" in proc.stderr
+    Memory(db, layers="window").close()  # the store's profile: window
+    proc = subprocess.run([*serve, "--db", db, "--strategy", "window,summary"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("memstack: error: the store is configured for window") and len(proc.stderr.splitlines()) == 1  # checked once, before the workers start
 
 
 def test_the_service_config_travels_to_worker_processes_whole():

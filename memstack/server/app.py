@@ -97,8 +97,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     config = config or ServerConfig()
     owned = memory is None
     if memory is None:
-        options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
-        memory = Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, vectors=config.vectors, lease_seconds=config.lease_seconds)
+        memory = memory_for(config)
     upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens, total_timeout=config.upstream_total_timeout)
     metrics = Metrics()
     app = FastAPI(
@@ -122,6 +121,12 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, body_seconds=config.body_timeout)
     app.add_middleware(metrics.middleware)
     return app
+
+
+def memory_for(config: ServerConfig) -> Memory:
+    """The Memory the config describes (its store, layers, model and embedder as options)."""
+    options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
+    return Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, vectors=config.vectors, lease_seconds=config.lease_seconds)
 
 
 _METRICS_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -32,7 +32,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ..errors import UsageError
-from .app import ServerConfig, create_app
+from .app import ServerConfig, create_app, memory_for
 from .run import log_config
 
 log = logging.getLogger("memstack.server")
@@ -43,10 +43,22 @@ ENV = "MEMSTACK_SERVE_CONFIG"
 FACTORY = "memstack.server.workers:app_from_env"
 
 
-def check_shareable(url: str) -> None:
-    """UsageError for a store that lives in one process's memory."""
+def check_shareable(config: ServerConfig) -> None:
+    """UsageError for a store that lives in one process's memory, or vectors in a file that one
+    process opens (milvus-lite)."""
+    url = config.db
+    if not isinstance(url, str):
+        raise UsageError("--workers needs the store as a URL, which every worker process opens")
     if url.startswith("memory://") or url.endswith(":memory:"):
         raise UsageError(f"--workers needs a store that processes share, and {url} lives in one process's memory: use postgresql://..., sqlite:///FILE or jsonl:///DIR")
+    if isinstance(config.vectors, str) and config.vectors.startswith("milvus:///"):
+        raise UsageError("--workers needs vectors that processes share, and a milvus-lite file is opened by one process: use a Milvus server, milvus://HOST:19530")
+
+
+def check_config(config: ServerConfig) -> None:
+    """Open the service's Memory once, here: a mistake (a stack the store's profile refuses, a
+    vector index that does not answer) is then one error, not a traceback from every worker."""
+    memory_for(config).close()
 
 
 def to_env(config: ServerConfig) -> str:
@@ -79,9 +91,8 @@ def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1"
     """Serve ``config`` from ``workers`` processes sharing one listening socket, until SIGTERM or
     SIGINT: uvicorn passes it to each worker, which stops taking requests, lets those in flight
     finish and drains its write queue (``app.py``). A worker that dies is started again."""
-    if not isinstance(config.db, str):
-        raise UsageError("--workers needs the store as a URL, which every worker process opens")
-    check_shareable(config.db)
+    check_shareable(config)
+    check_config(config)
     if config.model == "local":
         log.warning("each of the %d worker processes loads its own copy of the local model", workers)
     os.environ[ENV] = to_env(config)
