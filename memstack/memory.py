@@ -129,15 +129,20 @@ class Memory:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self._profiled: set[str] = set()
-        Scope(user_id="probe", tenant=tenant)  # validates the tenant
-        self.counter = get_counter(counter)
-        self.profile = self._settle_profile(given, preset, counter)
-        if counter is None and self.profile.counter:
-            self.counter = get_counter(self.profile.counter)
-        #: the stack ``context`` reads with by default; the write side is the profile's
-        self.layers = given if given is not None else list(self.profile.layers)
-        self.write_layers = list(self.profile.layers)
-        self._writers()  # builds every layer and shared job now: a bad option fails here, not in a job
+        try:
+            Scope(user_id="probe", tenant=tenant)  # validates the tenant
+            self.counter = get_counter(counter)
+            self.profile = self._settle_profile(given, preset, counter)
+            if counter is None and self.profile.counter:
+                self.counter = get_counter(self.profile.counter)
+            #: the stack ``context`` reads with by default; the write side is the profile's
+            self.layers = given if given is not None else list(self.profile.layers)
+            self.write_layers = list(self.profile.layers)
+            self._writers()  # builds every layer and shared job now: a bad option fails here, not in a job
+        except BaseException:
+            if self._owns_vectors and self.vectors is not None:
+                self.vectors.close()  # type: ignore[attr-defined]  # a refused process leaves no connection behind
+            raise
         if background:
             self.start_worker()
 
