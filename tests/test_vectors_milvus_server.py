@@ -202,9 +202,9 @@ def test_cli_add_and_search_keep_the_vectors_in_milvus(server, client, tmp_path,
     assert client.query("cli", filter='user_id == "user_001"', output_fields=["count(*)"])[0]["count(*)"] == 0
 
 
-def serve(db: str, vectors: str, port: int, tmp_path) -> subprocess.Popen:
+def serve(db: str, vectors: str, port: int, tmp_path, *extra: str) -> subprocess.Popen:
     log = open(tmp_path / f"serve-{port}.log", "w")  # noqa: SIM115 (the process's, closed with it)
-    command = [sys.executable, "-m", "memstack", "--db", db, "--vectors", vectors, "serve", "--port", str(port), "--model", "vllm:none@http://127.0.0.1:9/v1", "--log-level", "warning"]
+    command = [sys.executable, "-m", "memstack", "--db", db, "--vectors", vectors, "serve", "--port", str(port), "--model", "vllm:none@http://127.0.0.1:9/v1", "--log-level", "warning", *extra]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -259,6 +259,25 @@ def test_serve_searches_milvus_and_a_lost_server_is_503_not_500(server, client, 
         proc.wait(60)
         relay.cut()
     assert "Traceback" not in (tmp_path / f"serve-{port}.log").read_text()
+
+
+def test_serve_workers_share_the_vectors_url(server, client, tmp_path):
+    """``--workers 2``: the URL travels to both processes, which index into and search one collection."""
+    db, port = f"sqlite:///{tmp_path / 'workers.db'}", 18082
+    proc = serve(db, f"{server.url}?collection=workers", port, tmp_path, "--workers", "2")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for thread in ("s1", "s2", "s3", "s4"):  # spread over both processes
+                assert http.post(f"/v1/users/user_001/threads/{thread}/messages", json={"messages": [{"role": r, "content": t} for r, t in LISI]}).status_code == 201
+            search_until(http, "我的后端用什么技术？", "SpringBoot")
+        assert client.query("workers", filter='user_id == "user_001"', output_fields=["count(*)"])[0]["count(*)"] >= 4
+        with Memory(db, vectors=f"{server.url}?collection=workers") as mem:
+            assert mem.store.vectors.info()[2] == 0
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
 def test_a_dead_server_or_a_wrong_password_is_a_clean_error(server, tmp_path):
