@@ -270,7 +270,7 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
         pg = {pid: cpu_seconds(pid) for pid in postgres_pids()}
         for p in everyone:
             p.cpu_at_start = cpu_seconds(p.popen.pid)
-        me_start, wall_start = time.process_time(), time.monotonic()
+        me_start = time.process_time()
         stats = Stats()
         if kill:
             threading.Timer(args.seconds / 2, lambda: [os.kill(p.popen.pid, signal.SIGKILL) or setattr(p, "killed", True) for p in (api[0], workers[0])]).start()
