@@ -31,7 +31,7 @@ from .backends.memory import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
-from .leases import Heartbeat, describe, worker_name
+from .leases import Leases, describe, worker_name
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
@@ -124,6 +124,7 @@ class Memory:
         self.max_message_bytes = max_message_bytes
         self.options = dict(options or {})
         self.lease_seconds = lease_seconds
+        self._leases = Leases(self.store.jobs, lease_seconds)
         self._built: dict[tuple[str, tuple], Layer] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -551,6 +552,7 @@ class Memory:
         ran = failed = 0
         errors: list[str] = []
         total = self.store.jobs.pending(scope) if progress else 0
+        self._leases.start()
         while max_jobs is None or ran + failed < max_jobs:
             job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope, waiting=final)
             if job is None:
@@ -571,10 +573,10 @@ class Memory:
         return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
     def _run_job(self, job: Job, final: bool) -> str | None:
-        """Run one claimed job, its lease renewed while it runs (``leases.Heartbeat``); the store
+        """Run one claimed job, its lease renewed while it runs (``leases.Leases``); the store
         records it done only if this worker still holds it."""
         try:
-            with Heartbeat(self.store.jobs, job, self.lease_seconds):
+            with self._leases.hold(job):
                 layer = self._layer(job.layer, {})
                 messages = visible(self.store.history.read(job.scope, after=job.cursor))
                 consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
