@@ -408,3 +408,36 @@ def check_runs(runs: list[run_probe.Run], stored: set[str], killed_pid: int, kil
     reruns = [r for r in runs if r.key == cut[0].key and r.start > killed_at and r.ended]
     assert reruns and reruns[0].pid != killed_pid and set(cut[0].ids) - set(cut[0].done) <= set(reruns[0].done)
     assert any(r.pid == killed_pid and r.ended and r.last - r.start > LEASE for r in runs)  # outlasted its lease, kept it
+
+
+def test_concurrent_copies_of_a_keyed_proxy_call_answer_what_the_thread_keeps(tmp_path):
+    """A keyed chat completion sent twice at once, once to each of two servers over one SQLite
+    file, with an upstream that answers each call differently: the thread keeps one answer (a
+    double submit), both copies answer it, and a later retry with the key replays it (the copy
+    whose answer was not kept used to answer its own, and to keep it as the key's answer)."""
+    import concurrent.futures
+
+    httpx = pytest.importorskip("httpx")
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+
+    calls = iter(range(1000))
+    db = f"sqlite:///{tmp_path / 'shared.db'}"
+    with CannedOpenAI(lambda body: f"回答{next(calls)}", delay=0.2) as upstream:
+        apps = [create_app(config=ServerConfig(db=db, strategy="window", model=upstream.model, worker=False)) for _ in range(2)]
+        with BackgroundServer(apps[0]) as one, BackgroundServer(apps[1]) as two:
+            for n in range(4):
+                body = {"model": "m", "user": "u", "messages": [{"role": "user", "content": f"问题{n}"}], "stream": False}
+                headers = {"X-Memstack-Thread": f"t{n}", "Idempotency-Key": f"k{n}"}
+
+                def send(url: str, body=body, headers=headers) -> str:
+                    r = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+                    assert r.status_code == 200, r.text
+                    return r.json()["choices"][0]["message"]["content"]
+
+                with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                    answers = list(pool.map(send, [one.url, two.url]))
+                kept = [m["content"] for m in httpx.get(f"{one.url}/v1/users/u/threads/t{n}/messages").json()]
+                assert kept[0] == f"问题{n}" and len(kept) == 2
+                assert answers == [kept[1], kept[1]]
+                assert send(two.url) == send(one.url) == kept[1]  # retries replay the kept answer

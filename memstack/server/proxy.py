@@ -164,7 +164,9 @@ class Proxy:
         self._observe(None, started)
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
-            await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared)
+            kept = await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared)
+            if kept is not None and key is not None:  # a copy of this keyed request answered first
+                answer = answering_with(answer, kept)
         if key is not None:
             await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), key, answer)
         return JSONResponse(answer, headers=headers)
@@ -192,9 +194,10 @@ class Proxy:
                 _collect(chunk, text, calls)
                 yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
             self._observe(None, started)
+            kept = None
             if prepared.store_answer:
-                await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
-            if prepared.key is not None:
+                kept = await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
+            if prepared.key is not None and kept is None:  # (a copy that answered first keeps its answer for the key)
                 whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": "stop"}]}
                 await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), prepared.key, whole)
         except MemstackError as exc:  # the stream has started: the error is its last event
@@ -204,13 +207,14 @@ class Proxy:
             return
         yield "data: [DONE]\n\n"
 
-    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> None:
+    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> Message | None:
         """Store the answer after the message it answers. When the thread has grown since (a
         double submit: the same request twice at once, in any process), the answer is stored
         only if no answer followed that message meanwhile: the first answer stays, the second
-        is the client's discarded one; anything else that arrived keeps its place."""
+        is the client's discarded one; anything else that arrived keeps its place. Returns the
+        first answer when this one is discarded, else None."""
         if not (text.strip() or tool_calls):
-            return
+            return None
         message = {"role": "assistant", "content": text, **({"tool_calls": tool_calls} if tool_calls else {})}
         if prepared.replaces:
             message["metadata"] = {REPLACES: list(prepared.replaces)}
@@ -218,15 +222,25 @@ class Proxy:
             self.memory.add(message, **who.ids(), expect_last=prepared.answers)
         except Conflict:
             since = self.memory.store.history.read(self._scope(who), after=prepared.answers or 0)
-            if any(m.role == "assistant" for m in since):
+            first = next((m for m in since if m.role == "assistant"), None)
+            if first is not None:
                 log.info("not storing a second answer to %s/%s (a double submit)", who.user_id, who.thread_id)
-                return
+                return first
             self.memory.add(message, **who.ids())
+        return None
 
     def _observe(self, error: MemstackError | None, started: float) -> None:
         outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"
         self.metrics.upstream.labels(outcome).inc()
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
+
+
+def answering_with(answer: dict[str, Any], kept: Message) -> dict[str, Any]:
+    """The completion ``answer`` with the thread's ``kept`` answer as its message: what a keyed
+    request answers when a copy of it answered first (its Idempotency-Key promises one answer)."""
+    message = {k: v for k, v in kept.to_openai().items() if k in ("role", "content", "tool_calls")}
+    choices = [{**(answer.get("choices") or [{}])[0], "message": message}]
+    return {**answer, "choices": choices}
 
 
 def earlier_turns(context: Sequence[Message], client_from: int | None) -> list[Message]:
