@@ -1,4 +1,5 @@
 import multiprocessing
+import os
 import sqlite3
 
 import pytest
@@ -68,3 +69,18 @@ def test_four_processes_append_to_one_thread(tmp_path):
         assert [t for t in texts if t.startswith(f"w{w}-")] == [f"w{w}-{i}" for i in range(50)]
     assert store.jobs.claim(worker="x").version == 200
     store.close()
+
+
+def test_sqlite_memory_url_is_the_in_memory_database(tmp_path, monkeypatch):
+    """sqlite:///:memory: is SQLite's in-memory database (it opened a file "/:memory:")."""
+    from memstack import Memory
+
+    monkeypatch.chdir(tmp_path)
+    before = os.path.exists("/:memory:")
+    with Memory("sqlite:///:memory:", layers="window") as memory:
+        memory.add([{"role": "user", "content": "只在内存里"}], user_id="u", thread_id="t")
+        assert [m.text for m in memory.history(user_id="u", thread_id="t")] == ["只在内存里"]
+    with Memory("sqlite:///:memory:", layers="window") as memory:
+        assert memory.history(user_id="u", thread_id="t") == []
+    assert not list(tmp_path.iterdir())
+    assert os.path.exists("/:memory:") == before

@@ -51,7 +51,8 @@ def open_store(url: str | os.PathLike[str] | None = None, *, home: str | os.Path
     if scheme == "sqlite":
         from .sqlite import SQLiteStore
 
-        return SQLiteStore(rest)
+        # sqlite:///:memory: is the in-memory database, as SQLAlchemy reads it (not a file "/:memory:")
+        return SQLiteStore(":memory:" if rest in (":memory:", "/:memory:") else rest)
     if scheme == "jsonl":
         from .jsonl import JsonlStore
 
