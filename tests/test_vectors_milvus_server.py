@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -58,6 +59,7 @@ def server(tmp_path_factory):
     yield started
     print(f"\nMilvus standalone at the end: {started.rss_mb():.0f} MB RSS")
     started.stop()
+    shutil.rmtree(started.data_dir, ignore_errors=True)  # its unpacked binaries and data: ~0.5 GB
 
 
 @pytest.fixture(scope="session")
