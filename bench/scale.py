@@ -26,6 +26,12 @@ nothing pending, every message indexed, no unit indexed twice. CPU seconds are r
 the cores cap the throughput the cap is measured.
 
     python bench/scale.py --db postgresql://postgres@127.0.0.1:5433/postgres --processes 1,2,4 --workers 2 --clients 50 --seconds 60 --kill [--vectors milvus://127.0.0.1:19530] [--json]
+
+With the vectors in a Milvus standalone server that the run starts itself (``pip install -e
+".[milvus-server]"``): the server listens on every interface, so the whole run goes into a private
+network namespace, where PostgreSQL is reached through its Unix socket:
+
+    unshare --net --map-root-user sh -c 'ip link set lo up && exec .venv/bin/python bench/scale.py --db "postgresql://postgres@/postgres?host=/tmp/pgci/sock&port=5433" --milvus-server /tmp/milvus-bench --kill'
 """
 
 from __future__ import annotations
@@ -270,6 +276,7 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
         pg = {pid: cpu_seconds(pid) for pid in postgres_pids()}
         for p in everyone:
             p.cpu_at_start = cpu_seconds(p.popen.pid)
+        milvus_at_start = cpu_seconds(args.milvus_pid) if getattr(args, "milvus_pid", None) else 0.0
         me_start = time.process_time()
         stats = Stats()
         if kill:
@@ -288,8 +295,9 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
             p.sample()
         me_cpu = time.process_time() - me_start
         pg_cpu = sum(cpu_seconds(pid) - pg.get(pid, 0.0) for pid in postgres_pids())
+        milvus_cpu = cpu_seconds(args.milvus_pid) - milvus_at_start if getattr(args, "milvus_pid", None) else None
         drain_started = time.monotonic()
-        drained = wait_drained(args.db, tenant, args.lease + args.drain)
+        drained = wait_drained(args.db, tenant, args.lease + args.drain, args.vectors)
         drain_seconds = time.monotonic() - drain_started
     finally:
         for p in everyone:
@@ -325,21 +333,26 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
             "workers": [round(p.cpu / elapsed, 2) for p in workers],
             "postgresql": round(pg_cpu / elapsed, 2),
             "clients": round(me_cpu / elapsed, 2),
+            **({"milvus": round(milvus_cpu / elapsed, 2)} if milvus_cpu is not None else {}),
         },
         "drained": drained,
         "drain_seconds": round(drain_seconds, 1),
         "audit": audit,
     }
     if not args.keep:
-        with Memory(args.db, tenant=tenant, vectors=args.vectors) if args.vectors else Memory(args.db, tenant=tenant) as memory:
+        with open_memory(args.db, tenant, args.vectors) as memory:
             for user in stats.chats:
                 memory.forget(user_id=user)
     return report
 
 
-def wait_drained(db: str, tenant: str, timeout: float) -> bool:
+def open_memory(db: str, tenant: str, vectors: str | None) -> Memory:
+    return Memory(db, tenant=tenant, vectors=vectors) if vectors else Memory(db, tenant=tenant)
+
+
+def wait_drained(db: str, tenant: str, timeout: float, vectors: str | None) -> bool:
     deadline = time.monotonic() + timeout
-    with Memory(db, tenant=tenant) as memory:
+    with open_memory(db, tenant, vectors) as memory:
         while time.monotonic() < deadline:
             if memory.pending(tenant=tenant) == 0:
                 return True
@@ -350,7 +363,7 @@ def wait_drained(db: str, tenant: str, timeout: float) -> bool:
 def audit_store(db: str, tenant: str, stats: Stats, vectors: str | None) -> dict:
     """What the store holds against what the clients were told."""
     lost = duplicated = extra = threads_differing = not_indexed = units_twice = 0
-    with Memory(db, tenant=tenant) as memory:
+    with open_memory(db, tenant, vectors) as memory:
         pending = memory.pending(tenant=tenant)
         for user, texts in stats.acknowledged.items():
             held = Counter(m.text for m in memory.history(user_id=user, thread_id="rest"))
@@ -407,6 +420,7 @@ def main() -> None:
     ap.add_argument("--lease", type=float, default=10.0, help="the workers' job lease in seconds (default: %(default)s)")
     ap.add_argument("--drain", type=float, default=180.0, help="seconds to wait for the queue after the clients stop, beyond one lease")
     ap.add_argument("--vectors", help="a vector index outside the store, e.g. milvus://127.0.0.1:19530")
+    ap.add_argument("--milvus-server", metavar="DIR", help="start a Milvus standalone server with its data in DIR for the vectors (only in a private network namespace, see above)")
     ap.add_argument("--keep", action="store_true", help="keep the runs' users in the store")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -416,14 +430,39 @@ def main() -> None:
     if not 0 < args.clients <= 500 or not 0 < args.seconds <= 600 or not all(0 < c <= 16 for c in counts):
         raise SystemExit("--clients must be in 1..500, --seconds in (0, 600], process counts in 1..16")
     reports = []
-    with Upstream() as upstream:
-        for i, count in enumerate(counts):
-            report = run_once(args, count, args.kill and i == len(counts) - 1, upstream)
-            reports.append(report)
-            if not args.json:
-                show(report)
+    milvus = start_milvus(Path(args.milvus_server)) if args.milvus_server else None
+    if milvus is not None:
+        args.milvus_pid = milvus.server_proc.pid
+        args.vectors = f"milvus://root:Milvus@127.0.0.1:19530?collection=scale_{uuid.uuid4().hex[:8]}&consistency=bounded"
+    try:
+        with Upstream() as upstream:
+            for i, count in enumerate(counts):
+                report = run_once(args, count, args.kill and i == len(counts) - 1, upstream)
+                reports.append(report)
+                if not args.json:
+                    show(report)
+    finally:
+        if milvus is not None:
+            milvus.server_proc.kill()
+            milvus.server_proc.wait(30)
     if args.json:
-        print(json.dumps({"vectors": args.vectors or "pgvector", "runs": reports}, ensure_ascii=False))
+        vectors = "milvus server" if milvus is not None else (args.vectors.split("://")[0] if args.vectors else "pgvector")
+        print(json.dumps({"vectors": vectors, "runs": reports}, ensure_ascii=False))
+
+
+def start_milvus(data_dir: Path):
+    """The packaged Milvus standalone server, with authentication on; refused where any network
+    interface but loopback exists (it listens on all of them)."""
+    if [name for _, name in socket.if_nameindex()] != ["lo"]:
+        raise SystemExit("--milvus-server runs only in a private network namespace: see the module docstring")
+    from milvus import MilvusServer, MilvusServerConfig
+
+    config = MilvusServerConfig(data_dir=str(data_dir))
+    config.set("authorization_enabled", True)
+    server = MilvusServer(config)
+    server.listen_port = 19530
+    server.start()
+    return server
 
 
 def show(r: dict) -> None:
@@ -431,7 +470,7 @@ def show(r: dict) -> None:
     for op, s in r["ops"].items():
         print(f"  {op:<8} {s['requests']:>7} requests  {s['per_second']:>7} /s   p50 {s['p50_ms']} ms  p95 {s['p95_ms']} ms  p99 {s['p99_ms']} ms")
     print(f"  all: {r['requests_per_second']} requests/s; errors {sum(r['errors'].values())} {r['errors'] or ''}; retried on another process {r['retried_on_another_process'] or 0}")
-    print(f"  CPU cores used: API {r['cpu_cores']['api']}, workers {r['cpu_cores']['workers']}, PostgreSQL {r['cpu_cores']['postgresql']}, clients {r['cpu_cores']['clients']}")
+    print(f"  CPU cores used: API {r['cpu_cores']['api']}, workers {r['cpu_cores']['workers']}, PostgreSQL {r['cpu_cores']['postgresql']}, clients {r['cpu_cores']['clients']}" + (f", Milvus {r['cpu_cores']['milvus']}" if "milvus" in r["cpu_cores"] else ""))
     print(f"  queue drained: {r['drained']} in {r['drain_seconds']} s; audit: {r['audit']}", flush=True)
 
 
