@@ -206,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
     p.add_argument("--upstream-timeout", type=float, default=60.0, help="seconds to wait for the upstream model before answering 504 (default: %(default)s)")
+    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's line and headers may take to arrive whole, from the connection's opening (or the request's first bytes); then the connection is closed; 0: no limit (default: %(default)s)")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request body may take to arrive whole; then 408 and the connection is closed (default: %(default)s)")
     p.add_argument("--upstream-total-timeout", type=float, default=600.0, help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)")
     p.add_argument("--answer-max-tokens", type=int, default=512, metavar="N", help="an in-process model's answer bound when the client sets no max_tokens; 0: unbounded (default: %(default)s)")
@@ -607,7 +608,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.workers != 1:
         _serve_workers(args, config, store)
         return
-    serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
+    serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level, header_seconds=args.header_timeout or None)
 
 
 def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:
@@ -619,7 +620,7 @@ def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     store.close()
-    serve_workers(replace(config, db=store.url), workers=args.workers, host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level)
+    serve_workers(replace(config, db=store.url), workers=args.workers, host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level, header_seconds=args.header_timeout or None)
 
 
 def _profile_model(args: argparse.Namespace, store: Any = None) -> str:

@@ -33,6 +33,8 @@ from fastapi import FastAPI
 
 from ..errors import UsageError
 from .app import ServerConfig, create_app, memory_for
+from .protocol import DEFAULT_HEADER_SECONDS, HeadDeadline
+from .protocol import ENV as HEADER_ENV
 from .run import log_config
 
 log = logging.getLogger("memstack.server")
@@ -87,7 +89,7 @@ def app_from_env() -> FastAPI:
     return create_app(config=from_env(text))
 
 
-def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info") -> None:
+def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info", header_seconds: float | None = DEFAULT_HEADER_SECONDS) -> None:
     """Serve ``config`` from ``workers`` processes sharing one listening socket, until SIGTERM or
     SIGINT: uvicorn passes it to each worker, which stops taking requests, lets those in flight
     finish and drains its write queue (``app.py``). A worker that dies is started again."""
@@ -96,7 +98,8 @@ def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1"
     if config.model == "local":
         log.warning("each of the %d worker processes loads its own copy of the local model", workers)
     os.environ[ENV] = to_env(config)
-    uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False, log_config=log_config(log_level), **_healthcheck(config))
+    os.environ[HEADER_ENV] = str(header_seconds or 0)  # HeadDeadline reads it in each worker process
+    uvicorn.run(FACTORY, factory=True, http=HeadDeadline, workers=workers, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False, log_config=log_config(log_level), **_healthcheck(config))
 
 
 def _healthcheck(config: ServerConfig) -> dict[str, Any]:
