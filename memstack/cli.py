@@ -234,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True, help="whose memory the server's tools read and write")
     p.add_argument("--thread", help="the conversation to record with saved memories (default: none)")
     p.add_argument("--agent")
+    p.add_argument("--tools", default="notes", choices=["notes", "key-value"], help="the tools' form: notes (save_memory(content), recall_memory(query)) or the articles' key-value (save_memory(key, value), recall_memory(key)) (default: %(default)s)")
     p.add_argument("--transport", default="stdio", choices=["stdio", "http"], help="stdio (spawned by the client) or streamable HTTP (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s); the endpoint is /mcp")
@@ -654,10 +655,10 @@ def cmd_chat(args: argparse.Namespace) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> None:
     from .mcp_server import serve
-    from .tools import MemoryTools
+    from .tools import memory_tools
 
     with _memory(args, options={"embedder": args.embedder} if args.embedder else None) as mem:
-        tools = MemoryTools(mem, args.user, args.thread, agent_id=args.agent)
+        tools = memory_tools(mem, args.user, args.thread, form=args.tools, agent_id=args.agent)
         serve(tools, transport=args.transport, host=args.host, port=args.port, allow_remote=args.allow_remote, log_level=args.log_level)
 
 

@@ -26,10 +26,11 @@ from datetime import datetime
 from typing import Any
 
 from . import layers as layer_registry
+from . import saved
 from .backends import open_store, open_vectors
 from .backends.memory import json_copy
 from .budget import pack, trim
-from .errors import BudgetError, InvalidInput, MemstackError
+from .errors import BudgetError, InvalidInput, MemstackError, UsageError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
 from .leases import Leases, describe, worker_name
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
@@ -50,6 +51,7 @@ from .types import (
     SearchFilter,
     Section,
     ThreadInfo,
+    Unit,
     UsageRecord,
     check_message,
     in_range,
@@ -513,19 +515,29 @@ class Memory:
         return outside + self.store.delete_user(scope)
 
     def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
-        """Every message of the user, thread by thread, as JSON-ready records (see ``import_``)."""
+        """Every message of the user, thread by thread, as JSON-ready records, then the user's
+        saved memories (the tools' notes and key/value memories, records ``{"type": "note"}``,
+        see ``memstack.saved``); ``import_`` reads both back."""
         user = self.scope(user_id, tenant=tenant)
         for info in sorted(self.store.history.threads(user), key=lambda t: (t.first_at, t.thread_id)):
             scope = user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
             for m in self.store.history.read(scope):
                 yield {"tenant": scope.tenant, "user_id": scope.user_id, "agent_id": scope.agent_id, "thread_id": scope.thread_id, **m.to_dict()}
+        for unit in saved.saved_units(self.store, user):
+            yield saved.to_record(unit)
 
     def import_(self, records: Iterable[Mapping[str, Any]], *, tenant: str | None = None) -> int:
         """Store exported records (dates, ids and metadata kept); all are validated before any is
-        written; re-importing the same records adds nothing. Returns messages stored."""
+        written; re-importing the same records adds nothing. Saved memories (records of type
+        "note") are stored and indexed at once, as the tools store them. Returns the messages
+        and saved memories stored."""
         batches: list[tuple[Scope, list[Message]]] = []
+        notes: list[Unit] = []
         for i, rec in enumerate(records, 1):
             try:
+                if saved.is_record(rec):
+                    notes.append(saved.from_record(rec, self.scope(rec.get("user_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))))  # type: ignore[arg-type]
+                    continue
                 scope = self.scope(rec.get("user_id"), rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))  # type: ignore[arg-type]
                 scope.require_thread()
                 fields = {k: v for k, v in rec.items() if k not in ("tenant", "user_id", "agent_id", "thread_id")}
@@ -537,7 +549,18 @@ class Memory:
             else:
                 batches.append((scope, [message]))
         writers = self._writers()
-        return sum(len(self.store.history.append(scope, msgs, enqueue=writers)) for scope, msgs in batches)
+        stored = sum(len(self.store.history.append(scope, msgs, enqueue=writers)) for scope, msgs in batches)
+        return stored + self._import_notes(notes)
+
+    def _import_notes(self, notes: list[Unit]) -> int:
+        """Store and index the saved memories the store does not hold as they are; the count."""
+        if not notes:
+            return 0
+        if getattr(self.store, "units", None) is None:
+            raise UsageError(f"the {type(self.store).__name__} backend has no units index: saved memories need sqlite, postgresql or memory")
+        new = [u for u in notes if self.store.units.get(u.scope.user(), [u.id]) != [u]]
+        saved.index_notes(self._layer("retrieval", {}), self.store, new)
+        return len(new)
 
     # ---- the write queue -------------------------------------------------------------------
 

@@ -6,6 +6,11 @@ functions that a model calls itself, bound to a Memory and one user.
     tools.recall_memory("我的后端用什么？")
     tools.openai_tools()                        # OpenAI function-calling schemas
     tools.call("recall_memory", '{"query": "后端"}')   # dispatch for a model: always a string back
+    tools.langchain_tools()                     # the same tools as LangChain StructuredTools
+
+    kv = KeyValueTools(memory, user_id="u1")    # the articles' key/value form, same tool names
+    kv.save_memory("city", "杭州")
+    kv.recall_memory("city")                    # -> "杭州"
 
 The functions are the one source of truth: their signatures (``Annotated`` with pydantic ``Field``
 descriptions) and the first paragraph of their docstrings become the OpenAI tool schemas, the
@@ -15,14 +20,19 @@ argument models of the JSON-action chat loop (``memstack.tool_chat``) and the MC
 A saved memory is a retrieval unit of kind "note", written and embedded at once (no job queue), so
 ``recall_memory`` finds it in the same turn and in every later session. Notes live in the user's
 thread ``NOTES_THREAD`` (the thread they were saved in is kept in their metadata), so deleting a
-conversation does not delete what the user asked to remember; deleting the user does. Notes are
-not messages, so ``memstack export`` does not carry them; ``memstack reindex`` re-embeds them.
+conversation does not delete what the user asked to remember; deleting the user does. ``memstack
+export`` carries them (records of type "note", see ``memstack.saved``), ``import`` re-indexes them,
+``memstack reindex`` re-embeds them.
+
+The key/value form (``KeyValueTools``, ``FORMS["key-value"]``) is the articles' ``@Tool
+save_memory(key, value)`` / ``recall_memory(key)``: put and exact get by key. Its memories are
+notes too (text "key: value", id from the key), so the note form's ``recall_memory(query)`` finds
+them, and the MCP server and the REST tools API serve either form from these same functions.
 Everything is scoped to the bound tenant and user: no function can read or delete another user's data.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import logging
@@ -34,9 +44,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .backends.memory import json_copy
-from .errors import InvalidInput, MemstackError, UsageError
+from .errors import InvalidInput, MemstackError, UnknownName, UsageError, require
 from .layers.state import state_value
-from .retrieval.units import dense_text, language
+from .retrieval.units import language
+from .saved import KEY_PREFIX, NOTE_PREFIX, NOTES_THREAD, index_notes, key_id, note_id
 from .types import MAX_STATE_KEY_CHARS, Change, Hit, Scope, Unit, check_json, check_state_key, utcnow
 
 if TYPE_CHECKING:
@@ -44,10 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memstack.tools")
 
-#: the thread that holds a user's saved memories
-NOTES_THREAD = "memstack-notes"
-#: every saved memory's id starts with this (other units come from conversations)
-NOTE_PREFIX = "note-"
+__all__ = ["FORMS", "KEY_PREFIX", "NOTES_THREAD", "NOTE_PREFIX", "KeyValueTools", "MemoryTools", "ToolSpec", "memory_tools", "tool_spec"]
+
 MAX_KEY_CHARS = MAX_STATE_KEY_CHARS
 MAX_CATEGORY_CHARS = 64
 MAX_RECALL = 20
@@ -73,7 +82,10 @@ class ToolSpec:
 
 def tool_spec(function: Callable[..., str]) -> ToolSpec:
     """Derive a ToolSpec from a (bound) function: its name, its docstring's first paragraph, and
-    an argument model built from its parameters' annotations and defaults."""
+    an argument model built from its parameters' annotations and defaults.
+
+    ``KeyValueTools`` overrides ``save_memory`` and ``recall_memory`` with the key/value form: the
+    spec is derived from whichever function the instance has."""
     signature = inspect.signature(function, eval_str=True)
     fields: dict[str, Any] = {
         p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default) for p in signature.parameters.values()
@@ -140,7 +152,7 @@ class MemoryTools:
         label = _category(category)
         scope = self.scope.thread(NOTES_THREAD)
         unit = Unit(
-            id=NOTE_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+            id=note_id(text),
             scope=scope,
             text=text,
             timestamp=self.clock(),
@@ -174,7 +186,7 @@ class MemoryTools:
     ) -> str:
         """Delete one saved memory by its id.
 
-        Only saved memories (ids starting with "note-") can be forgotten here; a conversation is
+        Only saved memories (ids starting with "note-", key/value memories included) can be forgotten here; a conversation is
         deleted with ``Memory.forget``. The lookup is scoped to this user, so another user's id is
         simply not found.
         """
@@ -235,6 +247,26 @@ class MemoryTools:
         """The tools as OpenAI function-calling schemas (``tools=`` of a chat completion)."""
         return [spec.openai() for spec in self.specs().values()]
 
+    def langchain_tools(self) -> list[Any]:
+        """The tools as LangChain ``StructuredTool`` objects (``pip install "memstack[langchain]"``),
+        for ``model.bind_tools(...)``, ``ToolNode`` or an agent: the same names, descriptions and
+        argument schemas as ``openai_tools``. Each runs through ``call``, so a model's mistake comes
+        back to it as an "error: ..." result (the tool's output), never as an exception in the graph."""
+        tools_module = require("langchain_core.tools", extra="langchain", package="langchain-core")
+        # the schema goes to LangChain as JSON (exactly what openai_tools says; from a pydantic
+        # class LangChain drops "additionalProperties"), so LangChain passes the model's arguments
+        # as they are and ``call`` validates them, as for every other door
+        return [
+            tools_module.StructuredTool(name=spec.name, description=spec.description, args_schema=parameters_schema(spec.arguments), func=self._runner(spec.name))
+            for spec in self.specs().values()
+        ]
+
+    def _runner(self, name: str) -> Callable[..., str]:
+        def run(**arguments: Any) -> str:
+            return self.call(name, arguments)
+
+        return run
+
     def call(self, name: str, arguments: str | Mapping[str, Any] | None = None) -> str:
         """Run the tool ``name`` with ``arguments`` (a JSON object as text or a mapping) and return
         its result as text for the model.
@@ -281,21 +313,75 @@ class MemoryTools:
         return self.memory._layer("retrieval", {})
 
     def _index(self, unit: Unit) -> None:
-        """Embed the note (its opening, as the retrieval layer embeds units), then store the unit
-        and its vector: searchable by keyword and by meaning as soon as this returns."""
-        from .providers.embeddings import CachedEmbedder
-
-        layer = self._retrieval()
-        model = layer.searcher.embedder
-        vectors = CachedEmbedder(model, self.memory.store.embeddings).embed_documents(unit.scope, [dense_text(unit, layer.dense_tokens, layer.counter)])
-        self.memory.store.units.put([unit])
-        layer.index.upsert([unit], vectors, model=model.name)
+        """Store and index the note: searchable by keyword and by meaning as soon as this returns."""
+        index_notes(self._retrieval(), self.memory.store, [unit])
 
     def _records(self) -> Any:
         records = getattr(self.memory.store, "records", None)
         if records is None:
             raise UsageError(f"the {type(self.memory.store).__name__} backend keeps no state records; use sqlite, postgresql or memory")
         return records
+
+
+class KeyValueTools(MemoryTools):
+    """The articles' key/value form of the tools: ``save_memory(key, value)`` puts a value under a
+    key, ``recall_memory(key)`` gets it back exactly (the Java ``@Tool`` example:
+    ``externalDB.put(key, value)`` / ``externalDB.get(key)``). The tool names are the same as the
+    note form's, so a model (or an article's code) sees the names it expects; forget_memory,
+    get_state and set_state are the note form's. A key/value memory is a note whose text is
+    "key: value" (so a search by meaning finds it too) and whose id is derived from the key.
+    """
+
+    def save_memory(  # type: ignore[override]
+        self,
+        key: Annotated[str, Field(description="a short name for the information, e.g. favourite_food or 项目名称")],
+        value: Annotated[str, Field(description="the information to remember under that key, in the user's own words and language")],
+    ) -> str:
+        """Save one important piece of information to long-term memory under a key; saving a key again replaces its value.
+
+        The value is recalled exactly by its key (recall_memory), in any later conversation.
+        """
+        name = _memory_key(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput("value is empty", field="value")
+        text = self._note_text(f"{name}: {value.strip()}")
+        unit = Unit(
+            id=key_id(name),
+            scope=self.scope.thread(NOTES_THREAD),
+            text=text,
+            timestamp=self.clock(),
+            kind="note",
+            metadata={"lang": language(text), "saved_in": self.scope.thread_id, "via": "tool", "key": name, "value": value.strip()},
+        )
+        self._index(unit)
+        return f"saved memory {unit.id} under key {name!r}: {value.strip()}"
+
+    def recall_memory(  # type: ignore[override]
+        self,
+        key: Annotated[str, Field(description="the key the information was saved under")],
+    ) -> str:
+        """Recall the information saved earlier under a key; returns the saved value itself.
+
+        An exact lookup in this user's key/value memories; a key never saved says so (search by
+        meaning is the note form's recall_memory(query)).
+        """
+        name = _memory_key(key)
+        found = self.memory.store.units.get(self.scope.user(), [key_id(name)]) if getattr(self.memory.store, "units", None) is not None else []
+        if not found:
+            return f"no memory saved under key {name!r}"
+        return str(found[0].metadata.get("value", found[0].text))
+
+
+#: the tool forms by name: what ``memstack mcp --tools`` and the REST tools API's ``form`` choose
+FORMS: dict[str, type[MemoryTools]] = {"notes": MemoryTools, "key-value": KeyValueTools}
+
+
+def memory_tools(memory: Memory, user_id: str, thread_id: str | None = None, *, form: str = "notes", **options: Any) -> MemoryTools:
+    """The tools of ``form`` ("notes" or "key-value") bound to a user; UnknownName for another form."""
+    cls = FORMS.get(form)
+    if cls is None:
+        raise UnknownName(f"unknown tool form {form!r}; expected one of {', '.join(FORMS)}")
+    return cls(memory, user_id, thread_id, **options)
 
 
 def render_recall(hits: list[Hit]) -> str:
@@ -318,6 +404,15 @@ def _category(category: str | None) -> str | None:
     if len(label) > MAX_CATEGORY_CHARS or any(ord(c) < 32 for c in label):
         raise InvalidInput(f"category must be at most {MAX_CATEGORY_CHARS} characters without control characters", field="category")
     return label
+
+
+def _memory_key(key: str) -> str:
+    name = key.strip() if isinstance(key, str) else ""
+    if not name:
+        raise InvalidInput("key is empty", field="key")
+    if len(name) > MAX_KEY_CHARS or any(ord(c) < 32 for c in name):
+        raise InvalidInput(f"key must be at most {MAX_KEY_CHARS} characters without control characters", field="key")
+    return name
 
 
 def _state_key(key: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import UsageError
+from .saved import saved_units
 from .stores import Store, records_of, usage_of
 from .types import Record, Scope
 
@@ -22,12 +23,15 @@ def _record(r: Record) -> dict[str, Any]:
 
 
 def known_user(store: Store, scope: Scope) -> bool:
-    """Whether the tenant has this user: a message in some thread, or model-made memory of them.
-    What the REST API's 404 means, so that the CLI gives the same answer for an unknown user."""
+    """Whether the tenant has this user: a message in some thread, model-made memory of them, or
+    a saved memory (the tools'). What the REST API's 404 means, so that the CLI gives the same
+    answer for an unknown user."""
     user = Scope(user_id=scope.user_id, tenant=scope.tenant)
     if store.history.threads(user):
         return True
-    return getattr(store, "records", None) is not None and any(records_of(store).current(user, kind) for kind in ("entity", "relation", "state"))
+    if getattr(store, "records", None) is not None and any(records_of(store).current(user, kind) for kind in ("entity", "relation", "state")):
+        return True
+    return next(saved_units(store, user), None) is not None  # without threads the user's units are few
 
 
 def entities(store: Store, scope: Scope) -> list[dict[str, Any]]:

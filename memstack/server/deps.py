@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..memory import Memory
 from ..types import MAX_ID_LENGTH
+from ..views import known_user
 from .errors import ApiError
 
 #: declares the bearer scheme in the OpenAPI document; the check itself is Auth.tenant_for
@@ -42,10 +43,8 @@ ThreadId = Annotated[str, _id("the thread's id")]
 
 
 def require_user(memory: Memory, tenant: str, user_id: str) -> None:
-    """404 unless the tenant has this user: messages in some thread, or model-made memory."""
-    if memory.threads(user_id=user_id, tenant=tenant):
-        return
-    if hasattr(memory.store, "records") and any(memory.memories(kind, user_id=user_id, tenant=tenant) for kind in ("entity", "relation", "state")):
+    """404 unless the tenant has this user: messages in some thread, model-made memory, or a saved memory."""
+    if known_user(memory.store, memory.scope(user_id, tenant=tenant)):
         return
     raise ApiError(404, "user_not_found", f"no user {user_id!r}", field="user_id")
 

@@ -3,16 +3,20 @@ server (``memstack.tools``), so an agent written in any language can let its mod
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from ..tools import MemoryTools
+from ..tools import memory_tools
 from .deps import Mem, Tenant, UserId
 from .schemas import error_responses
 
 router = APIRouter(tags=["tools"], responses=error_responses(400, 401, 413, 422, 503))
+
+
+#: ``?form=key-value``: the articles' save_memory(key, value) / recall_memory(key) instead of the notes
+Form = Annotated[Literal["notes", "key-value"], Query(description="notes: save_memory(content), recall_memory(query); key-value: save_memory(key, value), recall_memory(key)")]
 
 
 class ToolCall(BaseModel):
@@ -25,11 +29,11 @@ class ToolResult(BaseModel):
 
 
 @router.get("/v1/tools", summary="The memory tools as OpenAI function-calling schemas")
-def list_tools(memory: Mem, tenant: Tenant) -> list[dict[str, Any]]:
-    return MemoryTools(memory, "schema", tenant=tenant).openai_tools()
+def list_tools(memory: Mem, tenant: Tenant, form: Form = "notes") -> list[dict[str, Any]]:
+    return memory_tools(memory, "schema", form=form, tenant=tenant).openai_tools()
 
 
 @router.post("/v1/users/{user_id}/tools/{name}", summary="Run one memory tool for a user (save, recall, forget, get/set state)")
-def call_tool(user_id: UserId, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None) -> ToolResult:
-    tools = MemoryTools(memory, user_id, thread_id, tenant=tenant)
+def call_tool(user_id: UserId, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None, form: Form = "notes") -> ToolResult:
+    tools = memory_tools(memory, user_id, thread_id, form=form, tenant=tenant)
     return ToolResult(tool=name, result=tools.call(name, body.arguments))
