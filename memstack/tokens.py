@@ -7,6 +7,8 @@ list is the sum of ``count_message`` over it, so budgets can be fitted in one pa
 - ``estimate``: a calibrated estimator, no dependencies, no tables (see BENCHMARKS.md for its error)
 - ``cl100k_base`` / ``o200k_base``: OpenAI encodings, offline (``bpe-openai`` carries both)
 - model names map to their encoding (``gpt-4o`` -> o200k_base, ``gpt-4`` -> cl100k_base, ...)
+- Qwen, DeepSeek and GLM names map to their family (``memstack.token_families``): provider strings
+  too (``ollama:qwen3:8b`` -> qwen, ``deepseek:deepseek-chat`` -> deepseek, ``zhipu:glm-4`` -> glm)
 - ``register_counter(name, factory)`` adds more (the local GGUF model's tokenizer registers here)
 """
 
@@ -190,6 +192,13 @@ _MODEL_PREFIXES: list[tuple[str, str]] = [
     ("gpt-3.5", "cl100k_base"),
     ("text-embedding-3", "cl100k_base"),
     ("text-embedding-ada", "cl100k_base"),
+    ("qwen3.5", "qwen3.5"),
+    ("qwen3.6", "qwen3.5"),
+    ("qwen", "qwen"),
+    ("qwq", "qwen"),
+    ("deepseek", "deepseek"),
+    ("chatglm", "glm"),
+    ("glm", "glm"),
 ]
 _instances: dict[str, TokenCounter] = {}
 _instances_lock = threading.Lock()
@@ -208,22 +217,53 @@ def counter_names() -> list[str]:
 
 
 #: counters registered by a module that is imported only when one of them is asked for
-_LAZY_COUNTERS = {"local": "memstack.llm.local", "qwen2.5-coder-1.5b": "memstack.llm.local"}
+_LAZY_COUNTERS = {
+    "local": "memstack.llm.local",
+    "qwen2.5-coder-1.5b": "memstack.llm.local",
+    "qwen": "memstack.token_families",
+    "qwen3.5": "memstack.token_families",
+    "deepseek": "memstack.token_families",
+    "glm": "memstack.token_families",
+}
+_URL = re.compile(r"@https?://\S+$")
 
 
 def resolve_counter_name(name: str) -> str:
-    """Map a model name (``openai:gpt-4o-mini``, ``gpt-4``) or encoding name to a registered counter."""
+    """Map a model name (``gpt-4``, ``Qwen/Qwen2.5-7B-Instruct``), a provider string
+    (``openai:gpt-4o-mini``, ``ollama:qwen3:8b``, ``vllm:MODEL@URL``) or an encoding name to a
+    registered counter; raises UnknownName for a model of no known family."""
+    for candidate in _candidates(name):
+        found = _registered(candidate) or next((counter for prefix, counter in _MODEL_PREFIXES if candidate.startswith(prefix)), None)
+        if found is not None:
+            _load_lazy(found)
+            return found
+    raise UnknownName(f"no token counter for {name!r}; known: {', '.join(counter_names())}, an OpenAI, Qwen, DeepSeek or GLM model name or a provider string")
+
+
+def _candidates(name: str) -> list[str]:
+    """The name as given, then without a provider (``ollama:``), an address (``@http://...``) and a
+    vendor (``Qwen/``), lower-cased: the first that names a counter wins."""
+    out = [name]
+    head, colon, rest = name.partition(":")
+    if colon and head not in _FACTORIES:
+        out.append(rest)
+    for text in list(out):
+        bare = _URL.sub("", text).rsplit("/", 1)[-1].strip().lower()
+        if bare and bare not in out:
+            out.append(bare)
+    return out
+
+
+def _registered(name: str) -> str | None:
+    _load_lazy(name)
+    return name if name in _FACTORIES else None
+
+
+def _load_lazy(name: str) -> None:
     if name in _LAZY_COUNTERS and name not in _FACTORIES:
         import importlib
 
         importlib.import_module(_LAZY_COUNTERS[name])
-    bare = name.split(":", 1)[1] if ":" in name and name.split(":", 1)[0] not in _FACTORIES else name
-    if bare in _FACTORIES:
-        return bare
-    for prefix, encoding in _MODEL_PREFIXES:
-        if bare.startswith(prefix):
-            return encoding
-    raise UnknownName(f"no token counter for {name!r}; known: {', '.join(counter_names())} or an OpenAI model name")
 
 
 def get_counter(name: str | TokenCounter | None = None) -> TokenCounter:

@@ -1,6 +1,7 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 for tests: every POST is recorded and answered
 with ``answer(body)`` (a completion, or server-sent chunks when the request streams), optionally
-after ``delay`` seconds. Used by the CLI, chat and proxy tests instead of patching any SDK."""
+after ``delay`` seconds. An answer that is a dict is the assistant message itself (e.g. with
+``tool_calls``), sent whole or, streamed, as one chunk. Used by the CLI, chat and proxy tests instead of patching any SDK."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ class CannedOpenAI:
                 outer.requests.append(body)
                 time.sleep(outer.delay)
                 text = outer.answer(body)
-                if body.get("stream"):
+                if isinstance(text, dict):
+                    self._message(body, text)
+                elif body.get("stream"):
                     self._stream(body, text)
                 else:
                     prompt, completion = outer.usage
@@ -41,6 +44,17 @@ class CannedOpenAI:
                 chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + ("data: {not json\n\n" if "BROKEN" in text else "data: [DONE]\n\n")
                 self._send(data.encode(), "text/event-stream")
+
+            def _message(self, body, message):
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                if body.get("stream"):
+                    calls = [{"index": i, **c} for i, c in enumerate(message.get("tool_calls") or ())]
+                    chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"role": "assistant", "content": message.get("content"), "tool_calls": calls}, "finish_reason": finish}]}]
+                    self._send(("".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode(), "text/event-stream")
+                    return
+                prompt, completion = outer.usage
+                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+                self._send(json.dumps(reply).encode(), "application/json")
 
             def _send(self, data, content_type):
                 self.send_response(200)

@@ -1,5 +1,6 @@
 """LangChain adapters (``pip install "memstack[langchain]"``): a chat message history over a
-memstack thread, a VectorStore over a user's units, and a retriever over ``Memory.search``.
+memstack thread, a VectorStore over a user's units, a retriever over ``Memory.search``, a chat
+model over memstack's models (``MemstackChatModel``) and token counters for ``trim_messages``.
 
     from memstack import Memory
     from memstack.integrations.langchain import MemstackChatMessageHistory, MemstackRetriever
@@ -9,21 +10,30 @@ memstack thread, a VectorStore over a user's units, and a retriever over ``Memor
         model, lambda session_id: MemstackChatMessageHistory(memory, user_id="u1", thread_id=session_id)
     )
     MemstackRetriever(memory=memory, user_id="u1", k=4).invoke("what sports do I like?")
+
+    llm = MemstackChatModel(model="local")          # or "deepseek:deepseek-chat", "ollama:qwen3:8b", ...
+    llm.with_structured_output(EntityExtraction).invoke(prompt)
+    trim_messages(history, max_tokens=2000, token_counter=token_counter("ollama:qwen3:8b"))
 """
 
 from __future__ import annotations
 
 from .embedders import LangChainEmbedder, MemstackEmbeddings, as_embedder
+from .langchain_chat import MemstackChatModel
 from .langchain_documents import MemstackRetriever, MemstackVectorStore
 from .langchain_history import MemstackChatMessageHistory, to_langchain, to_memstack
+from .langchain_tokens import LangChainTokenCounter, token_counter
 
 __all__ = [
     "LangChainEmbedder",
+    "LangChainTokenCounter",
     "MemstackChatMessageHistory",
+    "MemstackChatModel",
     "MemstackEmbeddings",
     "MemstackRetriever",
     "MemstackVectorStore",
     "as_embedder",
     "to_langchain",
     "to_memstack",
+    "token_counter",
 ]

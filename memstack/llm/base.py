@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..types import ToolCall
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:
@@ -24,8 +26,32 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
-    #: "stop", "length" (cut off by max_tokens), ... as the provider reports it
+    #: "stop", "length" (cut off by max_tokens), "tool_calls", ... as the provider reports it
     finish_reason: str | None = None
+    #: the functions the model asked to call (only from providers that take ``tools``)
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """A piece of a streamed tool call: the call at ``index``, its id and name once, its arguments in fragments."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One piece of a streamed answer; the last ones carry ``finish_reason`` and the token usage."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCallPart, ...] = ()
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
 
 
 @runtime_checkable

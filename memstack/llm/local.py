@@ -270,8 +270,12 @@ class LocalModel:
         schema: Mapping[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
     ) -> Completion:
+        """The ChatModel call; ``stop`` ends the answer before the first of these strings (llama.cpp's own stop)."""
         request = self._request(messages, schema, temperature, max_tokens)
+        if stop:
+            request["stop"] = list(stop)
         server = self._loaded()
         with self._call_lock.hold():
             started = time.perf_counter()

@@ -4,21 +4,23 @@ The wire format is one (``/chat/completions``); where it goes and which key it s
 provider string and its preset (``memstack.providers.presets``). Providers differ in one way that
 matters here: whether ``response_format`` may carry a JSON schema. Those that accept one get it
 (``native_schema``); the others are sent ``{"type": "json_object"}``, which only promises JSON, and
-the caller puts the schema into the prompt.
+the caller puts the schema into the prompt. Beyond the ChatModel contract it takes ``stop``,
+``tools`` and ``tool_choice`` (OpenAI's shapes, sent as they are) and streams (``stream``).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidInput, ProviderUnavailable, UnknownName, require
+from ..errors import InvalidInput, MissingDependency, ProviderUnavailable, UnknownName, require
 from ..providers.openai_errors import translate_openai_error, where_of
 from ..providers.presets import parse_provider, resolve_api_key
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, get_counter
-from .base import Completion
+from ..types import ToolCall
+from .base import Completion, Delta, ToolCallPart
 
 #: Providers whose servers enforce ``response_format: {"type": "json_schema", ...}``.
 NATIVE_SCHEMA_PROVIDERS = frozenset({"openai", "vllm", "ollama", "lmstudio", "llamacpp", "openrouter"})
@@ -104,8 +106,11 @@ class OpenAIChat:
         schema: Mapping[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
     ) -> Completion:
-        extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+        extra = self._options(max_tokens, stop, tools, tool_choice)
         if schema is not None:
             extra["response_format"] = self._response_format(schema)
         started = time.perf_counter()
@@ -115,8 +120,44 @@ class OpenAIChat:
             raise translate_openai_error(exc, self.spec, endpoint="chat completions") from exc
         return self._completion(response, messages, (time.perf_counter() - started) * 1000)
 
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+    ) -> Iterator[Delta]:
+        """The answer as the server streams it, one Delta per chunk (usage on the last, where the
+        server reports it: ``stream_options.include_usage`` is asked for). Errors as ``complete``'s,
+        also mid-stream."""
+        extra = self._options(max_tokens, stop, tools, tool_choice)
+        try:
+            chunks = self._client.chat.completions.create(
+                model=self.model, messages=list(messages), temperature=temperature, stream=True, stream_options={"include_usage": True}, **extra
+            )
+            for chunk in chunks:
+                yield _delta(chunk)
+        except self._openai.OpenAIError as exc:
+            raise translate_openai_error(exc, self.spec, endpoint="chat completions") from exc
+
     def count_tokens(self, text: str) -> int:
         return self._counter.count(text)
+
+    @staticmethod
+    def _options(
+        max_tokens: int | None, stop: Sequence[str] | None, tools: Sequence[Mapping[str, Any]] | None, tool_choice: str | Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+        if stop:
+            extra["stop"] = list(stop)
+        if tools:
+            extra["tools"] = [dict(t) for t in tools]
+            if tool_choice is not None:
+                extra["tool_choice"] = tool_choice
+        return extra
 
     def _response_format(self, schema: Mapping[str, Any]) -> dict[str, Any]:
         if self.native_schema:
@@ -143,13 +184,14 @@ class OpenAIChat:
             completion_tokens=completion_tokens,
             latency_ms=latency_ms,
             finish_reason=choice.finish_reason,
+            tool_calls=tuple(_tool_call(call) for call in getattr(message, "tool_calls", None) or ()),
         )
 
     @functools.cached_property
     def _counter(self) -> TokenCounter:
         try:
             return get_counter(self.model)
-        except UnknownName:
+        except (UnknownName, MissingDependency):  # no known family, or its tokenizer is not installed
             return get_counter("estimate")
 
 
@@ -159,3 +201,32 @@ def _text_of(message: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = getattr(call, "function", None)
+    return ToolCall(id=getattr(call, "id", None) or "", name=getattr(function, "name", None) or "", arguments=getattr(function, "arguments", None) or "{}")
+
+
+def _delta(chunk: Any) -> Delta:
+    """One streamed chunk as a Delta (a chunk with no choice carries only the usage)."""
+    usage = getattr(chunk, "usage", None)
+    choice = next(iter(getattr(chunk, "choices", None) or ()), None)
+    delta = getattr(choice, "delta", None)
+    parts = tuple(
+        ToolCallPart(
+            index=getattr(part, "index", 0) or 0,
+            id=getattr(part, "id", None),
+            name=getattr(getattr(part, "function", None), "name", None),
+            arguments=getattr(getattr(part, "function", None), "arguments", None) or "",
+        )
+        for part in getattr(delta, "tool_calls", None) or ()
+    )
+    return Delta(
+        text=getattr(delta, "content", None) or "",
+        tool_calls=parts,
+        finish_reason=getattr(choice, "finish_reason", None),
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        model=getattr(chunk, "model", None),
+    )
