@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from .adapter_rows import delete_side_checkpoints
 from .deletions import new_secret, user_hash
 
 Key = tuple[str, str, str, str]
@@ -85,6 +86,7 @@ class MemoryStore:
             for k in [k for k in self._checkpoints if _user_match(k, scope)]:
                 n += len(self._checkpoints.pop(k))
             n += self.records.forget(user) + self.usage.forget(user)
+            n += delete_side_checkpoints(self, scope)  # the LangGraph saver's, if any
             self._deletions.append({"tenant": scope.tenant, "user_hash": user_hash(self._deletion_key, scope.tenant, scope.user_id), "at": utcnow(), "rows": n})
             return n
 
@@ -180,6 +182,7 @@ class _History:
                 del s._state[k]
             for k in [k for k in s._jobs if k[0] == key]:
                 del s._jobs[k]
+            delete_side_checkpoints(s, scope, thread_id=scope.thread_id)
             return n
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInput, SchemaError, StoreError, require
 from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
+from .adapter_rows import delete_checkpoints, postgres_runner
 
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
@@ -378,6 +379,7 @@ class PostgresStore:
             for table in USER_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {USER_MATCH}", (scope.tenant, scope.user_id))
                 deleted += cur.rowcount
+            deleted += delete_checkpoints(postgres_runner(cur), "postgresql", scope)  # the LangGraph saver's, if any
             record_deletion(cur, scope, deleted)
             return deleted
 
@@ -494,6 +496,7 @@ class _History:
             deleted = cur.rowcount
             for table in THREAD_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {KEY_MATCH}", key)
+            delete_checkpoints(postgres_runner(cur), "postgresql", scope, thread_id=scope.thread_id)
             return deleted
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import InvalidInput, SchemaError, StoreError
 from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
+from .adapter_rows import delete_checkpoints, sqlite_runner
 from .memory import json_copy
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
@@ -199,6 +200,7 @@ class SQLiteStore:
     def delete_user(self, scope: Scope) -> int:
         with self.write() as db:
             n = sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in USER_TABLES)
+            n += delete_checkpoints(sqlite_runner(db), "sqlite", scope)  # the LangGraph saver's, if any
             record_deletion(db, scope, n)
             return n
 
@@ -335,6 +337,7 @@ class _History:
             n = db.execute(f"DELETE FROM messages WHERE {KEY}", key).rowcount
             for table in THREAD_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE {KEY}", key)
+            delete_checkpoints(sqlite_runner(db), "sqlite", scope, thread_id=scope.thread_id)
         return n
 
 

@@ -10,7 +10,14 @@ serializer (``serde``), so whatever LangGraph can checkpoint round-trips exactly
 
 Every row carries the saver's ``tenant``; thread ids are unique within a tenant. A checkpoint
 put under a config whose ``configurable`` names a ``user_id`` is tagged with it, so that
-``delete_user`` erases a user's threads (``Memory.forget`` does not reach these tables).
+``delete_user`` erases a user's threads, and so does forgetting the user through memstack
+(``Memory.forget``, ``memstack forget``, the REST DELETE, in any process: the backends' user
+deletion reaches these tables, ``memstack.backends.adapter_rows``); forgetting a thread of the
+user deletes that thread's checkpoints.
+
+``memory=Memory(...)``: the saver also mirrors each root checkpoint's messages into that
+memory's history, once each (``langgraph_mirror``), so its layers run on the graph's
+conversation; the checkpoints then live in the memory's own database.
 The async methods run the sync ones in a worker thread: the calls are short, and SQLite's lock
 serialises them anyway.
 """
@@ -22,7 +29,8 @@ import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-from ..errors import MissingDependency
+from ..errors import MissingDependency, UsageError
+from ..memory import Memory
 from .tables import Tables, open_tables
 
 try:
@@ -41,6 +49,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependency("langgraph-checkpoint", "langgraph") from exc
 
+from .langgraph_mirror import Mirror  # noqa: E402  # after the check: it needs langchain-core
+
 _COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_id, type, checkpoint, metadata_type, metadata"
 
 
@@ -50,12 +60,29 @@ class MemstackSaver(BaseCheckpointSaver[str]):
     ``target``: a Memory, a Store, a URL or path, or None for the default SQLite file under
     MEMSTACK_HOME (the one ``Memory()`` uses). Lists are newest first (by checkpoint id);
     ``list`` filters on metadata by equality of each given key.
+
+    ``memory``: mirror the graph's messages (state channel ``messages_key``) into this Memory's
+    history (see ``langgraph_mirror``); every root checkpoint must then be put under a config
+    with ``configurable["user_id"]`` (UsageError otherwise). The checkpoints go into the memory's
+    store (``target`` may be omitted, or be that Memory or its store), and ``tenant`` defaults
+    to the memory's.
     """
 
-    def __init__(self, target: Any = None, *, tenant: str = "default", serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        target: Any = None,
+        *,
+        tenant: str | None = None,
+        serde: SerializerProtocol | None = None,
+        memory: Memory | None = None,
+        messages_key: str = "messages",
+    ) -> None:
         super().__init__(serde=serde)
-        self.tables: Tables = open_tables(target)
-        self.tenant = tenant
+        if memory is not None and target is not None and target is not memory and target is not memory.store:
+            raise UsageError("MemstackSaver(memory=...) keeps the checkpoints in the memory's database, so that forgetting a user reaches them: leave out target")
+        self.tables: Tables = open_tables(memory if memory is not None else target)
+        self.tenant = tenant if tenant is not None else memory.tenant if memory is not None else "default"
+        self.mirror = None if memory is None else Mirror(memory, tenant=self.tenant, key=messages_key)
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -138,12 +165,13 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         """Store a checkpoint and the blobs of the channels written at ``new_versions``; the
         config's checkpoint id (if any) becomes its parent."""
         thread_id, ns = _thread(config), _namespace(config)
+        mirrored = self.mirror is not None and ns == ""
+        user_id = self.mirror.require_user(config.get("configurable", {})) if mirrored else config.get("configurable", {}).get("user_id")  # type: ignore[union-attr]
         stored = dict(checkpoint)
         values = stored.pop("channel_values", {})
         type_, blob = self.serde.dumps_typed(stored)
         meta = get_checkpoint_metadata(config, metadata)
         meta_type, meta_blob = self.serde.dumps_typed(meta)
-        user_id = config.get("configurable", {}).get("user_id")
         blobs = [
             (self.tenant, thread_id, ns, channel, str(version), *(self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")))
             for channel, version in new_versions.items()
@@ -163,6 +191,8 @@ class MemstackSaver(BaseCheckpointSaver[str]):
                     _text(meta.get("run_id")), _text(user_id),
                 ),
             )  # fmt: skip
+        if mirrored and self.mirror.key in new_versions:  # type: ignore[union-attr]  # after the commit: see langgraph_mirror
+            self.mirror.put(str(user_id), thread_id, checkpoint)  # type: ignore[union-attr, arg-type]
         return _config(thread_id, ns, checkpoint["id"])
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:

@@ -20,14 +20,12 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import threading
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..backends.sqlite import write_transaction
-from ..errors import SchemaError, StoreError, UsageError
+from ..backends.adapter_rows import SideDatabase, side_database
+from ..errors import SchemaError, UsageError
 from ..stores import Store
 from ..types import utcnow
 
@@ -192,26 +190,22 @@ class _SQLite:
 
 
 class _PrivateSQLite:
-    """An in-memory SQLite database for a memory:// store, with one lock for its connection."""
+    """A memory:// store's side database (``backends.adapter_rows``), in the adapters' Tx."""
 
     dialect = "sqlite"
 
-    def __init__(self) -> None:
-        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._lock = threading.RLock()
+    def __init__(self, side: SideDatabase) -> None:
+        self.side = side
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        with write_transaction(self._db, self._lock) as db:
+        with self.side.write() as db:
             yield _sqlite_tx(db)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
-        with self._lock:
-            try:
-                yield _sqlite_tx(self._db)
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed: {exc}") from exc
+        with self.side.read() as db:
+            yield _sqlite_tx(db)
 
 
 class _Postgres:
@@ -242,13 +236,8 @@ def _postgres_sql(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-#: one private database per memory:// store object, so a saver and a store over it share one
-_PRIVATE: weakref.WeakKeyDictionary[Any, _PrivateSQLite] = weakref.WeakKeyDictionary()
-_PRIVATE_LOCK = threading.Lock()
-
-
 def _private_database(store: Any) -> _PrivateSQLite:
-    with _PRIVATE_LOCK:
-        if store not in _PRIVATE:
-            _PRIVATE[store] = _PrivateSQLite()
-        return _PRIVATE[store]
+    """The memory:// store's side database, shared by every adapter over that store object."""
+    side = side_database(store)
+    assert side is not None
+    return _PrivateSQLite(side)
