@@ -23,7 +23,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from . import layers as layer_registry
 from . import saved
@@ -33,6 +35,7 @@ from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, MemstackError, UsageError
 from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
 from .leases import Leases, describe, worker_name
+from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
@@ -65,6 +68,7 @@ _TAIL_START = 256
 
 MessageLike = Message | Mapping[str, Any] | str
 _UNSET: Any = object()
+T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,11 @@ class Memory:
     (``milvus://host:19530``, ``milvus:///abs/file.db``; ``backends.open_vectors``), None for the
     store's own. The profile records where the vectors are: a process naming another place (or
     none, for a store whose vectors are in Milvus) is refused (``ProfileMismatch``).
+    ``entity_schema``: the developer's pydantic model of entities (the articles' ``EntityExtraction``:
+    a list of models with a ``name``), which the entity and graph layers' extraction asks for
+    instead of memstack's own (``memstack.llm.custom``); pass it in every process that runs the
+    jobs. ``state_schema``: the state's keys, a pydantic model (or a JSON schema object), kept in
+    the store's profile. ``extract()`` runs one extraction in any schema, outside the layers.
     """
 
     def __init__(
@@ -108,7 +117,10 @@ class Memory:
         background: bool = False,
         preset: str | None = None,
         vectors: VectorIndex | str | None = None,
+        entity_schema: type[BaseModel] | None = None,
+        state_schema: type[BaseModel] | Mapping[str, Any] | None = None,
     ) -> None:
+        options = _with_schemas(options, entity_schema, state_schema)
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
         #: the vector index outside the store (None: the store's own); closed with the Memory when opened from a URL
         self.vectors: VectorIndex | None = open_vectors(vectors) if isinstance(vectors, str) else vectors
@@ -504,6 +516,38 @@ class Memory:
     def _records(self) -> RecordStore:
         return records_of(self.store)
 
+    # ---- one-off extraction -----------------------------------------------------------------
+
+    def extract(
+        self,
+        messages: MessageLike | Iterable[MessageLike],
+        schema: type[T],
+        *,
+        model: str | ChatModel | None = None,
+        instructions: str | None = None,
+        grounded: bool = True,
+        max_tokens: int | None = 768,
+        retries: int = 1,
+    ) -> T:
+        """Extract an instance of ``schema`` (a pydantic model class) from ``messages``, with the
+        extraction's machinery: a prompt in the turns' language that forbids invention (or
+        ``instructions``), the schema enforced natively where the model can or shown to it,
+        repair of malformed JSON, ``retries`` with the error shown, and (``grounded``) the named
+        list items (``entities: list[Entity]``) that no turn mentions left out. Nothing is stored.
+
+        ``model``: a provider string or ChatModel (default: the ``model`` option, else the local
+        model). InvalidInput for a schema that is not a pydantic model class or messages without
+        text; ModelOutputError (``raw``: the last answer) when the output stays invalid.
+        """
+        from .llm import custom, get_chat_model
+
+        cls = custom.check_schema(schema)
+        stamp = utcnow()
+        turns = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
+        chat = get_chat_model(model if model is not None else self.options.get("model"))
+        value = custom.extract_schema(chat, turns, cls, instructions=instructions, max_tokens=max_tokens, retries=retries).value
+        return custom.grounded(value, turns) if grounded else value
+
     # ---- deleting, export, import ----------------------------------------------------------
 
     def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> int:
@@ -663,6 +707,23 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _with_schemas(options: Mapping[str, Any] | None, entity_schema: Any, state_schema: Any) -> dict[str, Any] | None:
+    """The options with the developer's schemas in: the entity schema as the class itself (the
+    extractor maps its items), the state schema as its JSON schema (kept in the profile)."""
+    if entity_schema is None and state_schema is None:
+        return dict(options) if options is not None else None
+    from .llm.custom import check_schema, entity_items
+    from .llm.structured import json_schema_for
+
+    out = dict(options or {})
+    if entity_schema is not None:
+        entity_items(check_schema(entity_schema, "entity_schema"))
+        out["entity_schema"] = entity_schema
+    if state_schema is not None:
+        out["state_schema"] = dict(state_schema) if isinstance(state_schema, Mapping) else json_schema_for(check_schema(state_schema, "state_schema"))
+    return out
 
 
 def vectors_location(index: VectorIndex | None, store: Store) -> str | None:

@@ -22,7 +22,8 @@ from typing import Any
 from ..budget import split_text
 from ..errors import InvalidInput, JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
-from ..llm.extract import Batch, extract, merge_notes
+from ..llm.custom import check_schema, entities_of, entity_items, extract_schema, to_entity
+from ..llm.extract import Batch, Extracted, extract, language, merge_notes
 from ..llm.extract import sentence as note_text
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
@@ -134,6 +135,10 @@ class Extractor:
     known_entities: int = 20
     #: keys the state may have, with their meaning: a JSON schema object's "properties"
     state_schema: dict[str, Any] | None = None
+    #: the developer's pydantic model of the entities (``llm.custom``): asked for in a call of its
+    #: own, mapped onto entity records and grounded as memstack's are (not kept in the profile:
+    #: each process that runs the jobs passes it, as it passes a model object)
+    entity_schema: Any = None
     #: keep the JSON state per thread instead of per user
     state_per_thread: bool = False
     embedder: Any = None
@@ -155,6 +160,8 @@ class Extractor:
         if self.batch_messages < 1 or self.batch_tokens < 1:
             raise UsageError("batch_messages and batch_tokens must be positive")
         self.counter = get_counter(self.counter)
+        if self.entity_schema is not None:
+            entity_items(check_schema(self.entity_schema, "entity_schema"))  # a schema without entities fails now
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -219,7 +226,7 @@ class Extractor:
         records = self.store.records
         known = [r.value.get("name", r.key) for r in records.current(scope.user(), "entity")][-self.known_entities :] if "entities" in self.parts else []
         try:
-            batch = extract(metered, turns, self.parts, known=known, max_tokens=self.output_tokens, state_keys=self._state_keys())
+            batch = self._extract(metered, turns, known)
         except ModelOutputError as exc:
             metered.commit(getattr(self.store, "usage", None), scope, self.name, error=str(exc))
             if len(turns) > 1:  # a smaller batch asks for less output: halve it rather than stall the thread
@@ -244,6 +251,21 @@ class Extractor:
             user_changes += self._state_changes(batch, value.state)
         if user_changes:
             records.apply(scope.user(), user_changes, layer=self.name)
+
+    def _extract(self, model: ChatModel, turns: list[Message], known: list[str]) -> Batch:
+        """One call for the parts of memstack's schema; with an entity schema, the entities come
+        from a second call in the developer's schema (its items mapped onto memstack's Entity)."""
+        custom = self.entity_schema is not None and "entities" in self.parts
+        parts = tuple(p for p in self.parts if p != "entities") if custom else self.parts
+        batch = extract(model, turns, parts, known=known, max_tokens=self.output_tokens, state_keys=self._state_keys()) if parts else None
+        if not custom:
+            assert batch is not None
+            return batch
+        result = extract_schema(model, turns, self.entity_schema, task="entities", known=known, max_tokens=self.output_tokens)
+        entities = [to_entity(item) for item in entities_of(result.value)]
+        if batch is None:
+            return Batch(tuple(turns), language(turns), result, Extracted([], entities, [], []))
+        return replace(batch, extracted=replace(batch.extracted, entities=entities))
 
     # ---- summary -----------------------------------------------------------------------------
 
@@ -644,6 +666,8 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
         attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}, said, batch.lang)
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
+    if e.fields:  # a developer's entity schema: its other fields as the model gave them, newest wins
+        value["fields"] = {**base.get("fields", {}), **e.fields}
     return value
 
 

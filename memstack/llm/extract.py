@@ -38,6 +38,8 @@ class Entity(BaseModel):
     description: str = Field(default="", max_length=300)
     aliases: list[str] = Field(default_factory=list, max_length=5)
     attributes: list[Attribute] = Field(default_factory=list, max_length=8)
+    #: the fields of a developer's entity schema that have no place above (``llm.custom``), as given
+    fields: dict[str, Any] = Field(default_factory=dict)
 
 
 class Relation(BaseModel):
