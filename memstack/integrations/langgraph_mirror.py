@@ -23,10 +23,11 @@ in its nodes. The rules:
   the graph's state, not from the history (``Memory.forget`` erases).
 - **Subgraphs**: only the root namespace (``checkpoint_ns == ""``) is mirrored; what a subgraph
   says reaches the history when it is returned into the parent's messages.
-- **Failures**: the checkpoint is committed first. If the history write fails, ``put`` raises
-  (the graph call fails, its state is saved), and the next put that writes the messages
-  channel mirrors everything the history still lacks: a failed mirror loses no checkpoint and,
-  once the store is back, no message.
+- **Failures**: the checkpoint is committed first, the history written after it. If that
+  write fails, ``put`` raises: the graph call fails as on any failed step, its checkpoint and
+  the step's writes saved, and ``graph.invoke(None, config)`` resumes it (LangGraph's own
+  recovery). The next put that writes the messages channel mirrors everything the history
+  still lacks, so a failed mirror loses no checkpoint and, once the store is back, no message.
 """
 
 from __future__ import annotations
