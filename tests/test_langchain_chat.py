@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -309,6 +310,17 @@ def test_qwen_special_tokens_in_user_text_are_text():
 def test_token_counter_takes_dicts_and_tuples_as_trim_messages_does():
     count = token_counter("o200k_base")
     assert count([("user", "你好"), {"role": "assistant", "content": "你好！"}]) == count([HumanMessage("你好"), AIMessage("你好！")])
+
+
+def test_the_readme_block_runs_and_prints_what_its_comments_say(capsys):
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    block = next(b for b in blocks if 'token_counter("ollama:qwen3:8b")' in b)
+    exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    comments = [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
+    promised = [c if c.startswith("[") else c.split()[0].rstrip(",:") for c in comments]  # "33, by DeepSeek's tokenizer" -> "33"
+    assert printed == promised and len(promised) == 3
 
 
 def test_unknown_models_still_raise():
