@@ -19,6 +19,7 @@ from typing import Any
 from .backends import open_store
 from .errors import InvalidInput, MemstackError, NotFound, UsageError
 from .memory import Memory
+from .saved import is_record as is_saved_record
 from .types import in_range, parse_time
 from .views import plural
 
@@ -121,11 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=cmd_forget)
 
-    p = sub.add_parser("export", help="write a user's messages as JSON lines to stdout")
+    p = sub.add_parser("export", help="write a user's messages and saved memories as JSON lines to stdout")
     p.add_argument("--user", required=True)
     p.set_defaults(run=cmd_export)
 
-    p = sub.add_parser("import", help="store messages from a JSON-lines export (- for stdin)")
+    p = sub.add_parser("import", help="store messages and saved memories from a JSON-lines export (- for stdin)")
     p.add_argument("file")
     p.set_defaults(run=cmd_import)
 
@@ -424,7 +425,8 @@ def cmd_import(args: argparse.Namespace) -> None:
         n = _import_lines(mem, records, lines, args.file)
     stored = len(records) - n
     data = {"imported": n, "records": len(records), "already_stored": stored}
-    _emit(args, data, lambda: f"imported {n} of {plural(len(records), 'message')}" + (f" ({stored} already stored)" if stored else ""))
+    noun = "record" if any(isinstance(r, dict) and is_saved_record(r) for r in records) else "message"  # saved memories too
+    _emit(args, data, lambda: f"imported {n} of {plural(len(records), noun)}" + (f" ({stored} already stored)" if stored else ""))
 
 
 def _import_lines(mem: Memory, records: list[Any], lines: list[int], file: str) -> int:

@@ -224,3 +224,28 @@ def test_memstack_mcp_serves_the_key_value_form(tmp_path):
     assert recalled.content[0].text == "杭州"
     with Memory(tmp_path / "memstack.db") as mem:  # the server's store, read by another process
         assert kv(mem).recall_memory("城市") == "杭州"
+
+
+def test_memstack_export_and_import_carry_saved_memories_to_a_fresh_home(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    def memstack(home, *args, input=None):
+        env = {**os.environ, "MEMSTACK_HOME": str(home)}
+        proc = subprocess.run([sys.executable, "-m", "memstack", *args], input=input, capture_output=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return proc.stdout.decode()
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    memstack(old, "add", "--user", "u1", "--thread", "s1", "--role", "user", "我正在开发一个知识中台")
+    with Memory(old / "memstack.db") as mem:
+        kv(mem).save_memory("城市", "杭州")
+        notes(mem).save_memory("我平时喜欢跑步", category="hobby")
+    dump = memstack(old, "export", "--user", "u1")
+    assert [json.loads(line).get("type") for line in dump.splitlines()] == [None, "note", "note"]
+    assert memstack(new, "import", "-", input=dump.encode()).strip() == "imported 3 of 3 records"
+    assert memstack(new, "import", "-", input=dump.encode()).strip() == "imported 0 of 3 records (3 already stored)"
+    with Memory(new / "memstack.db") as fresh:
+        assert kv(fresh).recall_memory("城市") == "杭州"
+        assert "(saved memory, hobby): 我平时喜欢跑步" in notes(fresh).recall_memory("我喜欢什么运动？")
