@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -312,3 +313,15 @@ def test_other_stores_keep_their_checkpoints_when_a_user_is_forgotten_elsewhere(
     one.forget(user_id="u1")
     assert _threads(saver_two) == {"a1", "a2", "b1"}
     assert open_store(f"sqlite:///{tmp_path / 'one.db'}").query("SELECT DISTINCT thread_id FROM lg_checkpoints") == [("b1",)]
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    """The README's LangGraph block, executed as written (in a scratch directory: it makes agent.db)."""
+    _embedder_warm()
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    (block,) = [b for b in blocks if "MemstackSaver(memory=memory)" in b]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    store = open_store(str(tmp_path / 'agent.db'))
+    assert store.query("SELECT count(*) FROM lg_checkpoints") == [(0,)] and store.history.users("default") == []  # forgotten

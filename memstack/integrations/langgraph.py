@@ -4,8 +4,9 @@ store, both keeping their tables beside a memstack store's data (SQLite, Postgre
     from memstack.integrations.langgraph import MemstackSaver, MemstackStore
 
     graph = builder.compile(
-        checkpointer=MemstackSaver("sqlite:///agent.db"),
-        store=MemstackStore("sqlite:///agent.db", index={"embed": "local", "fields": ["text"]}),
+        checkpointer=MemstackSaver("agent.db"),  # a SQLite file; with memory=Memory(...) also the
+                                                  # graph's messages into its history (see the saver)
+        store=MemstackStore("agent.db", index={"embed": "local", "fields": ["text"]}),
     )
 """
 
