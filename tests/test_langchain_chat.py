@@ -222,6 +222,49 @@ def test_structured_output_include_raw_reports_the_failure_instead_of_raising():
         MemstackChatModel(client=ScriptedModel(["x", "y"])).with_structured_output(Joke).invoke("Tell me a joke")
 
 
+def test_structured_output_is_a_call_of_this_chat_model_that_callbacks_see():
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Seen(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.starts: list[dict] = []
+            self.ends: list[Any] = []
+
+        def on_chat_model_start(self, serialized, messages, **kwargs):
+            self.starts.append(kwargs)
+
+        def on_llm_end(self, response, **kwargs):
+            self.ends.append(response)
+
+    seen = Seen()
+    scripted = ScriptedModel(['{"setup": "Why?"}', '{"setup": "Why?", "punchline": "Because."}'])
+    structured = MemstackChatModel(client=scripted).with_structured_output(Joke)
+    assert structured.invoke("Tell me a joke", config={"callbacks": [seen]}) == Joke(setup="Why?", punchline="Because.")
+    assert seen.starts[0]["options"]["ls_structured_output_format"]["schema"]["title"] == "Joke"
+    message = seen.ends[0].generations[0][0].message
+    assert message.response_metadata["attempts"] == 2
+    once = Seen()
+    MemstackChatModel(client=ScriptedModel(['{"setup": "Why?", "punchline": "Because."}'])).with_structured_output(Joke).invoke("Tell me a joke", config={"callbacks": [once]})
+    first_attempt = once.ends[0].generations[0][0].message.usage_metadata
+    assert message.usage_metadata["input_tokens"] > 2 * first_attempt["input_tokens"]  # both attempts counted (the retry's prompt is longer)
+    streamed = list(MemstackChatModel(client=ScriptedModel(['{"setup": "A", "punchline": "B"}'])).with_structured_output(Joke).stream("joke"))
+    assert streamed == [Joke(setup="A", punchline="B")]
+
+
+def test_async_calls_answer_through_the_same_path():
+    import asyncio
+
+    async def both(llm: MemstackChatModel) -> tuple[AIMessage, str]:
+        answer = await llm.ainvoke("hi")
+        chunks = [chunk.content async for chunk in llm.astream("hi")]
+        return answer, "".join(chunks)
+
+    with CannedOpenAI(lambda body: "hello there, async") as api:
+        answer, streamed = asyncio.run(both(MemstackChatModel(model=api.model)))
+    assert answer.content == streamed == "hello there, async"
+    assert [bool(r.get("stream")) for r in api.requests] == [False, True]
+
+
 def test_structured_output_include_raw_on_success():
     scripted = ScriptedModel(['{"setup": "Why?", "punchline": "Because."}'])
     result = MemstackChatModel(client=scripted).with_structured_output(Joke, include_raw=True).invoke("Tell me a joke")

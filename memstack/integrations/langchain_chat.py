@@ -40,7 +40,7 @@ try:
     from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
     from langchain_core.messages.ai import UsageMetadata
     from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-    from langchain_core.runnables import Runnable, RunnableLambda
+    from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
     from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
     from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, SecretStr
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -108,6 +108,8 @@ class MemstackChatModel(BaseChatModel):
     def _generate(
         self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
     ) -> ChatResult:
+        if kwargs.get("memstack_schema") is not None:
+            return ChatResult(generations=[ChatGeneration(message=self._structured(messages, kwargs))])
         if self.streaming and self._streams(kwargs.get("model")):
             chunks = list(self._stream(messages, stop, run_manager, **kwargs))
             message = functools.reduce(lambda a, b: a + b, (c.message for c in chunks))
@@ -122,11 +124,16 @@ class MemstackChatModel(BaseChatModel):
         chat = self._chat(kwargs.get("model"))
         openai_messages = _openai_messages(messages)
         options = self._options(stop, kwargs)
-        if not callable(getattr(chat, "stream", None)):  # answers whole: one chunk
-            message = _ai_message(_complete(chat, openai_messages, **options), chat, stop or self.stop)
+        structured = kwargs.get("memstack_schema") is not None
+        if structured or not callable(getattr(chat, "stream", None)):  # answers whole: one chunk
+            if structured:
+                message = self._structured(messages, kwargs)
+            else:
+                message = _ai_message(_complete(chat, openai_messages, **options), chat, stop or self.stop)
             chunk = ChatGenerationChunk(
                 message=AIMessageChunk(
                     content=message.content,
+                    additional_kwargs=message.additional_kwargs,
                     tool_call_chunks=[],
                     usage_metadata=message.usage_metadata,
                     response_metadata=message.response_metadata,
@@ -225,31 +232,58 @@ class MemstackChatModel(BaseChatModel):
         """A runnable answering an instance of ``schema`` (a pydantic model; a TypedDict or a JSON
         schema dict gives a dict) through ``memstack.llm.structured.generate``: the schema is
         enforced natively where the provider can (the local model's grammar), else put in the
-        prompt, then repaired and retried once. Every ``method`` takes this one path; ``strict`` is
-        accepted for compatibility. ``include_raw``: ``{"raw", "parsed", "parsing_error"}``, the
-        error then caught instead of raised. ``retries`` and ``language`` ("zh" for Chinese
-        instructions) go to ``generate``."""
+        prompt, then repaired and retried once; ModelOutputError if that still fails. Every
+        ``method`` takes this one path; ``strict`` is accepted for compatibility. ``include_raw``:
+        ``{"raw", "parsed", "parsing_error"}``, the error then caught instead of raised.
+        ``retries`` and ``language`` ("zh": Chinese instructions) go to ``generate``. The call goes
+        through this chat model (callbacks and tracing see it, with ``ls_structured_output_format``);
+        a stream yields the whole value once."""
         if method not in ("json_schema", "function_calling", "json_mode"):
             raise InvalidInput(f"unknown structured output method {method!r}", field="method")
         if kwargs.keys() - {"retries", "language"}:
             raise InvalidInput(f"unexpected arguments {sorted(kwargs.keys() - {'retries', 'language'})}", field="kwargs")
         target, unwrap = _as_model(schema)
+        bound = self.bind(
+            memstack_schema=target,
+            memstack_options=dict(kwargs),
+            ls_structured_output_format={"kwargs": {"method": method, "strict": strict}, "schema": convert_to_json_schema(schema)},
+        )
 
-        def answer(value: LanguageModelInput) -> Any:
-            messages = _openai_messages(self._convert_input(value).to_messages())
-            chat = self._chat()
+        def parsed(message: BaseMessage) -> Any:
+            value = message.additional_kwargs["parsed"]
+            return value.root if unwrap else value
+
+        if not include_raw:
+            return bound | RunnableLambda(parsed, name="MemstackStructuredOutput")
+
+        def with_raw(value: LanguageModelInput, config: RunnableConfig) -> dict[str, Any]:
             try:
-                result = generate(chat, messages, target, temperature=self.temperature, max_tokens=self.max_tokens, **kwargs)
+                raw = bound.invoke(value, config)
             except ModelOutputError as exc:
-                if not include_raw:
-                    raise
                 return {"raw": AIMessage(content=exc.raw or ""), "parsed": None, "parsing_error": exc}
-            parsed = result.value.root if unwrap else result.value
-            if not include_raw:
-                return parsed
-            return {"raw": _ai_message(result.calls[-1], chat, None), "parsed": parsed, "parsing_error": None}
+            return {"raw": raw, "parsed": parsed(raw), "parsing_error": None}
 
-        return RunnableLambda(answer, name="MemstackStructuredOutput")
+        return RunnableLambda(with_raw, name="MemstackStructuredOutput")
+
+    def _structured(self, messages: list[BaseMessage], kwargs: Mapping[str, Any]) -> AIMessage:
+        """The answer to a ``with_structured_output`` call: the accepted output's text, the value
+        in ``additional_kwargs["parsed"]``, the usage of every attempt."""
+        chat = self._chat(kwargs.get("model"))
+        result = generate(
+            chat,
+            _openai_messages(messages),
+            kwargs["memstack_schema"],
+            temperature=kwargs.get("temperature", self.temperature),
+            max_tokens=kwargs.get("max_tokens", self.max_tokens),
+            **kwargs.get("memstack_options", {}),
+        )
+        last = result.calls[-1]
+        message = _ai_message(last, chat, None)
+        message.usage_metadata = _usage(sum(c.prompt_tokens for c in result.calls), sum(c.completion_tokens for c in result.calls))
+        message.additional_kwargs["parsed"] = result.value
+        message.response_metadata["attempts"] = len(result.calls)
+        message.response_metadata["repaired"] = result.repaired
+        return message
 
     # -- token counts ---------------------------------------------------------------------------
 
