@@ -313,7 +313,9 @@ class Store(Protocol):
     url: str
 
     def delete_user(self, scope: Scope) -> int:
-        """Delete every record of the scope's tenant+user in every store; returns rows deleted."""
+        """Delete every record of the scope's tenant+user in every store, and the LangGraph
+        threads checkpointed for the user in the same database (``backends.adapter_rows``);
+        returns rows deleted."""
         ...
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ append-only, recorded in ``lg_migrations`` (never in memstack's migration table,
 the adapters touched still opens in a process that never imports them).
 
 A ``memory://`` store gets a private in-process SQLite database instead, shared by every adapter
-over that store object and lost with it, like the store itself. ``jsonl://`` is refused.
+over that store object and lost with it, like the store itself (``backends.adapter_rows``, where
+the backends' user deletion reaches the checkpoints). ``jsonl://`` is refused.
 
 SQL is written once, with ``?`` placeholders and syntax both databases take; PostgreSQL gets
 ``%s``, and its tables BYTEA for BLOB and byte-wise ("C") collation of text, as SQLite orders it.
