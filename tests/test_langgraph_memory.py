@@ -178,12 +178,17 @@ def test_only_the_root_namespace_is_mirrored():
     assert [text for _, _, text in history(memory, "t")] == ["plan my trip", "final answer"]
 
 
-def test_a_checkpoint_without_a_user_is_refused_before_anything_is_written():
+def test_a_checkpoint_without_its_user_is_refused_before_anything_is_written():
     memory = Memory("memory://", layers="window")
     saver = MemstackSaver(memory=memory)
     with pytest.raises(UsageError, match="user_id"):
         chat_graph(saver).invoke({"messages": [("user", "hi")]}, config("t", user=None))
     assert list(saver.list(None)) == [] and memory.store.history.users("default") == []
+    chat_graph(saver).invoke({"messages": [("user", "mine")]}, config("t", user="u1"))
+    with pytest.raises(UsageError, match="another user"):  # u1's thread: u2's history would get u1's messages
+        chat_graph(saver).invoke({"messages": [("user", "not yours")]}, config("t", user="u2"))
+    assert memory.store.history.users("default") == ["u1"]
+    assert [m.content for m in chat_graph(saver).get_state(config("t")).values["messages"]] == ["mine", "Noted: mine"]
     with pytest.raises(UsageError, match="target"):
         MemstackSaver("memory://", memory=memory)  # the checkpoints must live beside the memory
 

@@ -7,7 +7,8 @@ in its nodes. The rules:
 
 - **Who**: the config's ``configurable["user_id"]``; the memstack thread is the graph's
   ``thread_id``, the tenant the saver's. A root checkpoint put without a user_id is refused
-  (UsageError) before anything is written: never a guess, never a shared default user.
+  (UsageError) before anything is written: never a guess, never a shared default user; so is
+  one for a thread that has checkpoints of another user (a thread's messages belong to one).
 - **Once each**: LangGraph's ``add_messages`` gives every message an id, and a thread's history
   holds an id once (``HistoryStore.append`` skips ids it has). Each put sends the state's
   messages that the thread's stored tail lacks; repeated invocations, resumes after an

@@ -177,6 +177,8 @@ class MemstackSaver(BaseCheckpointSaver[str]):
             for channel, version in new_versions.items()
         ]
         with self.tables.write() as tx:
+            if mirrored:
+                _check_owner(tx, self.tenant, thread_id, str(user_id))
             tx.executemany(
                 "INSERT INTO lg_blobs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, checkpoint_ns, channel, version) "
                 "DO UPDATE SET type = excluded.type, blob = excluded.blob",
@@ -319,6 +321,14 @@ _COPIED = {
     "lg_blobs": "checkpoint_ns, channel, version, type, blob",
     "lg_writes": "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path",
 }
+
+
+def _check_owner(tx: Any, tenant: str, thread_id: str, user_id: str) -> None:
+    """UsageError if the thread has checkpoints put for another user: mirroring its messages into
+    this user's history would mix two users' conversations."""
+    other = tx.execute("SELECT 1 FROM lg_checkpoints WHERE tenant = ? AND thread_id = ? AND user_id IS NOT NULL AND user_id <> ? LIMIT 1", (tenant, thread_id, user_id))
+    if other:
+        raise UsageError(f"thread {thread_id!r} has checkpoints of another user: a thread's messages go into one user's history; use a thread id per user")
 
 
 def _thread(config: RunnableConfig) -> str:
