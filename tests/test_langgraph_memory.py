@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import operator
 import os
 import subprocess
 import sys
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import pytest
 
@@ -136,6 +139,38 @@ def test_tool_calls_and_tool_results_are_kept():
     assert (user.role, user.text) == ("user", "天气怎么样？")
     assert ai.role == "assistant" and [(c.id, c.name, c.arguments) for c in ai.tool_calls] == [("call_1", "weather", '{"city": "Hangzhou"}')]
     assert (tool.role, tool.tool_call_id, tool.text) == ("tool", "call_1", "sunny, 22°C")
+
+
+def test_times_are_the_messages_own_or_their_first_checkpoints():
+    memory = Memory("memory://", layers="window")
+    saver = MemstackSaver(memory=memory)
+    graph = chat_graph(saver)
+    dated = HumanMessage("imported from last year", response_metadata={"timestamp": "2025-03-01T09:00:00+08:00"})
+    graph.invoke({"messages": [dated]}, config("t"))
+    first, reply = memory.history(user_id="u1", thread_id="t", order="append")
+    assert first.timestamp == datetime(2025, 3, 1, 1, 0, tzinfo=timezone.utc)
+    checkpoint_times = {datetime.fromisoformat(t.checkpoint["ts"]) for t in saver.list(config("t"))}
+    assert reply.timestamp in checkpoint_times
+
+
+class Notes(TypedDict):
+    """A state without add_messages: its messages carry no ids."""
+
+    chat: Annotated[list, operator.add]
+
+
+def test_messages_without_ids_get_stable_ones_from_their_place():
+    memory = Memory("memory://", layers="window")
+    builder = StateGraph(Notes)
+    builder.add_node("reply", lambda s: {"chat": [AIMessage(f"reply {len(s['chat'])}")]})
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    graph = builder.compile(checkpointer=MemstackSaver(memory=memory, messages_key="chat"))
+    graph.invoke({"chat": [("user", "hello")]}, config("t"))
+    graph.invoke({"chat": [("user", "hello")]}, config("t"))  # the same text again: a new message
+    stored = history(memory, "t")
+    assert [text for _, _, text in stored] == ["hello", "reply 1", "hello", "reply 3"]
+    assert len({i for i, _, _ in stored}) == 4 and all(i.startswith("lg-") for i, _, _ in stored)
 
 
 def test_edits_and_removals_change_the_state_not_the_history(caplog):
