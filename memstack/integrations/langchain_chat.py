@@ -134,7 +134,10 @@ class MemstackChatModel(BaseChatModel):
                 message=AIMessageChunk(
                     content=message.content,
                     additional_kwargs=message.additional_kwargs,
-                    tool_call_chunks=[],
+                    tool_call_chunks=[
+                        {"index": i, "id": c["id"], "name": c["name"], "args": json.dumps(c["args"], ensure_ascii=False), "type": "tool_call_chunk"}
+                        for i, c in enumerate(message.tool_calls)
+                    ],
                     usage_metadata=message.usage_metadata,
                     response_metadata=message.response_metadata,
                     chunk_position="last",
