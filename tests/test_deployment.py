@@ -348,6 +348,9 @@ def test_api_processes_and_workers_on_one_store_under_load_and_a_sigkill(backend
         with CannedOpenAI(last_question) as upstream:
             slow = fleet.start("slow-worker", "worker", "--db", url, "--lease", str(LEASE), "--poll", "0.2", env={run_probe.SLOW_ENV: str(SLOW)})
             wait_for(lambda: any(r.pid == slow.pid for r in run_probe.read_runs(run_log)), 60, f"the slow worker took no job:\n{fleet.log('slow-worker')}")
+            # its first job outlasts its lease and must end as its own (the lease renewed) before
+            # the load starts: SIGKILLed during that one, nothing would show the renewal at work
+            wait_for(lambda: any(r.pid == slow.pid and r.ended for r in run_probe.read_runs(run_log)), 120, f"the slow worker did not finish its long job:\n{fleet.log('slow-worker')}")
             fleet.start("worker", "worker", "--db", url, "--lease", str(LEASE), "--poll", "0.2")
             urls = []
             for k, extra in enumerate(topology.servers):
