@@ -278,3 +278,16 @@ def test_max_tokens_cuts_the_answer(model):
 def test_a_prompt_longer_than_the_window_is_rejected(model):
     with pytest.raises(ProviderRejected, match="context"):
         model.complete([{"role": "user", "content": "猫 " * (model.context_window + 10)}], max_tokens=4)
+
+
+@real_model
+@pytest.mark.local_model
+def test_stream_gives_the_answer_token_by_token_and_the_same_text_as_complete(model):
+    messages = [{"role": "user", "content": "用一句话介绍杭州。"}]
+    whole = model.complete(messages, temperature=0.0, max_tokens=24)
+    deltas = list(model.stream(messages, temperature=0.0, max_tokens=24))
+    assert "".join(d.text for d in deltas) == whole.text
+    assert len([d for d in deltas if d.text]) >= 8  # pieces as decoded, not one finished answer
+    assert deltas[-1].completion_tokens == whole.completion_tokens and any(d.finish_reason for d in deltas)
+    with pytest.raises(InvalidInput):
+        next(model.stream(messages, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]))

@@ -21,13 +21,14 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import secrets
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from filelock import FileLock
 
 from ..errors import InvalidInput, ModelIntegrityError, ProviderRejected, ProviderUnavailable, require
 from ..tokens import BaseCounter, register_counter
-from .base import Completion
+from .base import Completion, Delta
 from .priority import PriorityLock
 
 MODEL_ID = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -283,6 +284,46 @@ class LocalModel:
             latency_ms = (time.perf_counter() - started) * 1000
         return self._completion(response, latency_ms)
 
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        stop: Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+    ) -> Iterator[Delta]:
+        """The answer token by token as the runtime decodes it, one Delta per chunk (the token
+        usage on the last). The call runs in a thread of its own under the model's lock (a
+        foreground call); a consumer that stops reading early leaves it to finish in the
+        background, bounded by ``max_tokens``. No native tool calling: ``tools`` are refused."""
+        if tools:
+            raise InvalidInput("the local model has no native tool calling; use the JSON actions of memstack.tool_chat", field="tools")
+        request = self._request(messages, None, temperature, max_tokens)
+        request.update(stream=True, stream_options={"include_usage": True})
+        if stop:
+            request["stop"] = list(stop)
+        server = self._loaded()
+        chunks: queue.Queue[Any] = queue.Queue()
+
+        def run() -> None:
+            try:
+                with self._call_lock.hold():
+                    self._call_streaming(server, request, chunks.put)
+            except BaseException as exc:  # handed to the reader, raised there
+                chunks.put(exc)
+            finally:
+                chunks.put(_END)
+
+        threading.Thread(target=run, name="memstack-local-stream", daemon=True).start()
+        while (chunk := chunks.get()) is not _END:
+            if isinstance(chunk, BaseException):
+                raise chunk
+            delta = _delta(chunk, self.model)
+            if delta is not None:
+                yield delta
+
     def load(self) -> None:
         """Assemble (first use) and load the model now instead of at the first call."""
         self._loaded()
@@ -355,6 +396,19 @@ class LocalModel:
             raise _runtime_error(response["error"])
         return response
 
+    def _call_streaming(self, server: Any, request: dict, put: Callable[[Any], None]) -> None:
+        def on_chunk(chunk: Any) -> None:
+            put(json.loads(chunk) if isinstance(chunk, str | bytes) else chunk)
+
+        try:
+            response = server.handle_chat_completions(request, on_chunk)
+        except ValueError as exc:
+            raise ProviderRejected(f"the local model rejected the request: {exc}") from exc
+        except Exception as exc:
+            raise ProviderUnavailable(f"the local model failed: {exc}") from exc
+        if isinstance(response, dict) and isinstance(response.get("error"), dict):
+            raise _runtime_error(response["error"])
+
     def _completion(self, response: Any, latency_ms: float) -> Completion:
         try:
             choice = response["choices"][0]
@@ -386,6 +440,23 @@ class LocalModel:
 
 
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_END = object()
+
+
+def _delta(chunk: Any, model: str) -> Delta | None:
+    """A streamed chunk of the runtime (OpenAI's ``chat.completion.chunk``) as a Delta; an error
+    chunk raises; None for a chunk that carries nothing."""
+    if not isinstance(chunk, dict):
+        raise ProviderUnavailable(f"the local model streamed nonsense: {str(chunk)[:200]}")
+    if isinstance(chunk.get("error"), dict):
+        raise _runtime_error(chunk["error"])
+    choice = next(iter(chunk.get("choices") or ()), None) or {}
+    text = (choice.get("delta") or {}).get("content") or ""
+    usage = chunk.get("usage") or {}
+    finish = choice.get("finish_reason")
+    if not text and finish is None and not usage:
+        return None
+    return Delta(text=text, finish_reason=finish, prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), model=model)
 
 
 def _runtime_error(error: Mapping[str, Any]) -> Exception:

@@ -4,9 +4,10 @@
                                                   is (tools, top_p, ...), with the model and the
                                                   messages replaced; streams relayed chunk by chunk
     upstream_for("local") / upstream_for(model)  ModelUpstream: ``complete()`` in a thread; a
-                                                  streamed request gets the finished answer as SSE
-                                                  chunks (sentences, cut every 16 characters),
-                                                  since a ChatModel answers whole
+                                                  streamed request is relayed token by token from
+                                                  a model with ``stream()`` (the local model), else
+                                                  gets the finished answer as SSE chunks
+                                                  (sentences, cut every 16 characters)
 
 Both answer in OpenAI's JSON shapes and fail inside the error tree: UpstreamTimeout (504) when no
 answer came within ``timeout`` seconds, ProviderUnavailable (502) when the endpoint is unreachable
@@ -28,6 +29,7 @@ import httpx
 from ..budget import split_text
 from ..errors import InvalidInput, ProviderRejected, ProviderUnavailable
 from ..llm import ChatModel, Completion, get_chat_model
+from ..llm.base import Delta
 from ..llm.openai_chat import known_context_window
 from ..providers.presets import ProviderSpec, parse_provider, resolve_api_key
 from ..types import new_id
@@ -104,8 +106,38 @@ class ModelUpstream:
         return params.get("max_completion_tokens") or params.get("max_tokens") or self.answer_max_tokens
 
     async def open_stream(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> AsyncIterator[Chunk]:
-        answer = await self.complete(messages, params)
-        return chunks_of(answer, include_usage=bool((params.get("stream_options") or {}).get("include_usage")))
+        """A model that streams (``stream()``: the local model, the OpenAI-compatible providers)
+        is relayed token by token, each wait for the next piece bounded by ``timeout``; one that
+        does not gets its finished answer cut into chunks. A failure before the first piece
+        raises here."""
+        include_usage = bool((params.get("stream_options") or {}).get("include_usage"))
+        stream = getattr(self.chat, "stream", None)
+        if not callable(stream):
+            return chunks_of(await self.complete(messages, params), include_usage=include_usage)
+        deltas = iter(stream(messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params)))
+        first = await self._next(deltas)
+        return self._relay(first, deltas, include_usage)
+
+    async def _next(self, deltas: Any) -> Delta | None:
+        try:
+            return await asyncio.wait_for(anyio.to_thread.run_sync(next, deltas, None, abandon_on_cancel=True), self.timeout)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"the model {self.model} sent nothing for {self.timeout:g} s") from exc
+
+    async def _relay(self, delta: Delta | None, deltas: Any, include_usage: bool) -> AsyncIterator[Chunk]:
+        base = {"id": f"chatcmpl-{new_id()}", "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
+        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        finish, usage = None, None
+        while delta is not None:
+            if delta.text:
+                yield {**base, "choices": [{"index": 0, "delta": {"content": delta.text}, "finish_reason": None}]}
+            finish = delta.finish_reason or finish
+            if delta.prompt_tokens is not None and delta.completion_tokens is not None:
+                usage = {"prompt_tokens": delta.prompt_tokens, "completion_tokens": delta.completion_tokens, "total_tokens": delta.prompt_tokens + delta.completion_tokens}
+            delta = await self._next(deltas)
+        yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish or "stop"}]}
+        if include_usage and usage is not None:
+            yield {**base, "choices": [], "usage": usage}
 
     async def aclose(self) -> None:
         return None
