@@ -100,6 +100,19 @@ def test_forms_by_name(mem):
         memory_tools(mem, "u1", form="kv")
 
 
+def test_the_json_action_chat_loop_runs_the_key_value_form(mem):
+    from memstack.testing import ScriptedModel
+    from memstack.tool_chat import run_tool_chat
+
+    def act(name, **arguments):
+        return json.dumps({"action": name, "arguments": arguments}, ensure_ascii=False)
+
+    model = ScriptedModel([act("save_memory", key="城市", value="杭州"), json.dumps({"action": "answer", "answer": "记住了"}, ensure_ascii=False)])
+    out = run_tool_chat(model, kv(mem), [{"role": "user", "content": "记住：我住在杭州"}])
+    assert out.answer == "记住了" and "save_memory(key, value)" in model.calls[0]["messages"][0]["content"]
+    assert kv(mem).recall_memory("城市") == "杭州"
+
+
 # ---- LangChain -------------------------------------------------------------------------------
 
 
