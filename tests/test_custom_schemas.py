@@ -190,8 +190,8 @@ class Named(BaseModel):
 
 
 class Names(BaseModel):
-    """The articles' EntityExtraction without the description and attributes: a third of the
-    output tokens (about 60), so the local model's call costs ~15 s on two shared cores, not 40."""
+    """The articles' EntityExtraction without the description and attributes: 97 output tokens
+    instead of 155 for the four entities (measured), 22 s instead of 30-39 s on two shared cores."""
 
     entities: list[Named] = Field(description="从历史对话中提取的实体列表")
 
