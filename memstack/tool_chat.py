@@ -5,17 +5,21 @@ action (a tool call or the answer), the tool runs, and its result goes back to t
                            [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}])
     result.answer, result.steps
 
-Why JSON actions rather than native tool calling: memstack's ChatModel contract has one method,
-``complete(messages, schema=...)``, which every provider implements, the in-process local model
-included (as a grammar). An action schema built from the tools' own argument models (one
-variant per tool, told apart by ``action``) makes any model call the tools the same way, and a
-grammar-constrained model cannot even produce arguments that do not fit. Native ``tools=``
-calling for OpenAI-compatible providers is future work: it needs a tool-call-aware method on the
-contract. The loop stores nothing: keeping the conversation is the caller's ``Memory.add``.
+Two ways to call tools. A model whose ``complete`` takes ``tools=`` and that says it calls
+functions (``native_tools``: the hosted OpenAI-compatible APIs) gets native function calling: the tools as OpenAI functions, its ``tool_calls`` run,
+their results sent back as ``tool`` messages. Every other model (the in-process local model
+among them) answers with JSON actions: an action schema built from the tools' own argument
+models (one variant per tool, told apart by ``action``) through ``complete(messages,
+schema=...)``, which every provider implements; a grammar-constrained model cannot even produce
+arguments that do not fit. ``native=`` chooses: True for a self-hosted server started with tool
+calling (vLLM's ``--enable-auto-tool-choice``, an Ollama model with tools), False to keep JSON
+actions on a hosted API. The loop stores nothing:
+keeping the conversation is the caller's ``Memory.add``.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,6 +91,7 @@ def run_tool_chat(
     max_steps: int = 4,
     max_tokens: int = 256,
     temperature: float = 0.0,
+    native: bool | None = None,
 ) -> ToolChatResult:
     """Let ``model`` call ``tools`` until it answers: at most ``max_steps`` model calls, the last
     of which may only answer (as may the call after a repeated identical tool call).
@@ -100,6 +105,12 @@ def run_tool_chat(
     chat_model = get_chat_model(model)
     lang = "zh" if any(language(_text(m)) == "zh" for m in messages) else "en"
     specs = list(tools.specs().values())
+    if native is None:
+        native = takes_tools(chat_model) and bool(getattr(chat_model, "native_tools", False))
+    elif native and not takes_tools(chat_model):
+        raise InvalidInput(f"the model {chat_model.name} has no native tool calling (its complete() takes no tools=); leave native unset for JSON actions", field="native")
+    if native:
+        return _native(chat_model, tools, specs, messages, lang, max_steps=max_steps, max_tokens=max_tokens, temperature=temperature)
     conversation = with_tool_prompt(messages, specs, lang)
     any_step, answer_only = step_schema(specs), step_schema([])
     steps: list[ToolStep] = []
@@ -127,15 +138,58 @@ def run_tool_chat(
     raise AssertionError("unreachable: the last step may only answer")
 
 
-def with_tool_prompt(messages: Sequence[Mapping[str, Any]], specs: Sequence[ToolSpec], lang: str) -> list[dict[str, Any]]:
-    """The conversation with the tools' instructions in its (first) system message."""
-    prompt = tool_prompt(specs, lang)
+def takes_tools(model: ChatModel) -> bool:
+    """Whether the model's ``complete`` takes OpenAI's ``tools=`` (native function calling)."""
+    try:
+        return "tools" in inspect.signature(model.complete).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _native(chat_model: ChatModel, tools: MemoryTools, specs: Sequence[ToolSpec], messages: Sequence[Mapping[str, Any]], lang: str, *, max_steps: int, max_tokens: int, temperature: float) -> ToolChatResult:
+    """The loop with OpenAI function calling: the last step (or the one after a repeated
+    identical call) is sent without tools, so it can only answer."""
+    functions = [spec.openai() for spec in specs]
+    conversation = _with_system(messages, PROMPTS[lang]["intro"] + "\n" + "\n".join(f"- {s.name}: {s.description}" for s in specs))
+    steps: list[ToolStep] = []
+    completions: list[Completion] = []
+    seen: set[str] = set()
+    must_answer = False
+    for step in range(max_steps):
+        final = must_answer or step == max_steps - 1
+        offered = {} if final else {"tools": functions}
+        completion = chat_model.complete(conversation, temperature=temperature, max_tokens=max_tokens, **offered)  # type: ignore[call-arg]
+        completions.append(completion)
+        if not completion.tool_calls or final:
+            conversation.append({"role": "assistant", "content": completion.text})
+            return ToolChatResult(completion.text, tuple(steps), tuple(conversation), tuple(completions))
+        conversation.append({"role": "assistant", "content": completion.text or None, "tool_calls": [c.to_openai() for c in completion.tool_calls]})
+        for call in completion.tool_calls:
+            result = tools.call(call.name, call.arguments)
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = {"raw": call.arguments}
+            steps.append(ToolStep(call.name, arguments if isinstance(arguments, dict) else {"value": arguments}, result))
+            conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            key = json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True)
+            must_answer = must_answer or key in seen
+            seen.add(key)
+    raise AssertionError("unreachable: the last step may only answer")
+
+
+def _with_system(messages: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:
     out = [dict(m) for m in messages]
     if out and out[0].get("role") == "system" and isinstance(out[0].get("content"), str):
         out[0]["content"] = f"{out[0]['content']}\n\n{prompt}"
     else:
         out.insert(0, {"role": "system", "content": prompt})
     return out
+
+
+def with_tool_prompt(messages: Sequence[Mapping[str, Any]], specs: Sequence[ToolSpec], lang: str) -> list[dict[str, Any]]:
+    """The conversation with the tools' instructions in its (first) system message."""
+    return _with_system(messages, tool_prompt(specs, lang))
 
 
 def tool_prompt(specs: Sequence[ToolSpec], lang: str) -> str:

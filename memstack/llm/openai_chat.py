@@ -22,6 +22,11 @@ from ..tokens import MESSAGE_OVERHEAD, TokenCounter, get_counter
 from ..types import ToolCall
 from .base import Completion, Delta, ToolCallPart
 
+#: Hosted APIs whose models call functions (``tools=``); a self-hosted server (vLLM, Ollama,
+#: llama.cpp, LM Studio) does only with the right model and flags, so memstack's tool loop asks
+#: it for JSON actions unless told otherwise (``run_tool_chat(native=True)``).
+NATIVE_TOOL_PROVIDERS = frozenset({"openai", "deepseek", "dashscope", "siliconflow", "zhipu", "moonshot", "openrouter"})
+
 #: Providers whose servers enforce ``response_format: {"type": "json_schema", ...}``.
 NATIVE_SCHEMA_PROVIDERS = frozenset({"openai", "vllm", "ollama", "lmstudio", "llamacpp", "openrouter"})
 
@@ -91,6 +96,8 @@ class OpenAIChat:
         self.model = spec.model
         self.context_window = context_window or known_context_window(spec.model)
         self.native_schema = spec.provider in NATIVE_SCHEMA_PROVIDERS
+        #: whether the tool loop calls this model's functions natively by default
+        self.native_tools = spec.provider in NATIVE_TOOL_PROVIDERS
         self._client = self._openai.OpenAI(
             base_url=spec.base_url,
             api_key=resolve_api_key(spec, api_key),
