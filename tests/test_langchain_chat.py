@@ -386,7 +386,6 @@ SKIPPED_ON_LOCAL = {
     "test_stream_events_v3": "test_stream's path through astream_events: CI time",
     "test_astream_events_v3": "test_stream's path through astream_events: CI time",
     "test_double_messages_conversation": "test_conversation's path with six messages: CI time",
-    "test_usage_metadata_streaming": "usage on the local model's one streamed chunk is test_stream's and test_usage_metadata's path: CI time",
     "test_structured_output[typeddict]": "the pydantic case's path (a RootModel around the schema, tested on the loopback server): CI time",
     "test_structured_output[json_schema]": "the pydantic case's path (a RootModel around the schema, tested on the loopback server): CI time",
     "test_structured_output_async": "the async twin of test_structured_output: CI time",

@@ -7,8 +7,9 @@
 
 What each provider can do:
 
-- streaming: OpenAI-compatible providers stream token by token; the local model answers whole, so
-  ``stream()`` yields its answer as one chunk (with its usage);
+- streaming: where the model streams (``stream()``: OpenAI-compatible providers and the local
+  model) token by token, with the usage on the last chunk (counted here if a server sends none);
+  a model without ``stream`` (a ScriptedModel) yields its whole answer as one chunk;
 - tools: OpenAI-compatible providers take ``bind_tools`` (sent as ``tools``/``tool_choice``); the
   local model does not do tool calling, and ``bind_tools`` on it raises InvalidInput (memstack's
   own tool loop, ``memstack.tool_chat``, drives it with JSON actions instead);
@@ -72,7 +73,7 @@ class MemstackChatModel(BaseChatModel):
     api_key: SecretStr | None = None
     base_url: str | None = None
     context_window: int | None = None
-    #: answer ``invoke`` by streaming (LangChain's convention); the local model answers whole either way
+    #: answer ``invoke`` by streaming (LangChain's convention), where the model streams
     streaming: bool = False
     client: Any = Field(default=None, exclude=True)
 
