@@ -684,6 +684,11 @@ class Memory:
         self._worker = threading.Thread(target=loop, name="memstack-worker", daemon=True)
         self._worker.start()
 
+    @property
+    def worker_running(self) -> bool:
+        """Whether the background worker (``start_worker``) is running."""
+        return self._worker is not None
+
     def stop_worker(self, *, drain: bool = True) -> None:
         if self._worker is None:
             return

@@ -133,8 +133,17 @@ def _forget(session: ChatSession, console: Console, read: ReadLine, rest: str) -
 
 
 def _flush(session: ChatSession, console: Console, read: ReadLine, rest: str) -> None:
+    # the background worker is stopped meanwhile: a job it held at that moment (looking at a batch
+    # not yet full) was not this run's to claim, so /flush ran nothing and the exit drain later
+    # hit the failure /flush should have reported (a race seen in CI under load)
+    running = session.memory.worker_running
     with console.status("making memories from the waiting turns…"):
-        report = run_queue(session.memory, session.user_id, Drained())
+        session.memory.stop_worker(drain=False)
+        try:
+            report = run_queue(session.memory, session.user_id, Drained())
+        finally:
+            if running:
+                session.memory.start_worker()
     for error in report.errors:
         console.print(f"[red]error: {escape(error)}[/]")
     console.print(f"ran {plural(report.ran, 'job')}, {report.failed} failed")
