@@ -38,6 +38,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def op_summary(latencies: list[float], elapsed: float) -> dict:
+    """Requests, throughput and p50/p95/p99 in ms of one operation's latencies (seconds)."""
+    return {
+        "requests": len(latencies),
+        "per_second": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
+        "p95_ms": round(percentile(latencies, 0.95) * 1000, 1),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -152,16 +163,7 @@ def main() -> None:
         "strategy": args.strategy,
         "clients": args.clients,
         "seconds": round(elapsed, 1),
-        "ops": {
-            op: {
-                "requests": len(stats.latency[op]),
-                "per_second": round(len(stats.latency[op]) / elapsed, 1),
-                "p50_ms": round(percentile(stats.latency[op], 0.50) * 1000, 1),
-                "p95_ms": round(percentile(stats.latency[op], 0.95) * 1000, 1),
-                "p99_ms": round(percentile(stats.latency[op], 0.99) * 1000, 1),
-            }
-            for op in OPS
-        },
+        "ops": {op: op_summary(stats.latency[op], elapsed) for op in OPS},
         "errors": dict(stats.errors),
         "acknowledged": sum(len(v) for v in stats.acknowledged.values()),
         "stored": stored,

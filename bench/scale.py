@@ -55,8 +55,12 @@ from pathlib import Path
 
 import httpx
 
-from memstack import Memory
-from memstack.replaced import visible
+sys.path.insert(0, str(Path(__file__).parent))
+
+from load import free_port, op_summary  # noqa: E402
+
+from memstack import Memory  # noqa: E402
+from memstack.replaced import visible  # noqa: E402
 
 OPS = ("add", "proxy", "context")
 CLOCK = os.sysconf("SC_CLK_TCK")
@@ -109,12 +113,6 @@ def answer_to(question: str) -> str:
 
 
 # --- processes -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def memstack_command(*args: str, db: str, tenant: str, vectors: str | None) -> list[str]:
@@ -315,16 +313,7 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
         "clients": args.clients,
         "seconds": round(elapsed, 1),
         "killed": "one API process and one worker at half time" if kill else None,
-        "ops": {
-            op: {
-                "requests": len(stats.latency[op]),
-                "per_second": round(len(stats.latency[op]) / elapsed, 1),
-                "p50_ms": round(percentile(stats.latency[op], 0.50) * 1000, 1),
-                "p95_ms": round(percentile(stats.latency[op], 0.95) * 1000, 1),
-                "p99_ms": round(percentile(stats.latency[op], 0.99) * 1000, 1),
-            }
-            for op in OPS
-        },
+        "ops": {op: op_summary(stats.latency[op], elapsed) for op in OPS},
         "requests_per_second": round(sum(len(v) for v in stats.latency.values()) / elapsed, 1),
         "errors": dict(stats.errors),
         "retried_on_another_process": dict(stats.retried),
@@ -402,11 +391,6 @@ def audit_store(db: str, tenant: str, stats: Stats, vectors: str | None) -> dict
         "messages_not_indexed": not_indexed,
         "units_indexed_twice": units_twice,
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def main() -> None:
