@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request, Response
 from .. import __version__
 from ..memory import Memory
 from ..stores import Store, VectorIndex
-from . import api, errors, proxy, tools_api
+from . import api, errors, proxy, tools_api, ui
 from .auth import Auth, KeyRequired
 from .limits import BodyLimit
 from .metrics import Metrics
@@ -115,6 +115,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.include_router(api.router)
     app.include_router(tools_api.router)
     app.include_router(proxy.router)
+    ui.install(app)  # the dashboard at /ui (memstack.server.ui)
     app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
     app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response, responses=_METRICS_RESPONSES)
     app.add_middleware(KeyRequired, auth=app.state.auth, paths=_private_paths(app, config))
