@@ -1,15 +1,18 @@
-"""Read-only views of a user's model-made memory as plain JSON data (for the CLI, and later HTTP):
-entities, relations, state, the audit trail and model usage, plus their text rendering."""
+"""Read-only views of a user's model-made memory as plain JSON data (for the CLI, the REST API and
+the dashboard): the tenant's users with their counts, entities (attributes current and past),
+relations, state, the audit trail and model usage (totals and per day), plus their text rendering."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import timezone
 from typing import Any
 
-from .errors import UsageError
+from .errors import InvalidInput, UsageError
 from .saved import saved_units
 from .stores import Store, records_of, usage_of
-from .types import Record, Scope
+from .types import Record, Scope, ThreadInfo
 
 
 def _record(r: Record) -> dict[str, Any]:
@@ -32,6 +35,69 @@ def known_user(store: Store, scope: Scope) -> bool:
     if getattr(store, "records", None) is not None and any(records_of(store).current(user, kind) for kind in ("entity", "relation", "state")):
         return True
     return next(saved_units(store, user), None) is not None  # without threads the user's units are few
+
+
+def users(store: Store, tenant: str, *, query: str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """A page of the tenant's users that have messages (ids containing ``query``, case-folded;
+    sorted by id), each with its counts (``overview``), and how many users match in all."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput("limit must be >= 1 and offset >= 0", field="limit")
+    needle = (query or "").strip().casefold()
+    ids = [u for u in store.history.users(tenant) if needle in u.casefold()]
+    return [overview(store, Scope(user_id=u, tenant=tenant)) for u in ids[offset : offset + limit]], len(ids)
+
+
+def overview(store: Store, scope: Scope) -> dict[str, Any]:
+    """One user's counts: threads, messages, current memories (entities, relations, state keys and
+    the notes of the threads' summaries), write-side jobs waiting, model tokens spent (prompt +
+    completion), and the time of the last message (None without any). Backends that keep no
+    model-made memory (jsonl) count none."""
+    user = scope.user()
+    threads = store.history.threads(user)
+    records = getattr(store, "records", None)
+    memories = tokens = 0
+    if records is not None:
+        memories = sum(len(records.current(user, kind)) for kind in ("entity", "relation", "state"))
+        memories += sum(len(r.value.get("items", [])) for t in threads for r in records.current(_thread_scope(user, t), "summary"))
+    if getattr(store, "usage", None) is not None:
+        tokens = sum(u.prompt_tokens + u.completion_tokens for u in usage_of(store).read(user))
+    return {
+        "user_id": user.user_id,
+        "threads": len(threads),
+        "messages": sum(t.messages for t in threads),
+        "memories": memories,
+        "jobs_waiting": store.jobs.pending(user),
+        "model_tokens": tokens,
+        "last_at": max((t.last_at for t in threads), default=None),
+    }
+
+
+def _thread_scope(user: Scope, info: ThreadInfo) -> Scope:
+    return replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+
+
+def attributes(entity: Record) -> list[dict[str, Any]]:
+    """An entity's attributes, each with its current values and its superseded ones, with dates:
+    ``[{"name", "current": [{"value", "valid_from", "source_ids"}], "past": [{..., "until"}]}]``."""
+    from .layers.extractor import attribute_values
+
+    out = []
+    for name, attribute in entity.value.get("attributes", {}).items():
+        current, past = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
+        out.append({"name": name, "current": [c for c in current if c.get("value")], "past": past})
+    return out
+
+
+def usage_by_day(store: Store, scope: Scope) -> list[dict[str, Any]]:
+    """The user's model calls per UTC day, oldest first: calls, failed, prompt and completion tokens."""
+    days: dict[str, dict[str, Any]] = {}
+    for u in usage_of(store).read(scope.user()):
+        d = days.setdefault(u.at.astimezone(timezone.utc).date().isoformat(), {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        d["calls"] += 1
+        d["failed"] += 0 if u.ok else 1
+        d["prompt_tokens"] += u.prompt_tokens
+        d["completion_tokens"] += u.completion_tokens
+    return [{"day": day, **d} for day, d in sorted(days.items())]
 
 
 def entities(store: Store, scope: Scope) -> list[dict[str, Any]]:
