@@ -33,6 +33,7 @@ from ..errors import InvalidInput, SchemaError, StoreError, require
 from ..stores import ANY, check_last
 from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
 from .adapter_rows import delete_checkpoints, postgres_runner
+from .pg_steps import Sql, Steps, run
 
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
@@ -399,36 +400,8 @@ class _History:
         self._db = db
 
     def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
-        key = scope.require_thread().key
-        params = [message_params(key, m) for m in messages]
         with self._db.transaction("appending messages") as cur:
-            lock_thread(cur, self._db.schema, key)
-            if expect_last is not ANY:  # the thread's lock is held: nobody appends in between
-                cur.execute(f"SELECT max(seq) FROM memstack_messages WHERE {KEY_MATCH}", key)
-                check_last(expect_last, cur.fetchone()[0])
-            seqs = self._insert(cur, params)
-            request_jobs(cur, key, enqueue)
-        return [replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True) if seq is not None]
-
-    @staticmethod
-    def _insert(cur: Cursor[Any], params: list[tuple[Any, ...]]) -> list[int | None]:
-        """Insert in order; the seq of each stored message, None for an id the thread holds."""
-        if not params:
-            return []
-        cur.executemany(
-            f"""INSERT INTO memstack_messages ({KEY_COLUMNS}, id, role, content, name, tool_calls, tool_call_id, ts, metadata)
-                VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb)
-                ON CONFLICT (tenant, user_id, agent_id, thread_id, id) DO NOTHING
-                RETURNING seq""",
-            params,
-            returning=True,
-        )
-        seqs: list[int | None] = []
-        while True:
-            row = cur.fetchone()
-            seqs.append(row[0] if row else None)
-            if not cur.nextset():
-                return seqs
+            return run(cur, append_steps(self._db.schema, scope, messages, enqueue, expect_last))
 
     def read(
         self,
@@ -440,35 +413,8 @@ class _History:
         roles: Sequence[str] | None = None,
         order: str = "append",
     ) -> list[Message]:
-        key = scope.require_thread().key
-        if until is not None:
-            until = aware(until, field_name="until")
-        if last is not None and last <= 0:
-            return []
-        conditions, params = [KEY_MATCH], list(key)
-        if after is not None:
-            conditions.append("seq > %s")
-            params.append(after)
-        if until is not None:
-            conditions.append("ts <= %s")
-            params.append(until)
-        if roles is not None:
-            conditions.append("role = ANY(%s)")
-            params.append(list(roles))
-        query = f"SELECT {MESSAGE_COLUMNS} FROM memstack_messages WHERE {' AND '.join(conditions)}"
-        if by_time(order):  # newest first, so that LIMIT keeps the last n; returned oldest first
-            query += " ORDER BY ts DESC, seq DESC" + (" LIMIT %s" if last is not None else "")
-            with self._db.transaction("reading messages") as cur:
-                cur.execute(query, [*params, last] if last is not None else params)
-                return [message_from_row(row) for row in reversed(cur.fetchall())]
-        if last is None:
-            query += " ORDER BY seq"
-        else:
-            query = f"SELECT * FROM ({query} ORDER BY seq DESC LIMIT %s) AS tail ORDER BY seq"
-            params.append(last)
         with self._db.transaction("reading messages") as cur:
-            cur.execute(query, params)
-            return [message_from_row(row) for row in cur.fetchall()]
+            return run(cur, read_steps(scope, after=after, until=until, last=last, roles=roles, order=order))
 
     def users(self, tenant: str) -> list[str]:
         with self._db.transaction("listing users") as cur:
@@ -476,17 +422,8 @@ class _History:
             return [row[0] for row in cur.fetchall()]
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:
-        conditions, params = USER_MATCH, [scope.tenant, scope.user_id]
-        if scope.agent_id is not None:
-            conditions += " AND agent_id = %s"
-            params.append(scope.agent_id)
         with self._db.transaction("listing threads") as cur:
-            cur.execute(
-                f"""SELECT thread_id, agent_id, count(*), {read_ts('min(ts)')}, {read_ts('max(ts)')} FROM memstack_messages WHERE {conditions}
-                    GROUP BY agent_id, thread_id ORDER BY max(ts) DESC, thread_id DESC, agent_id DESC""",
-                params,
-            )
-            return [ThreadInfo(thread_id, agent_id or None, n, first, last) for thread_id, agent_id, n, first, last in cur.fetchall()]
+            return run(cur, threads_steps(scope))
 
     def delete_thread(self, scope: Scope) -> int:
         key = scope.require_thread().key
@@ -500,18 +437,100 @@ class _History:
             return deleted
 
 
-def request_jobs(cur: Cursor[Any], key: Key, layers: Sequence[str]) -> None:
-    """Count one more request per layer name (a name given twice counts twice), in ``cur``'s transaction."""
+# ---- the history's statements, as steps (``pg_steps``): the same SQL for PostgresStore and the async path
+
+
+def append_steps(schema: str, scope: Scope, messages: Sequence[Message], enqueue: Sequence[str], expect_last: int | None | object) -> Steps[list[Message]]:
+    """``HistoryStore.append``: under the thread's lock, check the tail, insert, request the jobs."""
+    key = scope.require_thread().key
+    params = [message_params(key, m) for m in messages]
+    yield Sql("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (thread_lock_key(schema, key),))
+    if expect_last is not ANY:  # the thread's lock is held: nobody appends in between
+        row = yield Sql(f"SELECT max(seq) FROM memstack_messages WHERE {KEY_MATCH}", key, fetch="one")
+        check_last(expect_last, row[0])
+    seqs: list[int | None] = []
+    if params:  # in order; the seq of each stored message, None for an id the thread holds
+        seqs = yield Sql(
+            f"""INSERT INTO memstack_messages ({KEY_COLUMNS}, id, role, content, name, tool_calls, tool_call_id, ts, metadata)
+                VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb)
+                ON CONFLICT (tenant, user_id, agent_id, thread_id, id) DO NOTHING
+                RETURNING seq""",
+            params,
+            many=True,
+            fetch="each",
+        )
+    yield from request_jobs_steps(key, enqueue)
+    return [replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True) if seq is not None]
+
+
+def read_steps(
+    scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None, order: str = "append"
+) -> Steps[list[Message]]:
+    """``HistoryStore.read``."""
+    key = scope.require_thread().key
+    if until is not None:
+        until = aware(until, field_name="until")
+    if last is not None and last <= 0:
+        return []
+    conditions, params = [KEY_MATCH], list(key)
+    if after is not None:
+        conditions.append("seq > %s")
+        params.append(after)
+    if until is not None:
+        conditions.append("ts <= %s")
+        params.append(until)
+    if roles is not None:
+        conditions.append("role = ANY(%s)")
+        params.append(list(roles))
+    query = f"SELECT {MESSAGE_COLUMNS} FROM memstack_messages WHERE {' AND '.join(conditions)}"
+    if by_time(order):  # newest first, so that LIMIT keeps the last n; returned oldest first
+        query += " ORDER BY ts DESC, seq DESC" + (" LIMIT %s" if last is not None else "")
+        rows = yield Sql(query, [*params, last] if last is not None else params, fetch="all")
+        return [message_from_row(row) for row in reversed(rows)]
+    if last is None:
+        query += " ORDER BY seq"
+    else:
+        query = f"SELECT * FROM ({query} ORDER BY seq DESC LIMIT %s) AS tail ORDER BY seq"
+        params.append(last)
+    rows = yield Sql(query, params, fetch="all")
+    return [message_from_row(row) for row in rows]
+
+
+def threads_steps(scope: Scope) -> Steps[list[ThreadInfo]]:
+    """``HistoryStore.threads``: most recent activity first."""
+    conditions, params = USER_MATCH, [scope.tenant, scope.user_id]
+    if scope.agent_id is not None:
+        conditions += " AND agent_id = %s"
+        params.append(scope.agent_id)
+    rows = yield Sql(
+        f"""SELECT thread_id, agent_id, count(*), {read_ts('min(ts)')}, {read_ts('max(ts)')} FROM memstack_messages WHERE {conditions}
+            GROUP BY agent_id, thread_id ORDER BY max(ts) DESC, thread_id DESC, agent_id DESC""",
+        params,
+        fetch="all",
+    )
+    return [ThreadInfo(thread_id, agent_id or None, n, first, last) for thread_id, agent_id, n, first, last in rows]
+
+
+def pending_steps(scope: Scope | None) -> Steps[int]:
+    """``JobQueue.pending``: jobs with work not yet done, the user's or the whole store's."""
+    user_filter, params = ("", []) if scope is None else (f"AND {USER_MATCH}", [scope.tenant, scope.user_id])
+    row = yield Sql(f"SELECT count(*) FROM memstack_jobs WHERE requested > done {user_filter}", params, fetch="one")
+    return row[0] if row else 0
+
+
+def request_jobs_steps(key: Key, layers: Sequence[str]) -> Steps[None]:
+    """Count one more request per layer name (a name given twice counts twice)."""
     counts = Counter(layers)
     if not counts:
         return
-    cur.executemany(
+    yield Sql(
         f"""INSERT INTO memstack_jobs ({KEY_COLUMNS}, layer, requested) VALUES (%s, %s, %s, %s, %s, %s)
             ON CONFLICT (tenant, user_id, agent_id, thread_id, layer) DO UPDATE SET
                 requested = memstack_jobs.requested + excluded.requested,
                 pending_since = CASE WHEN memstack_jobs.requested > memstack_jobs.done
                                      THEN memstack_jobs.pending_since ELSE now() END""",
         [(*key, layer, n) for layer, n in counts.items()],
+        many=True,
     )
 
 
@@ -661,11 +680,8 @@ class _Jobs:
             )
 
     def pending(self, scope: Scope | None = None) -> int:
-        user_filter, params = ("", []) if scope is None else (f"AND {USER_MATCH}", [scope.tenant, scope.user_id])
         with self._db.transaction("counting pending jobs") as cur:
-            cur.execute(f"SELECT count(*) FROM memstack_jobs WHERE requested > done {user_filter}", params)
-            row = cur.fetchone()
-            return row[0] if row else 0
+            return run(cur, pending_steps(scope))
 
 
 # Retrieval and record storage live in their own modules; their migrations follow the core's.
