@@ -5,8 +5,11 @@
     memory.add({"role": "user", "content": "我叫李四"}, user_id="u1", thread_id="s1")
     ctx = memory.context(user_id="u1", thread_id="s1", query="我叫什么？", strategy="window", k=2)
     client.chat.completions.create(model=..., messages=ctx.to_openai())
+
+``AsyncMemory`` has the same methods as coroutines, for asyncio apps (``memstack.aio``).
 """
 
+from .aio import AsyncMemory
 from .backends import open_store
 from .budget import pack, trim, window
 from .errors import (
@@ -53,6 +56,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncMemory",
     "AuditEvent",
     "Change",
     "ChatModel",

@@ -190,7 +190,7 @@ class Memory:
         """A write for another tenant than this Memory's: that tenant's profile must queue the
         same jobs (written from this one's when it has none)."""
         profiles = getattr(self.store, "profiles", None)
-        if tenant in self._profiled or profiles is None:
+        if self._tenant_checked(tenant):
             return
         raw = profiles.get(tenant) or profiles.put(tenant, self.profile.to_dict())
         theirs = Profile.from_dict(raw)
@@ -346,14 +346,32 @@ class Memory:
         """
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
         self._check_tenant(scope.tenant)
+        stored = self.store.history.append(scope, self._batch(messages, at), **self._append_options(expect_last))
+        self._added()
+        return stored
+
+    # (add's steps around its one store call, shared with AsyncMemory's add)
+
+    def _batch(self, messages: MessageLike | Iterable[MessageLike], at: datetime | None) -> list[Message]:
+        """The messages to store, every one validated; InvalidInput before anything is written."""
         stamp = in_range(at, field_name="at") if at is not None else utcnow()
         batch = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
         if not batch:
             raise InvalidInput("no messages to add", field="messages")
-        stored = self.store.history.append(scope, batch, enqueue=self._writers(), **({} if expect_last is ANY else {"expect_last": expect_last}))
+        return batch
+
+    def _append_options(self, expect_last: int | None | object) -> dict[str, Any]:
+        """``HistoryStore.append``'s options for an add: the jobs to queue, the condition."""
+        return {"enqueue": self._writers(), **({} if expect_last is ANY else {"expect_last": expect_last})}
+
+    def _tenant_checked(self, tenant: str) -> bool:
+        """Whether a write for ``tenant`` needs no check of its profile (``_check_tenant``, which reads the store)."""
+        return tenant in self._profiled or getattr(self.store, "profiles", None) is None
+
+    def _added(self) -> None:
+        """After an add: wake the background worker."""
         if self._worker is not None:
             self._wake.set()
-        return stored
 
     def _coerce(self, value: MessageLike, stamp: datetime) -> Message:
         if isinstance(value, Message):
@@ -493,9 +511,7 @@ class Memory:
         alike. ``order="append"``: as stored, for a caller that replays the conversation as the
         app sent it (LangChain's history, a proxy matching what the client resends)."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or not 0 <= last <= MAX_LAST):
-            raise InvalidInput(f"last must be a whole number from 0 to {MAX_LAST}", field="last")
-        return self.store.history.read(scope, until=in_range(at, field_name="at") if at is not None else None, last=last, order=order)
+        return self.store.history.read(scope, **read_options(at, last, order))
 
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
@@ -737,6 +753,13 @@ def vectors_location(index: VectorIndex | None, store: Store) -> str | None:
     if index is None or index is getattr(store, "vectors", None):
         return None
     return getattr(index, "location", None) or f"{type(index).__module__}.{type(index).__qualname__}"
+
+
+def read_options(at: datetime | None, last: int | None, order: str) -> dict[str, Any]:
+    """``HistoryStore.read``'s options for ``Memory.history``, checked."""
+    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or not 0 <= last <= MAX_LAST):
+        raise InvalidInput(f"last must be a whole number from 0 to {MAX_LAST}", field="last")
+    return {"until": in_range(at, field_name="at") if at is not None else None, "last": last, "order": order}
 
 
 def _as_list(messages: MessageLike | Iterable[MessageLike]) -> list[MessageLike]:

@@ -297,6 +297,33 @@ class ProfileStore(Protocol):
         ...
 
 
+class AsyncHistory(Protocol):
+    """The history's calls on the request path as coroutines, for a backend with native async
+    I/O: the same semantics as ``HistoryStore``'s ``append``, ``read``, ``threads`` and
+    ``JobQueue.pending``. A Store offers one through an ``async_history()`` method (PostgreSQL:
+    psycopg's async pool); ``AsyncMemory`` runs the blocking store in threads where it has none.
+    Bound to the event loop it is first used on; ``aclose`` releases its connections."""
+
+    async def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]: ...
+
+    async def read(
+        self,
+        scope: Scope,
+        *,
+        after: int | None = None,
+        until: datetime | None = None,
+        last: int | None = None,
+        roles: Sequence[str] | None = None,
+        order: str = "append",
+    ) -> list[Message]: ...
+
+    async def threads(self, scope: Scope) -> list[ThreadInfo]: ...
+
+    async def pending(self, scope: Scope | None = None) -> int: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Store(Protocol):
     """One backend's stores, sharing a connection; ``delete_user`` erases a user everywhere.
 

@@ -47,7 +47,7 @@ def texts(ctx):
 
 def test_public_api_is_pinned():
     assert sorted(memstack.__all__) == sorted(
-        ["AuditEvent", "Change", "ChatModel", "Completion", "Hit", "MissingAPIKey", "ModelIntegrityError", "ModelOutputError", "ProviderRejected", "ProviderUnavailable", "Record", "RecordStore", "Unit", "UsageLog", "UsageRecord", "get_chat_model", "BudgetError", "Checkpoint", "CheckpointStore", "Context", "Dropped", "HistoryStore", "InvalidInput", "JobError", "JobQueue", "JobReport", "Memory", "MemstackError", "Message", "MissingDependency", "RuntimeFailure", "SchemaError", "Scope", "Section", "StateStore", "Store", "StoreError", "ThreadInfo", "TokenCounter", "ToolCall", "Turn", "UnknownName", "UsageError", "__version__", "build_layer", "get_counter", "group_turns", "layer_names", "open_store", "pack", "register_counter", "register_layer", "trim", "window"]
+        ["AsyncMemory", "AuditEvent", "Change", "ChatModel", "Completion", "Hit", "MissingAPIKey", "ModelIntegrityError", "ModelOutputError", "ProviderRejected", "ProviderUnavailable", "Record", "RecordStore", "Unit", "UsageLog", "UsageRecord", "get_chat_model", "BudgetError", "Checkpoint", "CheckpointStore", "Context", "Dropped", "HistoryStore", "InvalidInput", "JobError", "JobQueue", "JobReport", "Memory", "MemstackError", "Message", "MissingDependency", "RuntimeFailure", "SchemaError", "Scope", "Section", "StateStore", "Store", "StoreError", "ThreadInfo", "TokenCounter", "ToolCall", "Turn", "UnknownName", "UsageError", "__version__", "build_layer", "get_counter", "group_turns", "layer_names", "open_store", "pack", "register_counter", "register_layer", "trim", "window"]
     )
     for name in memstack.__all__:
         assert hasattr(memstack, name)

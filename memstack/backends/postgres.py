@@ -38,6 +38,8 @@ from .pg_steps import Sql, Steps, run
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
 
+    from .pg_async import AsyncPostgresHistory
+
 Key = tuple[str, str, str, str]
 Migration = str | Callable[["Cursor[Any]"], None]
 
@@ -363,6 +365,7 @@ class PostgresStore:
                 pool_timeout=pool_timeout,
             )
         self._db = _Database(psycopg, pool, schema)
+        self._pool_options = {"connect_kwargs": connect_kwargs, "min_size": min_size, "max_size": max_size, "open_timeout": connect_timeout, "pool_timeout": pool_timeout}
         self.history = _History(self._db)
         self.state = _State(self._db)
         self.profiles = _Profiles(self._db)
@@ -383,6 +386,13 @@ class PostgresStore:
             deleted += delete_checkpoints(postgres_runner(cur), "postgresql", scope)  # the LangGraph saver's, if any
             record_deletion(cur, scope, deleted)
             return deleted
+
+    def async_history(self) -> AsyncPostgresHistory:
+        """The history's request-path calls on psycopg's async pool (``stores.AsyncHistory``):
+        the same database, schema, statements and pool sizes as this store, opened on first use."""
+        from .pg_async import AsyncPostgresHistory
+
+        return AsyncPostgresHistory(self.url, self._db.schema, **self._pool_options)
 
     def deletions(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
