@@ -1,0 +1,157 @@
+"""The dashboard over HTTP, without a browser: login by key, tenant scoping, CSRF, the loopback rule
+without keys, escaping, the language by Accept-Language, and every action audited (a real
+uvicorn server and httpx; tests/test_ui_browser.py drives the same pages in Chromium)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("jinja2")
+
+from ui_seed import ACME_ONLY, GLOBEX_SECRET, KEYS, USER, XSS_IMG, XSS_SCRIPT, seed  # noqa: E402
+
+from memstack import Memory  # noqa: E402
+from memstack.server import ServerConfig, create_app  # noqa: E402
+from memstack.server.run import BackgroundServer  # noqa: E402
+from memstack.server.ui.i18n import language  # noqa: E402
+from memstack.testing import ScriptedModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    memory = Memory(str(tmp_path_factory.mktemp("ui") / "ui.db"), layers="window,entities,graph,state", tenant="acme")
+    seed(memory)
+    app = create_app(memory, ServerConfig(model=ScriptedModel(), api_keys=KEYS, worker=False))
+    with BackgroundServer(app) as server:
+        yield SimpleNamespace(memory=memory, url=server.url)
+    memory.close()
+
+
+@contextmanager
+def browser(service, key: str | None = "key-acme", lang: str = "en") -> Iterator[httpx.Client]:
+    """A client that keeps cookies, logged in with ``key``."""
+    with httpx.Client(base_url=service.url, headers={"Accept-Language": lang}, timeout=30, follow_redirects=False) as c:
+        if key is not None:
+            token = csrf(c.get("/ui/login").text)
+            r = c.post("/ui/login", data={"key": key, "csrf": token})
+            assert r.status_code == 303, r.text
+        yield c
+
+
+def csrf(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+def test_pages_need_a_login_and_a_known_key(service):
+    with browser(service, key=None) as c:
+        r = c.get(f"/ui/user?u={USER}")
+        assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+        token = csrf(c.get("/ui/login").text)
+        assert c.post("/ui/login", data={"key": "wrong", "csrf": token}).status_code == 401
+        assert c.post("/ui/login", data={"key": "key-acme"}).status_code == 403  # no CSRF token
+    with browser(service) as c:
+        page = c.get("/ui")
+        assert page.status_code == 200 and USER in page.text and ACME_ONLY in page.text
+        assert "key-acme" not in str(c.cookies.jar.__dict__) and all("key-acme" not in v for v in c.cookies.values())
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_a_key_sees_only_its_tenant(service):
+    with browser(service, "key-globex") as c:
+        users = c.get("/ui").text
+        assert USER in users and ACME_ONLY not in users
+        assert GLOBEX_SECRET in c.get(f"/ui/user?u={USER}").text
+        assert c.get(f"/ui/user?u={ACME_ONLY}").status_code == 404
+        assert c.get(f"/ui/graph?u={ACME_ONLY}").status_code == 404
+        token = csrf(c.get("/ui").text)
+        r = c.post("/ui/do/user-forget", data={"csrf": token, "u": ACME_ONLY, "confirm": ACME_ONLY})
+        assert r.status_code == 404
+        r = c.post("/ui/do/state-set", data={"csrf": token, "u": USER, "key": "城市", "value": "北京", "as": "text"})
+        assert r.status_code == 303  # globex's own li_si: a new key there, nothing of acme's
+    acme = service.memory.scope(USER, tenant="acme")
+    assert service.memory.store.records.current(acme, "state", ["城市"])[0].value == {"value": "深圳"}
+    assert service.memory.threads(user_id=ACME_ONLY, tenant="acme")
+
+
+def test_every_form_needs_the_csrf_token_of_its_cookie(service):
+    with browser(service) as c:
+        token = csrf(c.get(f"/ui/user?u={USER}").text)
+        form = {"u": USER, "key": "城市", "value": "广州", "as": "text"}
+        assert c.post("/ui/do/state-set", data=form).status_code == 403
+        assert c.post("/ui/do/state-set", data={**form, "csrf": "x" * 43}).status_code == 403
+        assert c.post("/ui/do/state-set", data={**form, "csrf": token}, headers={"Origin": "https://evil.example"}).status_code == 403
+        with browser(service) as other:  # another session's token is not this one's
+            assert other.post("/ui/do/state-set", data={**form, "csrf": token}).status_code == 403
+    acme = service.memory.scope(USER, tenant="acme")
+    assert service.memory.store.records.current(acme, "state", ["城市"])[0].value == {"value": "深圳"}
+
+
+def test_what_users_and_models_wrote_is_escaped(service):
+    with browser(service) as c:
+        for path in (f"/ui/user?u={USER}", f"/ui/thread?u={USER}&t=s1", f"/ui/graph?u={USER}", f"/ui/entity?u={USER}&k=xss", f"/ui/audit?u={USER}"):
+            html = c.get(path).text
+            assert "<script>window" not in html and "<img src=x" not in html, path
+            assert "&lt;script&gt;" in html or "\\u003cscript\\u003e" in html, path
+        html = c.get(f"/ui/thread?u={USER}&t=s1").text
+        assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in html
+        assert "&#34;&gt;&lt;img src=x onerror=&#34;window.__xss = 1&#34;&gt;" in html
+        assert XSS_SCRIPT not in html and XSS_IMG not in html
+
+
+def test_the_language_follows_accept_language(service):
+    assert language("zh-CN,zh;q=0.9,en;q=0.8") == "zh"
+    assert language("en-US,en;q=0.9,zh-CN;q=0.8") == "en"
+    assert language("fr-FR, zh-TW;q=0.5") == "zh"
+    assert language("de") == "en" and language(None) == "en"
+    with browser(service, lang="zh-CN,zh;q=0.9") as c:
+        assert "知识图谱" in c.get(f"/ui/user?u={USER}").text
+    with browser(service, lang="en-GB") as c:
+        assert "Audit log" in c.get(f"/ui/user?u={USER}").text
+
+
+def test_bad_input_is_a_page_not_a_500(service):
+    with browser(service) as c:
+        assert c.get("/ui/user").status_code == 422
+        assert c.get(f"/ui/audit?u={USER}&kind=nothing").status_code == 422
+        assert c.get(f"/ui/audit?u={USER}&limit=abc").status_code == 422
+        assert c.get(f"/ui/entity?u={USER}&k=nobody").status_code == 404
+        assert c.get(f"/ui/thread?u={USER}&t=nope").status_code == 404
+        r = c.get(f"/ui/context?u={USER}&t=s1&max_tokens=-4&build=1")  # the form says what is wrong
+        assert r.status_code == 200 and "max_tokens must be from 0" in r.text
+        r = c.get(f"/ui/context?u={USER}&t=s1&strategy=nolayer&build=1")
+        assert r.status_code == 200 and "nolayer" in r.text and 'role="alert"' in r.text
+        token = csrf(c.get("/ui").text)
+        assert c.post("/ui/do/note-edit", data={"csrf": token, "u": USER, "t": "s1", "i": "x", "text": "a", "expect": "b"}).status_code == 422
+        assert c.post("/ui/do/no-such-action", data={"csrf": token}).status_code == 404
+        assert c.get("/ui/static/../app.py").status_code == 404
+
+
+def test_a_forget_needs_the_typed_confirmation(service):
+    memory = service.memory
+    memory.add({"role": "user", "content": "临时会话"}, user_id="tmp_user", thread_id="x1", tenant="acme")
+    with browser(service) as c:
+        token = csrf(c.get("/ui").text)
+        r = c.post("/ui/do/user-forget", data={"csrf": token, "u": "tmp_user", "confirm": "tmp"})
+        assert r.status_code == 422 and memory.threads(user_id="tmp_user", tenant="acme")
+        r = c.post("/ui/do/user-forget", data={"csrf": token, "u": "tmp_user", "confirm": "tmp_user"})
+        assert r.status_code == 303 and not memory.threads(user_id="tmp_user", tenant="acme")
+
+
+def test_without_keys_only_loopback_names_are_answered(tmp_path):
+    memory = Memory("memory://", layers="window")
+    memory.add({"role": "user", "content": "你好"}, user_id="u1", thread_id="t1")
+    app = create_app(memory, ServerConfig(model=ScriptedModel(), worker=False))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as c:
+        assert c.get("/ui").status_code == 200 and "u1" in c.get("/ui").text
+        assert c.get("/ui/login", follow_redirects=False).status_code == 303  # nothing to log in to
+        port = server.url.rsplit(":", 1)[1]
+        assert c.get("/ui", headers={"Host": f"localhost:{port}"}).status_code == 200
+        r = c.get("/ui", headers={"Host": f"rebound.example:{port}"})  # a DNS name rebound to 127.0.0.1
+        assert r.status_code == 403 and "u1" not in r.text
