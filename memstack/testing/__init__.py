@@ -7,12 +7,15 @@ Subclass one in a pytest module and implement its factory methods:
 - ``VectorIndexContract``: nearest-neighbour search (``memstack.testing.vectors``)
 - ``RecordStoreContract``, ``UsageLogContract``: versioned records with their audit trail, and
   model calls (``memstack.testing.records``)
+- ``MemoryContract``, ``AsyncMemoryContract``: Memory's behaviour over a store, and the same for
+  AsyncMemory through its blocking facade ``Blocking`` (``memstack.testing.memory``)
 """
 
+from .memory import AsyncMemoryContract, Blocking, MemoryContract
 from .models import ScriptedModel
 from .records import RecordStoreContract, UsageLogContract
 from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, StoreContract, msg
 from .units import UnitStoreContract, assert_same_ranking, unit
 from .vectors import EmbeddingCacheContract, VectorIndexContract
 
-__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg", "VectorIndexContract", "EmbeddingCacheContract", "UnitStoreContract", "assert_same_ranking", "unit", "ScriptedModel", "RecordStoreContract", "UsageLogContract"]
+__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg", "VectorIndexContract", "EmbeddingCacheContract", "UnitStoreContract", "assert_same_ranking", "unit", "ScriptedModel", "RecordStoreContract", "UsageLogContract", "MemoryContract", "AsyncMemoryContract", "Blocking"]
