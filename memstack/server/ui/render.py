@@ -49,7 +49,7 @@ def day(value: datetime | str | None) -> str:
 
 
 def when(value: datetime | str | None) -> str:
-    """``2026-11-02 20:05`` in the time's own offset (as it was stored)."""
+    """``2026-11-02 12:05 UTC`` (or ``+0800``): in the time's own offset, as the store gives it."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -57,7 +57,8 @@ def when(value: datetime | str | None) -> str:
             value = datetime.fromisoformat(value)
         except ValueError:
             return value
-    return value.strftime("%Y-%m-%d %H:%M")
+    offset = value.utcoffset()
+    return value.strftime("%Y-%m-%d %H:%M") + ("" if offset is None else " UTC" if not offset else value.strftime(" %z"))
 
 
 def as_json(value: Any) -> str:

@@ -129,6 +129,6 @@ POLICY = (
 def secure_headers(response: Response) -> None:
     response.headers["Content-Security-Policy"] = POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = "same-origin"  # no-referrer would make a form's Origin "null"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers.setdefault("Cache-Control", "no-store")
