@@ -221,6 +221,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lease", type=float, default=300.0, help="seconds a job claimed by the service's write-queue worker stays its own, renewed while it runs; a killed process's job reruns elsewhere after that (default: %(default)s)")
     p.set_defaults(run=cmd_serve)
 
+    p = sub.add_parser("ui", help="open the memory dashboard in the browser (the service on 127.0.0.1, /ui)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--no-browser", action="store_true", help="only print the address")
+    p.set_defaults(run=cmd_ui)
+
     p = sub.add_parser("chat", help="talk to a model with memory in the terminal: /context, /memories, /state, /forget")
     p.add_argument("--user", required=True)
     p.add_argument("--thread", help="the conversation (default: today's UTC date, one thread per day)")
@@ -612,6 +617,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
         _serve_workers(args, config, store)
         return
     serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level, header_seconds=args.header_timeout or None)
+
+
+def cmd_ui(args: argparse.Namespace) -> None:
+    from .server.ui.launch import open_dashboard
+
+    store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
+    open_dashboard(store, tenant=args.tenant, model=_profile_model(args, store), port=args.port, browser=not args.no_browser, vectors=args.vectors)
 
 
 def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:

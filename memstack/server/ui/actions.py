@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from ... import edits
 from ...errors import InvalidInput, MemstackError
 from ...memory import Memory
-from ..deps import memory_of, require_thread, require_user
+from ..deps import require_thread, require_user
 from ..errors import ApiError
 from . import pages, session
 from .render import key_of, page, url
@@ -164,7 +164,7 @@ async def act(request: Request) -> Response:
         tenant = session.tenant_of(request)
         if name not in ACTIONS:
             raise ApiError(404, "not_found", f"no action {name!r}")
-        target = await run_in_threadpool(ACTIONS[name], memory_of(request), tenant, form)
+        target = await run_in_threadpool(ACTIONS[name], request.app.state.memory, tenant, form)
     except session.Refused as exc:
         return pages.refused(request, exc)
     except Mismatch:

@@ -19,7 +19,7 @@ from ...memory import Memory
 from ...presets import PRESETS
 from ...stores import records_of
 from ...types import MAX_LAST, RECORD_KINDS, Scope
-from ..deps import memory_of, require_thread, require_user
+from ..deps import require_thread, require_user
 from ..errors import ApiError, status_of
 from . import charts, session
 from .render import page, url
@@ -35,7 +35,7 @@ def handled(fn: Callable[..., Response]) -> Callable[[Request], Response]:
     def run(request: Request) -> Response:
         try:
             tenant = session.tenant_of(request)
-            return fn(request, tenant, memory_of(request))
+            return fn(request, tenant, request.app.state.memory)
         except session.Refused as exc:
             return refused(request, exc)
         except (MemstackError, ApiError) as exc:

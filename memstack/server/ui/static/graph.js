@@ -61,7 +61,7 @@
 
   function draw(svg, data, words, info) {
     const nodes = data.nodes, edges = data.edges;
-    const W = 1000, H = 700;
+    const W = 1000, H = Math.round(1000 * Math.max(0.5, Math.min(2, (svg.clientHeight || 700) / (svg.clientWidth || 1000))));
     layout(nodes, edges, W, H);
     const byId = new Map(nodes.map((d) => [d.id, d]));
     const world = el("g", { class: "world" }, svg);
