@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
 # 127.0.0.1 through scripts/postgres.sh, and run the whole test suite, the README's tour
-# (scripts/tour.py) and the tests against a Milvus server (scripts/milvus-tests.sh). Extra
+# (scripts/tour.py), the tests against a Milvus server (scripts/milvus-tests.sh) and the dashboard's
+# tests in headless Chromium (scripts/ui-tests.sh). Extra
 # arguments go to one plain pytest run (and leave the tour and the Milvus server out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
@@ -37,7 +38,22 @@ if [ -z "${MEMSTACK_SKIP_MILVUS:-}" ]; then
   bash scripts/milvus-tests.sh > "$milvus_log" 2>&1 &
   milvus_pid=$!
 fi
-.venv/bin/python -m pytest -q -m "not local_model and not milvus_server" || status=$?
+# The dashboard's tests in headless Chromium (scripts/ui-tests.sh: installs Debian's chromium when
+# missing, ~40 s of tests) run beside them too; MEMSTACK_SKIP_BROWSER=1 leaves them out.
+ui_pid=
+if [ -z "${MEMSTACK_SKIP_BROWSER:-}" ]; then
+  ui_log=$(mktemp)
+  bash scripts/ui-tests.sh > "$ui_log" 2>&1 &
+  ui_pid=$!
+fi
+.venv/bin/python -m pytest -q -m "not local_model and not milvus_server and not browser" || status=$?
+if [ -n "$ui_pid" ]; then
+  if wait "$ui_pid"; then
+    echo "Browser tests: $(tail -n 1 "$ui_log")"
+  else
+    tail -n 80 "$ui_log"; echo "Browser tests: FAILED"; status=1
+  fi
+fi
 if [ -n "$milvus_pid" ]; then
   if wait "$milvus_pid"; then
     echo "Milvus server tests: $(tail -n 1 "$milvus_log")"
