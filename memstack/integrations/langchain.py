@@ -1,6 +1,7 @@
 """LangChain adapters (``pip install "memstack[langchain]"``): a chat message history over a
 memstack thread, a VectorStore over a user's units, a retriever over ``Memory.search``, a chat
-model over memstack's models (``MemstackChatModel``) and token counters for ``trim_messages``.
+model over memstack's models (``MemstackChatModel``), token counters for ``trim_messages``, and
+the window layer's rule for a list of messages (``window_messages``).
 
     from memstack import Memory
     from memstack.integrations.langchain import MemstackChatMessageHistory, MemstackRetriever
@@ -14,6 +15,7 @@ model over memstack's models (``MemstackChatModel``) and token counters for ``tr
     llm = MemstackChatModel(model="local")          # or "deepseek:deepseek-chat", "ollama:qwen3:8b", ...
     llm.with_structured_output(EntityExtraction).invoke(prompt)
     trim_messages(history, max_tokens=2000, token_counter=token_counter("ollama:qwen3:8b"))
+    window_messages(state["messages"], k=2)         # the last 2 whole turns, system messages kept
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .langchain_chat import MemstackChatModel
 from .langchain_documents import MemstackRetriever, MemstackVectorStore
 from .langchain_history import MemstackChatMessageHistory, to_langchain, to_memstack
 from .langchain_tokens import LangChainTokenCounter, token_counter
+from .langchain_window import window_messages
 
 __all__ = [
     "LangChainEmbedder",
@@ -36,4 +39,5 @@ __all__ = [
     "to_langchain",
     "to_memstack",
     "token_counter",
+    "window_messages",
 ]
