@@ -331,7 +331,8 @@ def test_tour_blocks_are_only_in_the_readme() -> None:
 
 
 def test_a_broken_block_and_a_broken_promise_fail(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test can fail: a block that raises, a print that breaks its promise, a model called unmarked."""
+    """The test can fail: a block that raises, a print that breaks its promise, a model called
+    unmarked, a shell block that exits non-zero, a script the block no longer uses up."""
     broken = Block("x.md", 1, "python", "raise RuntimeError('boom')\n", None, "")
     with pytest.raises(RuntimeError, match="boom"):
         run_block(broken, monkeypatch)
@@ -341,6 +342,9 @@ def test_a_broken_block_and_a_broken_promise_fail(scratch: Path, monkeypatch: py
     calls_model = Block("x.md", 1, "python", "from memstack.llm import get_chat_model\nget_chat_model('local').complete([{'role': 'user', 'content': 'hi'}])\n", None, "")
     with pytest.raises(AssertionError, match="no output left"):
         run_block(calls_model, monkeypatch)
+    run_block(Block("x.md", 1, "bash", "test -n \"$MEMSTACK_HOME\" && memstack --version\n", None, ""), monkeypatch)
+    with pytest.raises(AssertionError, match="exited 3"):
+        run_block(Block("x.md", 1, "bash", "exit 3\n", None, ""), monkeypatch)
     leftover = Block("x.md", 1, "python", "pass\n", "scripted", "history")
     monkeypatch.setitem(SCRIPTS, "history", (["unused"], None))
     with pytest.raises(AssertionError, match="unused"):
