@@ -47,13 +47,13 @@ def users(store: Store, tenant: str, *, query: str | None = None, limit: int = 5
     return [overview(store, Scope(user_id=u, tenant=tenant)) for u in ids[offset : offset + limit]], len(ids)
 
 
-def overview(store: Store, scope: Scope) -> dict[str, Any]:
+def overview(store: Store, scope: Scope, *, threads: list[ThreadInfo] | None = None) -> dict[str, Any]:
     """One user's counts: threads, messages, current memories (entities, relations, state keys and
     the notes of the threads' summaries), write-side jobs waiting, model tokens spent (prompt +
     completion), and the time of the last message (None without any). Backends that keep no
-    model-made memory (jsonl) count none."""
+    model-made memory (jsonl) count none. ``threads``: the user's, when the caller has them."""
     user = scope.user()
-    threads = store.history.threads(user)
+    threads = store.history.threads(user) if threads is None else threads
     records = getattr(store, "records", None)
     memories = tokens = 0
     if records is not None:
