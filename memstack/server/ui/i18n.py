@@ -120,6 +120,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "jobs_note": ("{n} jobs waiting: the newest messages may not be in the memories yet.", "还有 {n} 个任务待处理：最新的消息可能尚未进入记忆。"),
     "none": ("none", "无"),
     "view": ("View", "查看"),
+    "before_value": ("before", "之前"),
+    "after_value": ("after", "之后"),
     "page_size_note": ("users shown per page", "每页显示的用户"),
 }
 
