@@ -1,9 +1,13 @@
-"""The REST API: one user's messages, threads, context, search and model-made memory, thin over Memory.
+"""The REST API: one user's messages, threads, context, search and model-made memory, thin over AsyncMemory.
 
 Every route is under ``/v1/users/{user_id}`` and scoped to the caller's tenant. Routes that read or
 delete what a user has answer 404 when the tenant has no such user (another tenant's user with the
 same id included); adding, importing, putting state, building a context and searching work for a
 user the tenant has not seen yet (a new user has no memories: the answers are empty).
+
+Every route is ``async`` and awaits the app's AsyncMemory (``memstack.aio``): the history's calls
+on native async I/O where the backend has it, the rest (contexts, searches, the records' views)
+in its bounded executor, so the event loop keeps serving while the store works.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ from fastapi import APIRouter, Header, Query, Response
 from pydantic import AwareDatetime
 
 from .. import views
+from ..aio import AsyncMemory
 from ..errors import InvalidInput
 from ..layers.state import current_state
-from ..memory import Memory
-from ..stores import RecordStore, records_of
-from ..types import MAX_LAST, Change, SearchFilter, utcnow
+from ..stores import RecordStore, Store, records_of
+from ..types import MAX_LAST, Change, Record, Scope, SearchFilter, utcnow
 from . import idempotency
-from .deps import Mem, Tenant, ThreadId, UserId, require_thread, require_user
+from .deps import AsyncMem, Tenant, ThreadId, UserId, thread_or_404, user_or_404
 from .errors import ApiError
 from .schemas import (
     AddMessages,
@@ -76,63 +80,63 @@ AFTER_EXPORT = {"ImportBack": link("POST", f"{_U}/import", "import the export in
 
 
 @router.get("/threads", summary="List a user's threads, most recent activity first")
-def list_threads(user_id: UserId, tenant: Tenant, memory: Mem) -> list[ThreadOut]:
-    require_user(memory, tenant, user_id)
-    return [ThreadOut.of(t) for t in memory.threads(user_id=user_id, tenant=tenant)]
+async def list_threads(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> list[ThreadOut]:
+    await user_or_404(memory, tenant, user_id)
+    return [ThreadOut.of(t) for t in await memory.threads(user_id=user_id, tenant=tenant)]
 
 
 @router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued", responses={201: {"links": AFTER_ADD}})
-def add_messages(
+async def add_messages(
     user_id: UserId,
     thread_id: ThreadId,
     body: AddMessages,
     tenant: Tenant,
-    memory: Mem,
+    memory: AsyncMem,
     response: Response,
     idempotency_key: Annotated[str | None, Header(alias=idempotency.HEADER, description="a retried request with the same key stores nothing and answers what the first one did")] = None,
 ) -> Stored:
     key = idempotency.checked(idempotency_key)
     scope = memory.scope(user_id, thread_id, tenant=tenant)
-    if key is not None and (first := idempotency.recall(memory, scope, key)) is not None:
+    if key is not None and (first := await memory.run_sync(idempotency.recall, memory.memory, scope, key)) is not None:
         response.headers[idempotency.REPLAYED] = "true"
         return Stored.model_validate(first)
     messages = [m.to_dict() for m in body.messages]
     if key is not None:  # copies of this request at once store once (see idempotency)
         messages = idempotency.with_ids(messages, key)
-    stored = memory.add(messages, user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
+    stored = await memory.add(messages, user_id=user_id, thread_id=thread_id, tenant=tenant, at=body.at)
     if key is not None and not stored:
         response.headers[idempotency.REPLAYED] = "true"
-        return Stored(stored=[MessageOut.of(m) for m in idempotency.stored_copies(memory, scope, messages)])
+        return Stored(stored=[MessageOut.of(m) for m in await memory.run_sync(idempotency.stored_copies, memory.memory, scope, messages)])
     answer = Stored(stored=[MessageOut.of(m) for m in stored])
     if key is not None:
-        idempotency.remember(memory, scope, key, answer.model_dump(mode="json"))
+        await memory.run_sync(idempotency.remember, memory.memory, scope, key, answer.model_dump(mode="json"))
     return answer
 
 
 @router.get("/threads/{thread_id}/messages", summary="A thread's messages in order")
-def read_history(
+async def read_history(
     user_id: UserId,
     thread_id: ThreadId,
     tenant: Tenant,
-    memory: Mem,
+    memory: AsyncMem,
     last: Annotated[int | None, Query(ge=1, le=MAX_LAST, description="only the last n")] = None,
     at: Annotated[AwareDatetime | None, Query(description="only messages dated at or before this time")] = None,
 ) -> list[MessageOut]:
-    require_thread(memory, tenant, user_id, thread_id)
-    return [MessageOut.of(m) for m in memory.history(user_id=user_id, thread_id=thread_id, tenant=tenant, at=at, last=last)]
+    await thread_or_404(memory, tenant, user_id, thread_id)
+    return [MessageOut.of(m) for m in await memory.history(user_id=user_id, thread_id=thread_id, tenant=tenant, at=at, last=last)]
 
 
 @router.delete("/threads/{thread_id}", summary="Delete a thread with everything keyed to it")
-def delete_thread(user_id: UserId, thread_id: ThreadId, tenant: Tenant, memory: Mem) -> Deleted:
-    require_thread(memory, tenant, user_id, thread_id)
-    return Deleted(deleted=memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant))
+async def delete_thread(user_id: UserId, thread_id: ThreadId, tenant: Tenant, memory: AsyncMem) -> Deleted:
+    await thread_or_404(memory, tenant, user_id, thread_id)
+    return Deleted(deleted=await memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant))
 
 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
-def build_context(user_id: UserId, thread_id: ThreadId, body: ContextRequest, tenant: Tenant, memory: Mem, response: Response) -> ContextOut:
+async def build_context(user_id: UserId, thread_id: ThreadId, body: ContextRequest, tenant: Tenant, memory: AsyncMem, response: Response) -> ContextOut:
     budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
-    ctx = memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
-    _pending(response, memory, user_id, tenant)
+    ctx = await memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
+    await _pending(response, memory, user_id, tenant)
     return ContextOut.of(ctx)
 
 
@@ -141,92 +145,95 @@ def build_context(user_id: UserId, thread_id: ThreadId, body: ContextRequest, te
 PENDING_HEADER = "X-Memstack-Pending-Jobs"
 
 
-def _pending(response: Response, memory: Memory, user_id: str, tenant: str) -> None:
-    response.headers[PENDING_HEADER] = str(memory.pending(user_id=user_id, tenant=tenant))
+async def _pending(response: Response, memory: AsyncMemory, user_id: str, tenant: str) -> None:
+    response.headers[PENDING_HEADER] = str(await memory.pending(user_id=user_id, tenant=tenant))
 
 
 @router.post("/search", summary="The user's memories most relevant to a query, across threads")
-def search(user_id: UserId, body: SearchRequest, tenant: Tenant, memory: Mem, response: Response) -> list[HitOut]:
+async def search(user_id: UserId, body: SearchRequest, tenant: Tenant, memory: AsyncMem, response: Response) -> list[HitOut]:
     where = SearchFilter(thread_ids=tuple(body.thread_ids)) if body.thread_ids else None
-    hits = memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)
-    _pending(response, memory, user_id, tenant)
+    hits = await memory.search(body.query, user_id=user_id, tenant=tenant, k=body.k, at=body.at, where=where)
+    await _pending(response, memory, user_id, tenant)
     return [HitOut.of(h) for h in hits]
 
 
 @router.get("/memories/{kind}", summary="The current model-made records of a kind")
-def list_memories(
-    user_id: UserId, kind: RecordKind, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
+async def list_memories(
+    user_id: UserId, kind: RecordKind, tenant: Tenant, memory: AsyncMem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
 ) -> list[RecordOut]:
-    require_user(memory, tenant, user_id)
-    return [RecordOut.of(r) for r in memory.memories(kind, user_id=user_id, thread_id=_thread_for(kind, thread_id), tenant=tenant)]
+    await user_or_404(memory, tenant, user_id)
+    return [RecordOut.of(r) for r in await memory.memories(kind, user_id=user_id, thread_id=_thread_for(kind, thread_id), tenant=tenant)]
 
 
 @router.delete("/memories/{kind}/{key}", summary="Delete a record (audited; its history is kept)")
-def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Tenant, memory: Mem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
-    require_user(memory, tenant, user_id)
+async def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Tenant, memory: AsyncMem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
+    await user_or_404(memory, tenant, user_id)
     scope = memory.scope(user_id, _thread_for(kind, thread_id), tenant=tenant)
-    if not _records(memory).apply(scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
+    if not await memory.run_sync(_records(memory.store).apply, scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
         raise ApiError(404, "record_not_found", f"no current {kind} {key!r}", field="key")
     return Deleted(deleted=1)
 
 
 @router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent", responses={200: {"links": AFTER_PUT_STATE}})
-def put_state(user_id: UserId, key: str, body: StateValue, tenant: Tenant, memory: Mem) -> RecordOut:
-    scope = memory.scope(user_id, tenant=tenant)
-    records = _records(memory)
+async def put_state(user_id: UserId, key: str, body: StateValue, tenant: Tenant, memory: AsyncMem) -> RecordOut:
+    return RecordOut.of(await memory.run_sync(_put_state, memory.store, memory.scope(user_id, tenant=tenant), key, body.value))
+
+
+def _put_state(store: Store, scope: Scope, key: str, value: Any) -> Record:
+    records = _records(store)
     # stored as every writer of state stores it (layers.state.state_value); read back unwrapped
-    records.apply(scope, [Change("put", "state", key, {"value": body.value}, at=utcnow())], layer=EDITOR)
-    return RecordOut.of(records.current(scope, "state", [key])[0])
+    records.apply(scope, [Change("put", "state", key, {"value": value}, at=utcnow())], layer=EDITOR)
+    return records.current(scope, "state", [key])[0]
 
 
 @router.get("/state", summary="The user's JSON state as one object, key -> value (what the get_state tool reads)")
-def read_state(user_id: UserId, tenant: Tenant, memory: Mem) -> dict[str, Any]:
-    require_user(memory, tenant, user_id)
-    return current_state(memory.store, memory.scope(user_id, tenant=tenant))
+async def read_state(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> dict[str, Any]:
+    await user_or_404(memory, tenant, user_id)
+    return await memory.run_sync(current_state, memory.store, memory.scope(user_id, tenant=tenant))
 
 
 @router.get("/state/{key}", summary="One key of the user's JSON state: its record, the value itself")
-def read_state_key(user_id: UserId, key: str, tenant: Tenant, memory: Mem) -> RecordOut:
-    require_user(memory, tenant, user_id)
-    found = _records(memory).current(memory.scope(user_id, tenant=tenant), "state", [key])
+async def read_state_key(user_id: UserId, key: str, tenant: Tenant, memory: AsyncMem) -> RecordOut:
+    await user_or_404(memory, tenant, user_id)
+    found = await memory.run_sync(_records(memory.store).current, memory.scope(user_id, tenant=tenant), "state", [key])
     if not found:
         raise ApiError(404, "record_not_found", f"no current state {key!r}", field="key")
     return RecordOut.of(found[0])
 
 
 @router.get("/audit", summary="Every add, supersede and delete of the user's model-made memory, newest first")
-def read_audit(
-    user_id: UserId, tenant: Tenant, memory: Mem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+async def read_audit(
+    user_id: UserId, tenant: Tenant, memory: AsyncMem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
 ) -> list[AuditOut]:
-    require_user(memory, tenant, user_id)
-    return [AuditOut(**e) for e in views.audit(memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)]
+    await user_or_404(memory, tenant, user_id)
+    return [AuditOut(**e) for e in await memory.run_sync(views.audit, memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)]
 
 
 @router.get("/usage", summary="The model calls made for the user: totals and every call")
-def read_usage(user_id: UserId, tenant: Tenant, memory: Mem) -> UsageOut:
-    require_user(memory, tenant, user_id)
-    return UsageOut(**views.usage(memory.store, memory.scope(user_id, tenant=tenant)))
+async def read_usage(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> UsageOut:
+    await user_or_404(memory, tenant, user_id)
+    return UsageOut(**await memory.run_sync(views.usage, memory.store, memory.scope(user_id, tenant=tenant)))
 
 
 @router.get("/export", summary="Every message of the user, thread by thread", responses={200: {"links": AFTER_EXPORT}})
-def export(user_id: UserId, tenant: Tenant, memory: Mem) -> Export:
-    require_user(memory, tenant, user_id)
-    return Export(records=list(memory.export(user_id=user_id, tenant=tenant)))
+async def export(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Export:
+    await user_or_404(memory, tenant, user_id)
+    return Export(records=[r async for r in memory.export(user_id=user_id, tenant=tenant)])
 
 
 @router.post("/import", summary="Store exported messages (dates and ids kept; importing twice adds nothing)")
-def import_messages(user_id: UserId, body: Import, tenant: Tenant, memory: Mem) -> Imported:
+async def import_messages(user_id: UserId, body: Import, tenant: Tenant, memory: AsyncMem) -> Imported:
     records = [{**r, "user_id": r.get("user_id", user_id)} for r in body.records]
     for i, r in enumerate(records):
         if r["user_id"] != user_id:
             raise InvalidInput(f"records[{i}] belongs to another user than {user_id!r}", field=f"records[{i}].user_id")
-    return Imported(imported=memory.import_(records, tenant=tenant), records=len(records))
+    return Imported(imported=await memory.import_(records, tenant=tenant), records=len(records))
 
 
 @router.delete("", summary="Delete a user with everything they own, in every store")
-def delete_user(user_id: UserId, tenant: Tenant, memory: Mem) -> Deleted:
-    require_user(memory, tenant, user_id)
-    return Deleted(deleted=memory.forget(user_id=user_id, tenant=tenant))
+async def delete_user(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Deleted:
+    await user_or_404(memory, tenant, user_id)
+    return Deleted(deleted=await memory.forget(user_id=user_id, tenant=tenant))
 
 
 def _thread_for(kind: str, thread_id: str | None) -> str | None:
@@ -235,5 +242,5 @@ def _thread_for(kind: str, thread_id: str | None) -> str | None:
     return thread_id
 
 
-def _records(memory: Memory) -> RecordStore:
-    return records_of(memory.store)
+def _records(store: Store) -> RecordStore:
+    return records_of(store)

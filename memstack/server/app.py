@@ -5,7 +5,9 @@ Memory, with the write-queue worker running while it serves.
     app = create_app(Memory("memory://", layers="entities"), ServerConfig(model=my_chat_model))
 
 A Memory passed in stays the caller's (the app runs and stops its worker, and never closes it);
-one built from the config is the app's, closed at shutdown. Shutdown stops taking requests, lets
+one built from the config is the app's, closed at shutdown. The routes await an AsyncMemory over
+it (``app.state.async_memory``, ``memstack.aio``), whose async pool (PostgreSQL) opens with the
+app and whose executor threads end with it. Shutdown stops taking requests, lets
 those in flight finish (uvicorn), then drains the write queue for up to ``drain_seconds``: jobs
 still left are durable and run at the next start or by ``memstack worker``.
 """
@@ -24,6 +26,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request, Response
 
 from .. import __version__
+from ..aio import AsyncMemory
 from ..memory import Memory
 from ..stores import Store, VectorIndex
 from . import api, errors, proxy, tools_api, ui
@@ -107,9 +110,10 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
         lifespan=_lifespan(memory, upstream, config, owned),
     )
     app.state.memory = memory
+    app.state.async_memory = async_memory = AsyncMemory(memory)
     app.state.auth = Auth(config.api_keys, default_tenant=config.tenant)
     app.state.metrics = metrics
-    app.state.proxy = proxy.Proxy(memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens)
+    app.state.proxy = proxy.Proxy(async_memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens)
     app.state.ready = False
     errors.install(app)
     app.include_router(api.router)
@@ -144,14 +148,14 @@ def _private_paths(app: FastAPI, config: ServerConfig) -> list[str]:
     return paths
 
 
-def health(request: Request) -> Health:
+async def health(request: Request) -> Health:
     if not request.app.state.ready:
         raise errors.ApiError(503, "not_ready", "the service is starting or stopping")
-    return Health(status="ok", pending_jobs=request.app.state.memory.store.jobs.pending())
+    return Health(status="ok", pending_jobs=await request.app.state.async_memory.pending())
 
 
-def metrics_text(request: Request) -> Response:
-    body, content_type = request.app.state.metrics.render(request.app.state.memory.store.jobs.pending())
+async def metrics_text(request: Request) -> Response:
+    body, content_type = request.app.state.metrics.render(await request.app.state.async_memory.pending())
     return Response(body, media_type=content_type)
 
 
@@ -161,6 +165,7 @@ def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: b
         warm = getattr(upstream, "warm", None)
         if config.warm_model and callable(warm):
             await anyio.to_thread.run_sync(warm)
+        await app.state.async_memory.open()
         if config.worker:
             memory.start_worker()
         app.state.ready = True
@@ -170,6 +175,7 @@ def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: b
             app.state.ready = False
             await upstream.aclose()
             await _drain(memory, config.drain_seconds, close=owned)
+            await app.state.async_memory.close()  # its pool and threads (the Memory is closed above, or the caller's)
 
     return lifespan
 

@@ -15,6 +15,9 @@ An app gains memory by changing its base URL. For each call:
 4. answer: forward upstream (``upstream``), relay the answer or its stream, then store it (before
    the stream's ``[DONE]``), which queues the layers' work. A dead or slow upstream is a 502/504
    JSON error, and the user's message stays stored.
+
+The memory's calls are the app's AsyncMemory's (``memstack.aio``), awaited: the event loop that
+relays streams never waits on the store.
 """
 
 from __future__ import annotations
@@ -27,12 +30,11 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any
 from urllib.parse import quote
 
-import anyio.to_thread
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ..aio import AsyncMemory
 from ..errors import Conflict, InvalidInput, MemstackError
-from ..memory import Memory
 from ..replaced import REPLACES, visible
 from ..types import Message, Scope, utcnow
 from . import idempotency
@@ -93,38 +95,38 @@ class Proxy:
     the answer's tokens (the request's ``max_tokens``, else ``completion_tokens``).
     """
 
-    def __init__(self, memory: Memory, upstream: Upstream, metrics: Metrics, *, max_tokens: int | None, completion_tokens: int = 1024) -> None:
+    def __init__(self, memory: AsyncMemory, upstream: Upstream, metrics: Metrics, *, max_tokens: int | None, completion_tokens: int = 1024) -> None:
         self.memory = memory
         self.upstream = upstream
         self.metrics = metrics
         self.max_tokens = max_tokens
         self.completion_tokens = completion_tokens
 
-    # ---- before the call (run in a worker thread) -------------------------------------------
+    # ---- before the call ------------------------------------------------------------------------
 
-    def prepare(self, who: Who, body: ChatRequest) -> Prepared:
+    async def prepare(self, who: Who, body: ChatRequest) -> Prepared:
         client = parse_client([m.model_dump(exclude_none=True) for m in body.messages])
-        stored = self._store_new(who, client)
+        stored = await self._store_new(who, client)
         system, convo = split_system(client)
         budget = self._budget(body)
-        ctx = self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
+        ctx = await self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
         memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
         earlier = earlier_turns(ctx.messages, stored.client_from)
         return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces, stored.answers)
 
-    def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
+    async def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
         """Store what the thread lacks of the request's history. The read, the match and the
         write are one conditional append in the store (``expect_last``): when another request
         (in this process or another) wrote to the thread in between, read and match again, so
         that any number of servers store each message once."""
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
         for _ in range(_CONFLICT_RETRIES):
-            raw = self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")
+            raw = await self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")
             last = raw[-1].seq if raw else None
             tail = [m for m in visible(raw) if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)
             try:
-                added = self.memory.add([m.to_openai() for m in plan.new], **who.ids(), expect_last=last) if plan.new else []
+                added = await self.memory.add([m.to_openai() for m in plan.new], **who.ids(), expect_last=last) if plan.new else []
             except Conflict:
                 continue
             first = tail[plan.first] if plan.first is not None else added[0] if added else None
@@ -145,10 +147,10 @@ class Proxy:
         """The upstream's answer with memory; with an ``Idempotency-Key`` seen before in this
         thread, the first answer again and nothing stored."""
         if key is not None:
-            first = await anyio.to_thread.run_sync(idempotency.recall, self.memory, self._scope(who), key)
+            first = await self.memory.run_sync(idempotency.recall, self.memory.memory, self._scope(who), key)
             if first is not None:
                 return self._replay(who, body, first)
-        prepared = await anyio.to_thread.run_sync(self.prepare, who, body)
+        prepared = await self.prepare(who, body)
         prepared = replace(prepared, key=key)
         headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
         params = body.params()
@@ -164,11 +166,11 @@ class Proxy:
         self._observe(None, started)
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
-            kept = await anyio.to_thread.run_sync(self._store_answer, who, message.get("content") or "", message.get("tool_calls") or [], prepared)
+            kept = await self._store_answer(who, message.get("content") or "", message.get("tool_calls") or [], prepared)
             if kept is not None and key is not None:  # a copy of this keyed request answered first
                 answer = answering_with(answer, kept)
         if key is not None:
-            await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), key, answer)
+            await self.memory.run_sync(idempotency.remember, self.memory.memory, self._scope(who), key, answer)
         return JSONResponse(answer, headers=headers)
 
     def _scope(self, who: Who) -> Scope:
@@ -196,10 +198,10 @@ class Proxy:
             self._observe(None, started)
             kept = None
             if prepared.store_answer:
-                kept = await anyio.to_thread.run_sync(self._store_answer, who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
+                kept = await self._store_answer(who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
             if prepared.key is not None and kept is None:  # (a copy that answered first keeps its answer for the key)
                 whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": "stop"}]}
-                await anyio.to_thread.run_sync(idempotency.remember, self.memory, self._scope(who), prepared.key, whole)
+                await self.memory.run_sync(idempotency.remember, self.memory.memory, self._scope(who), prepared.key, whole)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
             log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
@@ -207,7 +209,7 @@ class Proxy:
             return
         yield "data: [DONE]\n\n"
 
-    def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> Message | None:
+    async def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> Message | None:
         """Store the answer after the message it answers. When the thread has grown since (a
         double submit: the same request twice at once, in any process), the answer is stored
         only if no answer followed that message meanwhile: the first answer stays, the second
@@ -219,14 +221,14 @@ class Proxy:
         if prepared.replaces:
             message["metadata"] = {REPLACES: list(prepared.replaces)}
         try:
-            self.memory.add(message, **who.ids(), expect_last=prepared.answers)
+            await self.memory.add(message, **who.ids(), expect_last=prepared.answers)
         except Conflict:
-            since = self.memory.store.history.read(self._scope(who), after=prepared.answers or 0)
+            since = await self.memory.run_sync(self.memory.store.history.read, self._scope(who), after=prepared.answers or 0)
             first = next((m for m in since if m.role == "assistant"), None)
             if first is not None:
                 log.info("not storing a second answer to %s/%s (a double submit)", who.user_id, who.thread_id)
                 return first
-            self.memory.add(message, **who.ids())
+            await self.memory.add(message, **who.ids())
         return None
 
     def _observe(self, error: MemstackError | None, started: float) -> None:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from ..tools import memory_tools
-from .deps import Mem, Tenant, UserId
+from .deps import AsyncMem, Mem, Tenant, UserId
 from .schemas import error_responses
 
 router = APIRouter(tags=["tools"], responses=error_responses(400, 401, 413, 422, 503))
@@ -34,6 +34,6 @@ def list_tools(memory: Mem, tenant: Tenant, form: Form = "notes") -> list[dict[s
 
 
 @router.post("/v1/users/{user_id}/tools/{name}", summary="Run one memory tool for a user (save, recall, forget, get/set state)")
-def call_tool(user_id: UserId, name: str, body: ToolCall, memory: Mem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None, form: Form = "notes") -> ToolResult:
-    tools = memory_tools(memory, user_id, thread_id, form=form, tenant=tenant)
-    return ToolResult(tool=name, result=tools.call(name, body.arguments))
+async def call_tool(user_id: UserId, name: str, body: ToolCall, memory: AsyncMem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None, form: Form = "notes") -> ToolResult:
+    tools = memory_tools(memory.memory, user_id, thread_id, form=form, tenant=tenant)
+    return ToolResult(tool=name, result=await memory.run_sync(tools.call, name, body.arguments))
