@@ -7,7 +7,11 @@ the next question (POST .../context), in a loop. Reported per operation: request
 p50/p95/p99 latency and errors (target 0). Then the server gets SIGTERM (graceful shutdown), the
 store is opened directly, and every acknowledged message is looked up: ``lost`` must be 0.
 
-    python bench/load.py --clients 50 --seconds 60 [--db sqlite:///FILE | --db postgresql://...] [--strategy window,retrieval] [--json]
+    python bench/load.py --clients 50 --seconds 60 [--db sqlite:///FILE | --db postgresql://...] [--strategy window,retrieval] [--model PROVIDER:MODEL] [--json]
+
+``--model``: the server's ``--model`` (default: its own, the local model, which ``memstack serve``
+loads before it reports ready); the clients never call it, so ``vllm:none@http://127.0.0.1:9/v1``
+measures the same requests without loading a model.
 """
 
 from __future__ import annotations
@@ -55,8 +59,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(db: str, tenant: str, strategy: str, port: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", "memstack", "serve", "--db", db, "--tenant", tenant, "--port", str(port), "--strategy", strategy, "--log-level", "warning"]
+def start_server(db: str, tenant: str, strategy: str, port: int, model: str | None = None) -> subprocess.Popen:
+    command = [sys.executable, "-m", "memstack", "serve", "--db", db, "--tenant", tenant, "--port", str(port), "--strategy", strategy, "--log-level", "warning", *(["--model", model] if model else [])]
     env = {k: v for k, v in os.environ.items() if k != "MEMSTACK_API_KEYS"}
     return subprocess.Popen(command, env=env)
 
@@ -135,6 +139,7 @@ def main() -> None:
     ap.add_argument("--max-requests", type=int, default=1_000_000, help="stop after this many requests in all (default: %(default)s)")
     ap.add_argument("--db", help="store URL (default: a fresh SQLite file)")
     ap.add_argument("--strategy", default="window", help="the server's layers (default: %(default)s; model-backed layers would load the local model)")
+    ap.add_argument("--model", help="the server's --model (default: the server's default, the local model)")
     ap.add_argument("--keep", action="store_true", help="keep the run's users in the store")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -147,7 +152,7 @@ def main() -> None:
         tenant = f"load-{run}"
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        server = start_server(db, tenant, args.strategy, port)
+        server = start_server(db, tenant, args.strategy, port, args.model)
         try:
             wait_healthy(url, server)
             stats, elapsed = asyncio.run(drive(url, run, args.clients, args.seconds, args.max_requests))
