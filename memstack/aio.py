@@ -190,10 +190,11 @@ class AsyncMemory:
             yield record
 
     @classmethod
-    @_like(Memory.configure)
+    @functools.wraps(Memory.configure.__func__)  # type: ignore[attr-defined]  # (its signature)
     async def configure(cls, *args: Any, **kwargs: Any) -> Any:
-        """``Memory.configure`` in a thread (of asyncio's default executor: there is no instance yet)."""
         return await asyncio.to_thread(Memory.configure, *args, **kwargs)
+
+    configure.__func__.__doc__ = f"``Memory.configure`` in a thread of asyncio's default executor (there is no instance yet), awaited.\n\n{Memory.configure.__doc__}"  # type: ignore[attr-defined]
 
     # ---- the write queue's worker and closing ---------------------------------------------------
 
