@@ -566,13 +566,16 @@ class Memory:
 
     # ---- deleting, export, import ----------------------------------------------------------
 
-    def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> int:
-        """Delete one thread (with everything keyed to it), or the whole user in every store."""
+    def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None, by: str = "library") -> int:
+        """Delete one thread (with everything keyed to it), or the whole user in every store. The
+        store keeps a note of it (``Store.deletions``: when, by whom, how many rows of what; no
+        content): ``by`` names who forgot, as the audit trail names its writers ("ui", "api",
+        "cli", "tool")."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
         outside = sum(layer.forget(scope) for layer in (self._layer(n, {}) for n in dict.fromkeys([*self.write_layers, *self.layers])) if hasattr(layer, "forget"))
         if thread_id is not None:
-            return outside + self.store.history.delete_thread(scope)
-        return outside + self.store.delete_user(scope)
+            return outside + self.store.history.delete_thread(scope, layer=by)
+        return outside + self.store.delete_user(scope, layer=by)
 
     def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         """Every message of the user, thread by thread, as JSON-ready records, then the user's

@@ -16,6 +16,7 @@ from .types import (
     AuditEvent,
     Change,
     Checkpoint,
+    Deletion,
     IndexSwitch,
     Job,
     Message,
@@ -73,8 +74,9 @@ class HistoryStore(Protocol):
         """The user's threads (for the scope's agent, if it has one), most recent activity first."""
         ...
 
-    def delete_thread(self, scope: Scope) -> int:
-        """Delete a thread's messages and everything keyed to that thread; returns messages deleted."""
+    def delete_thread(self, scope: Scope, *, layer: str = "library") -> int:
+        """Delete a thread's messages and everything keyed to that thread, leaving a deletion note
+        by ``layer`` (``Store.deletions``) in the same transaction; returns messages deleted."""
         ...
 
     def users(self, tenant: str) -> list[str]:
@@ -339,10 +341,21 @@ class Store(Protocol):
     profiles: ProfileStore
     url: str
 
-    def delete_user(self, scope: Scope) -> int:
+    def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         """Delete every record of the scope's tenant+user in every store, and the LangGraph
-        threads checkpointed for the user in the same database (``backends.adapter_rows``);
-        returns rows deleted."""
+        threads checkpointed for the user in the same database (``backends.adapter_rows``),
+        leaving a deletion note by ``layer`` in the same transaction; returns rows deleted."""
+        ...
+
+    def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+        """Leave the note of a deletion made outside ``delete_user`` and ``delete_thread`` (a saved
+        memory, ``kind="note"``, ``name`` its id): ``counts`` by ``backends.deletions.COUNTED``."""
+        ...
+
+    def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
+        """The tenant's deletion notes, oldest first; with ``user_id`` only that user's (their
+        threads and saved memories, and the user itself if it was forgotten before). A note holds
+        no content and no id (``types.Deletion``), and outlives what it deleted."""
         ...
 
     def close(self) -> None:

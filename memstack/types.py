@@ -601,6 +601,31 @@ class AuditEvent:
     at: datetime
 
 
+#: what a deletion note says was forgotten: a whole user, one thread, one saved memory (a note)
+DELETION_KINDS: tuple[str, ...] = ("user", "thread", "note")
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    """The note a deletion leaves in its store (``Store.deletions``), which outlives what it
+    deleted: what was forgotten (``kind``), how much of it (``rows`` in all, ``counts`` by what they
+    were: ``backends.deletions.COUNTED``), when, and by whom (``layer``, as the audit trail names
+    its writers: "ui", "api", "cli", "tool", "library"; None in notes from before it was kept).
+
+    It holds no content and no id: ``user_hash`` is a keyed hash of the user id, ``target_hash``
+    one of the thread or saved memory (None for a user), under the store's own secret
+    (``backends.deletions``), so the store can still answer "was this forgotten?"."""
+
+    tenant: str
+    kind: str
+    user_hash: str
+    target_hash: str | None
+    at: datetime
+    rows: int
+    counts: Mapping[str, int]
+    layer: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
     """One model call made for a scope: which layer, which model, its tokens and latency, whether

@@ -289,7 +289,7 @@ def test_memory_forget_deletes_the_users_checkpoints_and_only_theirs(tmp_path, k
     assert _threads(saver) == {"a1", "b1"}
     assert memory.forget(user_id="u1") > 2  # messages and checkpoint rows
     assert _threads(saver) == {"b1"}
-    assert memory.store.deletions("default")[-1]["rows"] > 2
+    assert memory.store.deletions("default")[-1].rows > 2
     assert [text for _, _, text in history(memory, "b1", "u2")] == ["hello from u2", "Noted: hello from u2"]
 
 

@@ -24,7 +24,7 @@ def test_the_deletion_key_is_the_stores_own():
     for store in (MemoryStore(), MemoryStore()):
         store.delete_user(A)
         store.delete_user(A)
-        hashes.append([d["user_hash"] for d in store.deletions("default")])
+        hashes.append([d.user_hash for d in store.deletions("default")])
     (one, again), (two, _) = hashes
     assert one == again != two and user_digest("user_001") not in (one, two)
 

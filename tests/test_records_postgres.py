@@ -15,7 +15,7 @@ import pytest
 from pgsupport import drop_schema, require_dsn
 
 from memstack.errors import InvalidInput
-from memstack.testing import A, RecordStoreContract, UsageLogContract
+from memstack.testing import A, RecordStoreContract, UsageLogContract, msg
 from memstack.testing.records import U, put, usage
 from memstack.types import user_digest
 
@@ -98,7 +98,7 @@ def test_the_deletion_key_is_the_stores_own(schema: str) -> None:
             try:
                 first.delete_user(A)
                 second.delete_user(A)
-                hashes.append([d["user_hash"] for d in first.deletions("default")])
+                hashes.append([d.user_hash for d in first.deletions("default")])
             finally:
                 first.close()
                 second.close()
@@ -120,10 +120,33 @@ def test_the_notes_of_a_schema_from_before_the_key_are_rehashed(schema: str) -> 
     store = PostgresStore(DSN, schema=schema)
     try:
         store.delete_user(A)
-        old, new = (d["user_hash"] for d in store.deletions("default"))
+        old, new = (d.user_hash for d in store.deletions("default"))
         with psycopg.connect(DSN) as conn:
             (secret,) = conn.execute(f"SELECT secret FROM {quote_identifier(schema)}.memstack_deletion_key").fetchone()
         assert old == new == user_hash(bytes(secret), "default", "user_001") != user_digest("user_001")
+    finally:
+        store.close()
+
+
+def test_the_notes_of_a_schema_from_before_0009_read_as_users_of_unknown_counts(schema: str) -> None:
+    """Before 0009_deletion_notes a note was a user's, with its rows only: it reads back as a user's
+    deletion by an unknown layer, found among that user's notes, beside the new ones."""
+    PostgresStore(DSN, schema=schema).close()
+    secret = b"k" * 32
+    with psycopg.connect(DSN, autocommit=True) as conn:  # back to the schema before 0009
+        conn.execute(f"SET search_path = {quote_identifier(schema)}")
+        conn.execute("DROP INDEX memstack_deletions_user")
+        conn.execute("ALTER TABLE memstack_deletions DROP COLUMN kind, DROP COLUMN target_hash, DROP COLUMN counts, DROP COLUMN layer")
+        conn.execute("DELETE FROM memstack_migrations WHERE name = '0009_deletion_notes'")
+        conn.execute("INSERT INTO memstack_deletion_key (id, secret) VALUES (1, %s)", (secret,))
+        conn.execute("INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)", (user_hash(secret, "default", "user_001"),))
+    store = PostgresStore(DSN, schema=schema)
+    try:
+        store.history.append(A, [msg("user", "你好")])
+        store.history.delete_thread(A, layer="ui")
+        old, new = store.deletions("default", user_id="user_001")
+        assert (old.kind, old.rows, old.counts, old.layer, old.target_hash) == ("user", 4, {}, None, None)
+        assert (new.kind, new.counts, new.layer) == ("thread", {"messages": 1}, "ui")
     finally:
         store.close()
 
@@ -135,12 +158,12 @@ def test_a_schema_from_before_records_gains_them(schema: str) -> None:
         conn.execute(f"SET search_path = {quote_identifier(schema)}")
         for table in ("memstack_records", "memstack_record_audit", "memstack_model_usage", "memstack_deletions"):
             conn.execute(f"DROP TABLE {table}")
-        conn.execute("DELETE FROM memstack_migrations WHERE name = ANY(%s)", (["0004_records", "0005_deletions"],))
+        conn.execute("DELETE FROM memstack_migrations WHERE name = ANY(%s)", (["0004_records", "0005_deletions", "0009_deletion_notes"],))
     store = PostgresStore(DSN, schema=schema)
     try:
         store.records.apply(U, [put("李四", {"v": 1})], layer="l")
         store.usage.record([usage(A, 0)])
         assert store.delete_user(A) == 3
-        assert [d["rows"] for d in store.deletions("default")] == [3]
+        assert [d.rows for d in store.deletions("default")] == [3]
     finally:
         store.close()

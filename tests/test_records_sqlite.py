@@ -77,7 +77,7 @@ def test_the_deletion_key_is_the_stores_own(tmp_path):
         assert store.query("SELECT count(*) FROM deletion_key") == [(0,)]  # made on first use
         store.delete_user(A)
         store.delete_user(A)
-        hashes.append([d["user_hash"] for d in store.deletions("default")])
+        hashes.append([d.user_hash for d in store.deletions("default")])
         store.close()
     (one, again), (two, _) = hashes
     assert one == again != two and user_digest("user_001") not in (one, two)
@@ -93,9 +93,27 @@ def test_the_notes_of_a_database_from_before_the_key_are_rehashed(tmp_path):
     db.close()
     store = SQLiteStore(tmp_path / "old.db")
     store.delete_user(A)
-    old, new = (d["user_hash"] for d in store.deletions("default"))
+    old, new = (d.user_hash for d in store.deletions("default"))
     ((secret,),) = store.query("SELECT secret FROM deletion_key")
     assert old == new == user_hash(secret, "default", "user_001") != user_digest("user_001")
+    store.close()
+
+
+def test_the_notes_of_a_database_from_before_009_read_as_users_of_unknown_counts(tmp_path):
+    """Before 009_deletion_notes a note was a user's, with its rows only: it reads back as a user's
+    deletion by an unknown layer, found among that user's notes, beside the new ones."""
+    names = [name for name, _ in MIGRATIONS]
+    db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    apply_migrations(db, MIGRATIONS[: names.index("009_deletion_notes")])
+    db.execute("INSERT INTO deletion_key (id, secret) VALUES (1, ?)", (b"k" * 32,))
+    db.execute("INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)", (user_hash(b"k" * 32, "default", "user_001"),))
+    db.close()
+    store = SQLiteStore(tmp_path / "old.db")
+    store.history.append(A, [msg("user", "你好")])
+    store.history.delete_thread(A, layer="ui")
+    old, new = store.deletions("default", user_id="user_001")
+    assert (old.kind, old.rows, old.counts, old.layer, old.target_hash) == ("user", 4, {}, None, None)
+    assert (new.kind, new.counts, new.layer) == ("thread", {"messages": 1}, "ui")
     store.close()
 
 
@@ -109,7 +127,7 @@ def test_a_database_from_before_records_gains_them(tmp_path):
     store.usage.record([usage(A, 0)])
     store.delete_user(A)
     ((secret,),) = store.query("SELECT secret FROM deletion_key")
-    assert [d["user_hash"] for d in store.deletions("default")] == [user_hash(secret, "default", "user_001")]
+    assert [d.user_hash for d in store.deletions("default")] == [user_hash(secret, "default", "user_001")]
     store.close()
 
 

@@ -4,6 +4,8 @@ The layout under the root (every id encoded by ``encode_name`` into one safe fil
 
     .lock                                        the lock every operation holds (filelock)
     _seq                                         the last message seq handed out, store-wide
+    _deletion_key                                the key of the deletion notes' hashes (jsonl_deletions)
+    <tenant>/_deletions.jsonl                    the tenant's deletion notes, one per line
     <tenant>/<user>/_jobs.json                   the user's job rows
     <tenant>/<user>/<agent|_>/threads/<thread>.jsonl           one message per line, with its seq
     <tenant>/<user>/<agent|_>/state/<thread|_>/<name>.json     one JSON document
@@ -14,7 +16,7 @@ files; an encoded id starts with neither. JSON documents are replaced atomically
 os.replace). A message line counts once its newline is written: a torn last line left by a killed
 process is ignored on read and cut off by the next append. ``append`` reserves seqs, then requests
 its jobs, then writes its lines, so a crash can leave an extra job request but never messages
-without one. Deleting a user removes the ``<tenant>/<user>`` directory. Semantics follow MemoryStore.
+without one. Deleting a user removes the ``<tenant>/<user>`` directory and leaves a note. Semantics follow MemoryStore.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import InvalidInput, SchemaError, StoreError
 from ..stores import ANY, check_last
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
 
 PLACEHOLDER = "_"  # the directory name standing for "no agent" or "no thread"
 JOBS_FILE = "_jobs.json"
@@ -248,12 +250,13 @@ def thread_infos(agent_dir: Path) -> list[ThreadInfo]:
     return infos
 
 
-def count_records(user_dir: Path) -> int:
-    """Messages, state documents, checkpoints and job rows under a user's directory."""
+def count_records(user_dir: Path) -> dict[str, int]:
+    """Messages, and the other rows (state documents, checkpoints, job rows), under a user's
+    directory, as a deletion note counts them."""
     messages = sum(len(read_log(path)[0]) for path in user_dir.glob("*/threads/*.jsonl"))
     states = sum(1 for _ in user_dir.glob("*/state/*/*.json"))
     checkpoints = sum(len(read_document(path) or []) for path in user_dir.glob("*/checkpoints/*.json"))
-    return messages + states + checkpoints + len(read_document(user_dir / JOBS_FILE) or [])
+    return {"messages": messages, "other": states + checkpoints + len(read_document(user_dir / JOBS_FILE) or [])}
 
 
 # ---- job rows --------------------------------------------------------------------------------
@@ -386,19 +389,30 @@ class JsonlStore:
             row["requested"] += 1
         write_document(path, rows)
 
-    def _drop_jobs(self, scope: Scope) -> None:
+    def _drop_jobs(self, scope: Scope) -> int:
         path = self.user_dir(scope) / JOBS_FILE
         rows = read_document(path) or []
         kept = [row for row in rows if not is_row_of(row, scope)]
         if len(kept) < len(rows):
             write_document(path, kept)
+        return len(rows) - len(kept)
 
-    def delete_user(self, scope: Scope) -> int:
+    def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         user_dir = self.user_dir(scope)
         with self.locked():
-            count = count_records(user_dir)
+            counts = count_records(user_dir)
             remove_tree(user_dir)
-            return count
+            return jsonl_deletions.record(self.root, scope.user(), "user", counts, layer=layer).rows
+
+    def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+        """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
+        with self.locked():
+            return jsonl_deletions.record(self.root, scope, kind, counts, layer=layer, name=name)
+
+    def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
+        """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
+        with self.locked():
+            return jsonl_deletions.read(self.root, tenant, user_id)
 
     def close(self) -> None:
         """Nothing to release: files are opened per operation and the lock is held only inside one."""
@@ -458,15 +472,17 @@ class _History:
             infos = [info for agent_dir in self._s.agent_dirs(scope) for info in thread_infos(agent_dir)]
         return sorted(infos, key=lambda t: (t.last_at, t.thread_id), reverse=True)
 
-    def delete_thread(self, scope: Scope) -> int:
+    def delete_thread(self, scope: Scope, *, layer: str = "library") -> int:
         s = self._s
         path = s.thread_path(scope)
         with s.locked():
             messages, _ = read_log(path)
+            others = len(read_document(s.checkpoint_path(scope)) or []) + sum(1 for _ in s.state_dir(scope).glob("*.json"))
             remove_file(path)
             remove_file(s.checkpoint_path(scope))
             remove_tree(s.state_dir(scope))
-            s._drop_jobs(scope)
+            others += s._drop_jobs(scope)
+            jsonl_deletions.record(s.root, scope, "thread", {"messages": len(messages), "other": others}, layer=layer)
             return len(messages)
 
 
@@ -597,3 +613,6 @@ class _Jobs:
                 row.update(owner=None, lease_until=None)
             write_document(path, rows)
             return True
+
+
+from . import jsonl_deletions  # noqa: E402  (it uses this module's file helpers)

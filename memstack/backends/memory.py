@@ -13,9 +13,10 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..stores import ANY, check_last
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from . import deletions
 from .adapter_rows import delete_side_checkpoints
-from .deletions import new_secret, user_hash
+from .deletions import new_secret, tally
 
 Key = tuple[str, str, str, str]
 
@@ -68,32 +69,42 @@ class MemoryStore:
         self.embeddings = MemoryEmbeddingCache()
         self.records = MemoryRecords()
         self.usage = MemoryUsage()
-        self._deletions: list[dict[str, Any]] = []
+        self._deletions: list[Deletion] = []
         #: the key of the deletion notes' user hash (backends.deletions), this store's own
         self._deletion_key = new_secret()
 
-    def delete_user(self, scope: Scope) -> int:
+    def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self._lock:
             user = Scope(user_id=scope.user_id, tenant=scope.tenant)  # every agent of the user
-            n = self.units.delete(user) + self.vectors.delete(user) + self.embeddings.delete(user)
+            counts = [("units", self.units.delete(user)), ("vectors", self.vectors.delete(user) + self.embeddings.delete(user))]
             for key in [k for k in self._messages if _user_match(k, scope)]:
-                n += len(self._messages.pop(key))
+                counts.append(("messages", len(self._messages.pop(key))))
                 self._ids.pop(key, None)
             for table in (self._state, self._jobs):
                 for k in [k for k in table if _user_match(k[0], scope)]:
                     del table[k]
-                    n += 1
+                    counts.append(("other", 1))
             for k in [k for k in self._checkpoints if _user_match(k, scope)]:
-                n += len(self._checkpoints.pop(k))
-            n += self.records.forget(user) + self.usage.forget(user)
-            n += delete_side_checkpoints(self, scope)  # the LangGraph saver's, if any
-            self._deletions.append({"tenant": scope.tenant, "user_hash": user_hash(self._deletion_key, scope.tenant, scope.user_id), "at": utcnow(), "rows": n})
-            return n
+                counts.append(("other", len(self._checkpoints.pop(k))))
+            records, events = self.records.forget(user)
+            counts += [("memories", records), ("audit", events), ("usage", self.usage.forget(user))]
+            counts.append(("other", delete_side_checkpoints(self, scope)))  # the LangGraph saver's, if any
+            return self._note(deletions.note(self._deletion_key, user, "user", tally(counts), layer=layer)).rows
 
-    def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
+    def _note(self, d: Deletion) -> Deletion:
         with self._lock:
-            return [dict(d) for d in self._deletions if d["tenant"] == tenant]
+            self._deletions.append(d)
+        return d
+
+    def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+        """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
+        return self._note(deletions.note(self._deletion_key, scope, kind, counts, layer=layer, name=name))
+
+    def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
+        """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
+        with self._lock:
+            notes = [d for d in self._deletions if d.tenant == tenant]
+        return deletions.of_user(notes, self._deletion_key, tenant, user_id)
 
     def close(self) -> None:
         pass
@@ -166,23 +177,22 @@ class _History:
         ]
         return sorted(infos, key=lambda t: (t.last_at, t.thread_id), reverse=True)
 
-    def delete_thread(self, scope: Scope) -> int:
+    def delete_thread(self, scope: Scope, *, layer: str = "library") -> int:
         key = scope.require_thread().key
         s = self._s
         with s._lock:
             n = len(s._messages.pop(key, []))
             s._ids.pop(key, None)
-            s._checkpoints.pop(key, None)
-            s.units.delete(scope)
-            s.vectors.delete(scope)
-            s.embeddings.delete(scope)
-            s.records.forget(scope)
-            s.usage.forget(scope)
-            for k in [k for k in s._state if k[0] == key]:
-                del s._state[k]
-            for k in [k for k in s._jobs if k[0] == key]:
-                del s._jobs[k]
-            delete_side_checkpoints(s, scope, thread_id=scope.thread_id)
+            counts = [("messages", n), ("other", len(s._checkpoints.pop(key, [])))]
+            counts += [("units", s.units.delete(scope)), ("vectors", s.vectors.delete(scope) + s.embeddings.delete(scope))]
+            records, events = s.records.forget(scope)
+            counts += [("memories", records), ("audit", events), ("usage", s.usage.forget(scope))]
+            for table in (s._state, s._jobs):
+                for k in [k for k in table if k[0] == key]:
+                    del table[k]
+                    counts.append(("other", 1))
+            counts.append(("other", delete_side_checkpoints(s, scope, thread_id=scope.thread_id)))
+            s._note(deletions.note(s._deletion_key, scope, "thread", tally(counts), layer=layer))
             return n
 
 

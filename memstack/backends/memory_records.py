@@ -259,9 +259,10 @@ class MemoryRecords:
                 self._versions.pop(scope.key, None)
             return n
 
-    def forget(self, scope: Scope) -> int:
+    def forget(self, scope: Scope) -> tuple[int, int]:
         """Erase records and audit events of the scope's thread, or (thread_id None) of its whole
-        user, every agent; returns the rows erased (for the store's delete_thread and delete_user)."""
+        user, every agent; returns the records and the events erased (for the store's
+        delete_thread and delete_user)."""
         match = (lambda key: key == scope.key) if scope.thread_id is not None else (lambda key: key[:2] == scope.key[:2])
         with self._lock:
             n = 0
@@ -269,12 +270,11 @@ class MemoryRecords:
                 n += sum(len(v) for v in self._versions.pop(key).values())
             events = self._audit.get(scope.key[:2], [])
             kept = [e for e in events if not match(e.scope.key)]
-            n += len(events) - len(kept)
             if kept:
                 self._audit[scope.key[:2]] = kept
             else:
                 self._audit.pop(scope.key[:2], None)
-            return n
+            return n, len(events) - len(kept)
 
 
 class MemoryUsage:

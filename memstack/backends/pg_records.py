@@ -8,9 +8,11 @@ The rules (what a put or delete does, namespaces, what deleting removes) are tho
   collation): at most one current record per key, and ``current`` reads it in code-point order;
 - ``memstack_record_audit``: one row per event, read per user newest first through (tenant, user_id, n);
 - ``memstack_model_usage``: one row per model call, read per user oldest first through (tenant, user_id, at, n);
-- ``memstack_deletions`` (migration ``0005_deletions``): one row per ``delete_user``: tenant,
-  a keyed hash of the user id (``backends.deletions``: the key in ``memstack_deletion_key``,
-  migration ``0008_deletion_key``), when and how many rows went, nothing else.
+- ``memstack_deletions`` (migration ``0005_deletions``): one row per deletion note
+  (``types.Deletion``): tenant, a keyed hash of the user id (``backends.deletions``: the key in
+  ``memstack_deletion_key``, migration ``0008_deletion_key``), when and how many rows went; since
+  ``0009_deletion_notes`` also the kind (user, thread, note), the keyed hash of the thread or
+  note, the rows by what they were and the layer that deleted; nothing else.
 
 ``apply`` holds an advisory lock on the scope's record namespace for its transaction, so two
 writers of one key take turns instead of both inserting a version (the partial unique index
@@ -21,12 +23,13 @@ would refuse the second). Values are jsonb; times come back in UTC. Text Postgre
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
-from .deletions import keyed, new_secret, user_hash
+from ..types import AuditEvent, Change, Deletion, Record, Scope, UsageRecord, utcnow
+from . import deletions
+from .deletions import keyed, new_secret
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -126,6 +129,14 @@ def _deletion_secret(cur: Cursor[Any]) -> bytes:
 
 #: after the core's 0006 and 0007 (postgres.MIGRATIONS)
 DELETION_KEY_MIGRATION = ("0008_deletion_key", _m0008_deletion_key)
+#: notes of threads and saved memories too, with counts and who deleted (older notes: a user's,
+#: counts unknown, by an unknown layer)
+DELETION_NOTES_MIGRATION = (
+    "0009_deletion_notes",
+    """ALTER TABLE memstack_deletions ADD COLUMN kind TEXT NOT NULL DEFAULT 'user', ADD COLUMN target_hash TEXT,
+        ADD COLUMN counts JSONB NOT NULL DEFAULT '{}', ADD COLUMN layer TEXT;
+    CREATE INDEX memstack_deletions_user ON memstack_deletions (tenant, user_hash, n)""",
+)
 #: delete_user and delete_thread clear these (the audit trail of a thread goes with the thread);
 #: memstack_deletions is in neither: it is the record that a user was deleted.
 RECORD_TABLES = ["memstack_records", "memstack_record_audit", "memstack_model_usage"]
@@ -298,15 +309,26 @@ class PostgresUsage:
             return [_usage(r) for r in cur.fetchall()]
 
 
-def record_deletion(cur: Cursor[Any], scope: Scope, rows: int) -> None:
-    """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
+def record_deletion(cur: Cursor[Any], scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+    """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
+    d = deletions.note(_deletion_secret(cur), scope, kind, counts, layer=layer, name=name)
     cur.execute(
-        "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES (%s, %s, %s, %s)",
-        (scope.tenant, user_hash(_deletion_secret(cur), scope.tenant, scope.user_id), utcnow(), rows),
+        "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
+        (d.tenant, d.user_hash, d.at, d.rows, d.kind, d.target_hash, json.dumps(d.counts), d.layer),
     )
+    return d
 
 
-def read_deletions(db: _Database, tenant: str) -> list[dict[str, Any]]:
+def read_deletions(db: _Database, tenant: str, user_id: str | None = None) -> list[Deletion]:
+    """The tenant's notes (of one user), oldest first."""
     with db.transaction("reading deletions") as cur:
-        cur.execute("SELECT tenant, user_hash, at, rows_deleted FROM memstack_deletions WHERE tenant = %s ORDER BY n", (tenant,))
-        return [{"tenant": t, "user_hash": u, "at": at, "rows": n} for t, u, at, n in cur.fetchall()]
+        sql, params = "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM memstack_deletions WHERE tenant = %s", [tenant]
+        if user_id is not None:
+            cur.execute("SELECT secret FROM memstack_deletion_key WHERE id = 1")
+            key = cur.fetchone()
+            if key is None:
+                return []  # no key: nothing was ever deleted
+            sql += " AND user_hash = %s"
+            params.append(deletions.user_hash(bytes(key[0]), tenant, user_id))
+        cur.execute(sql + " ORDER BY n", params)
+        return [Deletion(t, kind, u, target, at, n, dict(counts), layer) for t, u, at, n, kind, target, counts, layer in cur.fetchall()]

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, SchemaError, StoreError, require
 from ..stores import ANY, check_last
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
+from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time
 from .adapter_rows import delete_checkpoints, postgres_runner
+from .deletions import counted_as, tally
 from .pg_steps import Sql, Steps, run
 
 if TYPE_CHECKING:
@@ -377,15 +378,19 @@ class PostgresStore:
         self.records = PostgresRecords(self._db)
         self.usage = PostgresUsage(self._db)
 
-    def delete_user(self, scope: Scope) -> int:
+    def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self._db.transaction("deleting a user") as cur:
-            deleted = 0
+            counts = []
             for table in USER_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {USER_MATCH}", (scope.tenant, scope.user_id))
-                deleted += cur.rowcount
-            deleted += delete_checkpoints(postgres_runner(cur), "postgresql", scope)  # the LangGraph saver's, if any
-            record_deletion(cur, scope, deleted)
-            return deleted
+                counts.append((counted_as(table), cur.rowcount))
+            counts.append(("other", delete_checkpoints(postgres_runner(cur), "postgresql", scope)))  # the LangGraph saver's, if any
+            return record_deletion(cur, scope.user(), "user", tally(counts), layer=layer).rows
+
+    def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+        """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
+        with self._db.transaction("noting a deletion") as cur:
+            return record_deletion(cur, scope, kind, counts, layer=layer, name=name)
 
     def async_history(self) -> AsyncPostgresHistory:
         """The history's request-path calls on psycopg's async pool (``stores.AsyncHistory``):
@@ -394,9 +399,9 @@ class PostgresStore:
 
         return AsyncPostgresHistory(self.url, self._db.schema, **self._pool_options)
 
-    def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
-        return read_deletions(self._db, tenant)
+    def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
+        """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
+        return read_deletions(self._db, tenant, user_id)
 
     def close(self) -> None:
         self._db.pool.close()
@@ -435,15 +440,18 @@ class _History:
         with self._db.transaction("listing threads") as cur:
             return run(cur, threads_steps(scope))
 
-    def delete_thread(self, scope: Scope) -> int:
+    def delete_thread(self, scope: Scope, *, layer: str = "library") -> int:
         key = scope.require_thread().key
         with self._db.transaction("deleting a thread") as cur:
             lock_thread(cur, self._db.schema, key)
             cur.execute(f"DELETE FROM memstack_messages WHERE {KEY_MATCH}", key)
             deleted = cur.rowcount
+            counts = [("messages", deleted)]
             for table in THREAD_TABLES:
                 cur.execute(f"DELETE FROM {table} WHERE {KEY_MATCH}", key)
-            delete_checkpoints(postgres_runner(cur), "postgresql", scope, thread_id=scope.thread_id)
+                counts.append((counted_as(table), cur.rowcount))
+            counts.append(("other", delete_checkpoints(postgres_runner(cur), "postgresql", scope, thread_id=scope.thread_id)))
+            record_deletion(cur, scope, "thread", tally(counts), layer=layer)
             return deleted
 
 
@@ -697,6 +705,7 @@ class _Jobs:
 # Retrieval and record storage live in their own modules; their migrations follow the core's.
 from .pg_records import (  # noqa: E402
     DELETION_KEY_MIGRATION,
+    DELETION_NOTES_MIGRATION,
     RECORD_MIGRATIONS,
     RECORD_TABLES,
     PostgresRecords,
@@ -711,6 +720,7 @@ MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [
     ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting"),
     ("0007_profiles", "CREATE TABLE memstack_profiles (tenant TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
     DELETION_KEY_MIGRATION,
+    DELETION_NOTES_MIGRATION,
 ]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -21,8 +21,9 @@ from typing import Any
 
 from ..errors import InvalidInput, SchemaError, StoreError
 from ..stores import ANY, check_last
-from ..types import Checkpoint, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
+from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
 from .adapter_rows import delete_checkpoints, sqlite_runner
+from .deletions import counted_as, tally
 from .memory import json_copy
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
@@ -197,16 +198,20 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite read failed: {exc}") from exc
 
-    def delete_user(self, scope: Scope) -> int:
+    def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self.write() as db:
-            n = sum(db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount for t in USER_TABLES)
-            n += delete_checkpoints(sqlite_runner(db), "sqlite", scope)  # the LangGraph saver's, if any
-            record_deletion(db, scope, n)
-            return n
+            counts = [(counted_as(t), db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount) for t in USER_TABLES]
+            counts.append(("other", delete_checkpoints(sqlite_runner(db), "sqlite", scope)))  # the LangGraph saver's, if any
+            return record_deletion(db, scope.user(), "user", tally(counts), layer=layer).rows
 
-    def deletions(self, tenant: str) -> list[dict[str, Any]]:
-        """The tenant's user deletions, oldest first: tenant, user_hash (the user id's keyed hash, backends.deletions), at and rows (no content)."""
-        return read_deletions(self, tenant)
+    def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+        """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
+        with self.write() as db:
+            return record_deletion(db, scope, kind, counts, layer=layer, name=name)
+
+    def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
+        """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
+        return read_deletions(self, tenant, user_id)
 
     def close(self) -> None:
         with self._lock:
@@ -331,13 +336,13 @@ class _History:
     def users(self, tenant: str) -> list[str]:
         return [row[0] for row in self._s.query("SELECT DISTINCT user_id FROM messages WHERE tenant = ? ORDER BY user_id", (tenant,))]
 
-    def delete_thread(self, scope: Scope) -> int:
+    def delete_thread(self, scope: Scope, *, layer: str = "library") -> int:
         key = scope.require_thread().key
         with self._s.write() as db:
             n = db.execute(f"DELETE FROM messages WHERE {KEY}", key).rowcount
-            for table in THREAD_TABLES:
-                db.execute(f"DELETE FROM {table} WHERE {KEY}", key)
-            delete_checkpoints(sqlite_runner(db), "sqlite", scope, thread_id=scope.thread_id)
+            counts = [("messages", n)] + [(counted_as(t), db.execute(f"DELETE FROM {t} WHERE {KEY}", key).rowcount) for t in THREAD_TABLES]
+            counts.append(("other", delete_checkpoints(sqlite_runner(db), "sqlite", scope, thread_id=scope.thread_id)))
+            record_deletion(db, scope, "thread", tally(counts), layer=layer)
         return n
 
 
@@ -470,6 +475,7 @@ class _Jobs:
 # Retrieval and record storage live in their own modules; their migrations follow the core's.
 from .sqlite_records import (  # noqa: E402
     DELETION_KEY_MIGRATION,
+    DELETION_NOTES_MIGRATION,
     RECORD_MIGRATIONS,
     RECORD_TABLES,
     SQLiteRecords,
@@ -485,6 +491,6 @@ def _m007_profiles(db: sqlite3.Connection) -> None:
     _statements(db, "CREATE TABLE profiles (tenant TEXT PRIMARY KEY, value TEXT NOT NULL, updated_us INTEGER NOT NULL)")
 
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles), DELETION_KEY_MIGRATION]
+MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles), DELETION_KEY_MIGRATION, DELETION_NOTES_MIGRATION]
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -8,9 +8,11 @@ The rules (what a put or delete does, namespaces, what deleting removes) are tho
   per key, and ``current`` reads that index in key order;
 - ``record_audit``: one row per event, read per user newest first through (tenant, user_id, n);
 - ``model_usage``: one row per model call, read per user oldest first through (tenant, user_id, at_us);
-- ``deletions`` (migration ``005_deletions``): one row per ``delete_user``: tenant, a keyed hash
-  of the user id (``backends.deletions``: the key in ``deletion_key``, migration
-  ``008_deletion_key``), when and how many rows went, nothing else.
+- ``deletions`` (migration ``005_deletions``): one row per deletion note (``types.Deletion``):
+  tenant, a keyed hash of the user id (``backends.deletions``: the key in ``deletion_key``,
+  migration ``008_deletion_key``), when and how many rows went; since ``009_deletion_notes`` also
+  the kind (user, thread, note), the keyed hash of the thread or note, the rows by what they were
+  (JSON) and the layer that deleted; nothing else.
 
 Values are JSON text (``ensure_ascii=False``: Chinese is stored as is); times are ISO text in UTC,
 with UTC microseconds beside the usage rows' time for ``since``.
@@ -20,12 +22,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
-from .deletions import keyed, new_secret, user_hash
+from ..types import AuditEvent, Change, Deletion, Record, Scope, UsageRecord, utcnow
+from . import deletions
+from .deletions import keyed, new_secret
 from .memory_records import Step, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, utc
 
 if TYPE_CHECKING:
@@ -96,9 +99,23 @@ def _deletion_secret(db: sqlite3.Connection) -> bytes:
     return bytes(row[0])
 
 
+def _m009_deletion_notes(db: sqlite3.Connection) -> None:
+    """Notes of threads and saved memories too, with counts and who deleted (older notes: a user's,
+    counts unknown, by an unknown layer)."""
+    for statement in (
+        "ALTER TABLE deletions ADD COLUMN kind TEXT NOT NULL DEFAULT 'user'",
+        "ALTER TABLE deletions ADD COLUMN target_hash TEXT",
+        "ALTER TABLE deletions ADD COLUMN counts TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE deletions ADD COLUMN layer TEXT",
+        "CREATE INDEX deletions_user ON deletions (tenant, user_hash, n)",
+    ):
+        db.execute(statement)
+
+
 RECORD_MIGRATIONS = [("004_records", _m004_records), ("005_deletions", _m005_deletions)]
 #: after the core's 006 and 007 (sqlite.MIGRATIONS)
 DELETION_KEY_MIGRATION = ("008_deletion_key", _m008_deletion_key)
+DELETION_NOTES_MIGRATION = ("009_deletion_notes", _m009_deletion_notes)
 #: delete_user and delete_thread clear these (the audit trail of a thread goes with the thread);
 #: ``deletions`` is in neither: it is the record that a user was deleted.
 RECORD_TABLES = ["records", "record_audit", "model_usage"]
@@ -312,14 +329,24 @@ class SQLiteUsage:
         return [_usage(r) for r in self._s.query(f"SELECT {USAGE_COLUMNS} FROM model_usage WHERE {where} ORDER BY at_us, n", params)]
 
 
-def record_deletion(db: sqlite3.Connection, scope: Scope, rows: int) -> None:
-    """Note, in the caller's transaction, that the scope's user was deleted (no content)."""
+def record_deletion(db: sqlite3.Connection, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+    """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
+    d = deletions.note(_deletion_secret(db), scope, kind, counts, layer=layer, name=name)
     db.execute(
-        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES (?, ?, ?, ?)",
-        (scope.tenant, user_hash(_deletion_secret(db), scope.tenant, scope.user_id), utcnow().isoformat(), rows),
+        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (d.tenant, d.user_hash, d.at.isoformat(), d.rows, d.kind, d.target_hash, json.dumps(d.counts), d.layer),
     )
+    return d
 
 
-def read_deletions(store: SQLiteStore, tenant: str) -> list[dict[str, Any]]:
-    rows = store.query("SELECT tenant, user_hash, at, rows_deleted FROM deletions WHERE tenant = ? ORDER BY n", (tenant,))
-    return [{"tenant": t, "user_hash": u, "at": datetime.fromisoformat(at), "rows": n} for t, u, at, n in rows]
+def read_deletions(store: SQLiteStore, tenant: str, user_id: str | None = None) -> list[Deletion]:
+    """The tenant's notes (of one user), oldest first."""
+    sql, params = "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM deletions WHERE tenant = ?", [tenant]
+    if user_id is not None:
+        key = store.query("SELECT secret FROM deletion_key WHERE id = 1")
+        if not key:
+            return []  # no key: nothing was ever deleted
+        sql += " AND user_hash = ?"
+        params.append(deletions.user_hash(bytes(key[0][0]), tenant, user_id))
+    rows = store.query(sql + " ORDER BY n", params)
+    return [Deletion(t, kind, u, target, datetime.fromisoformat(at), n, json.loads(counts), layer) for t, u, at, n, kind, target, counts, layer in rows]

@@ -276,7 +276,9 @@ class RecordStoreContract(_StoreFixture):
         store.records.apply(U, [put("李四", LIKES)], layer="entities")
         store.usage.record([usage(A, 0), usage(A2, 1), usage(U, 2)])
         store.history.append(A, [msg("user", "你好")])
-        store.history.delete_thread(A)
+        store.history.delete_thread(A, layer="ui")
+        (note,) = store.deletions("default")
+        assert (note.kind, note.layer, note.counts) == ("thread", "ui", {"messages": 1, "memories": 1, "audit": 1, "usage": 1})
         assert store.records.current(A, "summary") == []
         assert [(e.scope, e.key) for e in store.records.audit(U)] == [(U, "李四"), (A2, "summary")]
         assert [r.scope for r in store.usage.read(U)] == [A2, U]
@@ -299,13 +301,14 @@ class RecordStoreContract(_StoreFixture):
             assert len(store.records.current(scope, "summary")) == 1 and len(store.records.current(scope.user(), "entity")) == 1
             assert len(store.records.audit(scope)) == 2 and len(store.usage.read(scope)) == 2
         (note,) = store.deletions("default")
-        assert set(note) == {"tenant", "user_hash", "at", "rows"}  # a digest and when: no content, not even the id
-        assert (note["tenant"], note["rows"]) == ("default", deleted)
-        assert re.fullmatch("[0-9a-f]{64}", note["user_hash"]) and note["user_hash"] != user_digest("user_001")  # keyed, not a bare sha256
-        assert note["at"].utcoffset() is not None
+        assert (note.tenant, note.kind, note.rows, note.target_hash, note.layer) == ("default", "user", deleted, None, "library")
+        assert note.counts == {"memories": 4, "audit": 4, "usage": 4}  # what went, by what it was: no content, not even the id
+        assert re.fullmatch("[0-9a-f]{64}", note.user_hash) and note.user_hash != user_digest("user_001")  # keyed, not a bare sha256
+        assert note.at.utcoffset() is not None
+        assert "user_001" not in repr(note) and "秘密" not in repr(note)
         assert store.deletions("acme") == []
         assert store.delete_user(A) == 0
-        assert [d["rows"] for d in store.deletions("default")] == [deleted, 0]
+        assert [d.rows for d in store.deletions("default")] == [deleted, 0]
 
     def test_a_deletion_note_hashes_the_user_id_with_the_stores_own_key(self, store):
         """The note's user_hash is a keyed hash (backends.deletions): not the id's sha256, which
@@ -313,11 +316,11 @@ class RecordStoreContract(_StoreFixture):
         user in every deletion of the store, and different for another id or another tenant."""
         for scope in (A, B, AGENT, OTHER_TENANT):
             store.delete_user(scope)
-        first, other, again = (d["user_hash"] for d in store.deletions("default"))
+        first, other, again = (d.user_hash for d in store.deletions("default"))
         assert first == again != other  # AGENT is user_001 again
         assert user_digest(A.user_id) not in (first, other) and user_digest(B.user_id) not in (first, other)
         (elsewhere,) = store.deletions("acme")
-        assert elsewhere["user_hash"] not in (first, other)  # user_001 of another tenant: another user
+        assert elsewhere.user_hash not in (first, other)  # user_001 of another tenant: another user
 
     # ---- durability ------------------------------------------------------------------------------
 
@@ -328,7 +331,7 @@ class RecordStoreContract(_StoreFixture):
         store.records.apply(A, [put("summary", {"text": "聊了火锅"}, kind="summary")], layer="summary")
         store.usage.record([usage(A, 0, ok=False, error="输出不是JSON")])
         store.delete_user(B)
-        hashes = [d["user_hash"] for d in store.deletions("default")]
+        hashes = [d.user_hash for d in store.deletions("default")]
         before = (
             store.records.history(U, "entity", "李四"),
             store.records.current(A, "summary"),
@@ -344,9 +347,9 @@ class RecordStoreContract(_StoreFixture):
                 reopened.usage.read(U),
             )
             assert after == before
-            assert [d["user_hash"] for d in reopened.deletions("default")] == hashes  # the store's key is kept in the store
+            assert [d.user_hash for d in reopened.deletions("default")] == hashes  # the store's key is kept in the store
             reopened.delete_user(B)
-            assert [d["user_hash"] for d in reopened.deletions("default")] == hashes * 2
+            assert [d.user_hash for d in reopened.deletions("default")] == hashes * 2
             (event,) = reopened.records.apply(U, [put("李四", {"city": "深圳"}, minutes=9)], layer="entities")
             assert event.action == "supersede" and reopened.records.history(U, "entity", "李四")[-1].version == 3
         finally:

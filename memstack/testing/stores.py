@@ -347,6 +347,71 @@ class StoreContract:
             assert store.jobs.pending(sc) == 1
         assert store.delete_user(A) == 0
 
+    # ---- deletion notes: what forgetting leaves (backends.deletions) -------------------------
+
+    def test_forgetting_a_thread_leaves_a_note_without_its_content(self, store):
+        store.history.append(A, [msg("user", "我的病历号是 A-7731"), msg("assistant", "好的", 1)], enqueue=["probe"])
+        store.state.put(A, {"病历": "A-7731"})
+        store.history.append(A2, [msg("user", "另一个会话")])
+        assert store.history.delete_thread(A, layer="ui") == 2
+        (note,) = store.deletions("default")
+        assert (note.tenant, note.kind, note.layer, note.rows) == ("default", "thread", "ui", sum(note.counts.values()))
+        assert note.counts["messages"] == 2 and note.counts.get("other", 0) >= 2  # the state document and the job row
+        assert set(note.counts) <= {"messages", "memories", "audit", "usage", "units", "vectors", "other"}
+        assert all(len(h) == 64 and int(h, 16) >= 0 for h in (note.user_hash, note.target_hash))
+        for secret in ("user_001", "t1", "病历", "A-7731"):
+            assert secret not in repr(note), secret  # no id, no content
+        assert note.at.utcoffset() is not None
+        assert store.deletions("default", user_id="user_001") == [note]
+        assert store.deletions("default", user_id="user_002") == [] and store.deletions("acme") == []
+        assert store.deletions("acme", user_id="user_001") == []  # the same id in another tenant
+
+    def test_the_notes_of_a_user_outlive_the_user(self, store):
+        for scope in (A, A2, B, OTHER_TENANT):
+            store.history.append(scope, [msg("user", "你好")])
+        store.history.delete_thread(A2, layer="api")
+        store.history.append(A2, [msg("user", "又来了")])
+        store.history.delete_thread(A2)
+        thread, again = store.deletions("default")
+        assert thread.target_hash == again.target_hash and again.layer == "library"  # one thread, one hash
+        assert store.delete_user(A, layer="ui") == 1
+        store.delete_user(B, layer="cli")
+        mine = store.deletions("default", user_id="user_001")
+        assert [(d.kind, d.layer, d.rows) for d in mine] == [("thread", "api", 1), ("thread", "library", 1), ("user", "ui", 1)]
+        assert mine[-1].counts == {"messages": 1} and mine[-1].target_hash is None
+        assert mine[0].user_hash == mine[-1].user_hash != store.deletions("default", user_id="user_002")[0].user_hash
+        assert [d.kind for d in store.deletions("default")] == ["thread", "thread", "user", "user"]  # oldest first
+        assert store.deletions("acme") == [] and store.history.read(OTHER_TENANT) != []
+
+    def test_a_saved_memorys_deletion_is_noted_by_name(self, store):
+        user = A.user()
+        one = store.note_deletion(user, "note", {"units": 1, "vectors": 1}, layer="ui", name="note-0123456789abcdef")
+        two = store.note_deletion(user, "note", {"units": 1}, layer="tool", name="note-fedcba9876543210")
+        assert (one.kind, one.rows, one.counts, one.layer) == ("note", 2, {"units": 1, "vectors": 1}, "ui")
+        assert one.target_hash != two.target_hash and "note-0123" not in repr(one)
+        assert store.deletions("default", user_id="user_001") == [one, two]
+        with pytest.raises(InvalidInput):
+            store.note_deletion(user, "everything", {"units": 1}, layer="ui", name="x")
+        with pytest.raises(InvalidInput):
+            store.note_deletion(user, "note", {"secrets": 1}, layer="ui", name="x")
+        with pytest.raises(InvalidInput):
+            store.note_deletion(user, "note", {"units": 1}, layer=" ", name="x")
+        assert len(store.deletions("default")) == 2
+
+    def test_reopen_keeps_the_deletion_notes(self, store):
+        if not self.durable:
+            pytest.skip("not a durable backend")
+        store.history.append(A, [msg("user", "你好")])
+        store.history.delete_thread(A, layer="ui")
+        store.delete_user(B, layer="api")
+        notes = store.deletions("default")
+        reopened = self.reopen(store)
+        try:
+            assert reopened.deletions("default") == notes
+            assert reopened.deletions("default", user_id="user_001") == notes[:1]  # the store's key is kept in the store
+        finally:
+            reopened.close()
+
     # ---- profiles and users ----------------------------------------------------------------
 
     def test_profile_is_written_once_unless_replaced(self, store):

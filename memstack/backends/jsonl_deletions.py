@@ -1,0 +1,61 @@
+"""The JSON lines backend's deletion notes (``backends.deletions``): one line per note in the
+tenant's ``<tenant>/_deletions.jsonl`` (the tenant's directory outlives its users'), keyed hashes
+under the root's ``_deletion_key`` (32 random bytes, readable by the owner only, made on the first
+deletion). Called with the store's lock held."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import SchemaError
+from ..types import Deletion, Scope
+from . import deletions
+from .jsonl import append_lines, dump_json, encode_name, make_directories, read_bytes, sync_directory
+
+KEY_FILE = "_deletion_key"
+NOTES_FILE = "_deletions.jsonl"
+
+
+def secret(root: Path, *, make: bool) -> bytes | None:
+    """The root's deletion key; made (``make``) when it has none, else None."""
+    path = root / KEY_FILE
+    data = read_bytes(path)
+    if data or not make:
+        return data or None
+    data = deletions.new_secret()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    sync_directory(root)
+    return data
+
+
+def notes_path(root: Path, tenant: str) -> Path:
+    return root / encode_name(tenant) / NOTES_FILE
+
+
+def record(root: Path, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+    d = deletions.note(secret(root, make=True), scope, kind, counts, layer=layer, name=name)  # type: ignore[arg-type]
+    path = notes_path(root, scope.tenant)
+    make_directories(path.parent)
+    data = read_bytes(path)
+    append_lines(path, dump_json(deletions.as_row(d)) + b"\n", keep=data.rfind(b"\n") + 1)
+    return d
+
+
+def read(root: Path, tenant: str, user_id: str | None) -> list[Deletion]:
+    path = notes_path(root, tenant)
+    data = read_bytes(path)
+    notes = []
+    for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], 1):
+        try:
+            notes.append(deletions.from_row(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SchemaError(f"{path}:{number}: not a deletion note: {exc}") from exc
+    return deletions.of_user(notes, secret(root, make=False), tenant, user_id)
