@@ -65,11 +65,28 @@ def index_notes(layer: Any, store: Any, units: Sequence[Unit]) -> None:
         layer.index.upsert([unit], vectors, model=model.name)
 
 
+def forget(store: Any, index: Any, user: Scope, memory_id: str, *, by: str) -> Unit:
+    """Delete one of the user's saved memories by id: its unit, its vector in ``index`` (the
+    Memory's retrieval index), the cached embeddings of the notes' thread (they are keyed by a hash
+    of the text), and leave a deletion note by ``by`` (``Store.note_deletion``: no text, no id).
+    Returns what was deleted. InvalidInput for an id that is no saved memory of this user."""
+    user = user.user()
+    found = store.units.get(user, [memory_id]) if isinstance(memory_id, str) and memory_id.strip() else []
+    if not found:
+        raise InvalidInput(f"no saved memory with id {memory_id!r}", field="memory_id")
+    if found[0].kind != "note":
+        raise InvalidInput(f"{memory_id!r} is part of a conversation, not a saved memory; only saved memories can be forgotten", field="memory_id")
+    units = store.units.delete(user, [memory_id])
+    vectors = index.delete(user, [memory_id]) + store.embeddings.delete(found[0].scope)
+    store.note_deletion(user, "note", {"units": units, "vectors": vectors}, layer=by, name=memory_id)
+    return found[0]
+
+
 def saved_units(store: Any, user: Scope) -> Iterator[Unit]:
     """The user's saved memories (notes and key/value memories), in the order they were stored."""
     if getattr(store, "units", None) is None:
         return
-    for batch in store.units.iterate(user):
+    for batch in store.units.iterate(user, thread_id=NOTES_THREAD):
         yield from (u for u in batch if u.kind == "note")
 
 

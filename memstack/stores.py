@@ -173,8 +173,14 @@ class UnitStore(Protocol):
         """Delete units by id in the user, or (ids None) all of the scope's thread, or of the user."""
         ...
 
-    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
-        """Every unit (of the scope's user, or of the whole store) in batches, for re-indexing."""
+    def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
+        """The ids of the tenant's users that have units (in the thread ``thread_id``, of any
+        agent: ``saved.NOTES_THREAD`` for those with saved memories), sorted."""
+        ...
+
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500, thread_id: str | None = None) -> Iterator[list[Unit]]:
+        """Every unit (of the scope's user, or of the whole store) in batches, for re-indexing;
+        only those of the thread ``thread_id`` (of any agent the scope covers) when it is given."""
         ...
 
     def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
@@ -267,6 +273,10 @@ class RecordStore(Protocol):
 
     def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
         """The user's audit events (every thread), newest first."""
+        ...
+
+    def users(self, tenant: str) -> list[str]:
+        """The ids of the tenant's users that have a current record (of any kind, any thread), sorted."""
         ...
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:

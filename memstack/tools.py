@@ -48,6 +48,7 @@ from .errors import InvalidInput, MemstackError, UnknownName, UsageError, requir
 from .layers.state import state_value
 from .retrieval.units import language
 from .saved import KEY_PREFIX, NOTE_PREFIX, NOTES_THREAD, index_notes, key_id, note_id
+from .saved import forget as forget_saved
 from .types import MAX_STATE_KEY_CHARS, Change, Hit, Scope, Unit, check_json, check_state_key, utcnow
 
 if TYPE_CHECKING:
@@ -190,18 +191,8 @@ class MemoryTools:
         deleted with ``Memory.forget``. The lookup is scoped to this user, so another user's id is
         simply not found.
         """
-        user = self.scope.user()
-        found = self.memory.store.units.get(user, [memory_id]) if memory_id.strip() else []
-        if not found:
-            raise InvalidInput(f"no saved memory with id {memory_id!r}", field="memory_id")
-        if found[0].kind != "note":
-            raise InvalidInput(f"{memory_id!r} is part of a conversation, not a saved memory; only saved memories can be forgotten", field="memory_id")
-        index = self._retrieval().index
-        self.memory.store.units.delete(user, [memory_id])
-        index.delete(user, [memory_id])
-        # the cache holds the notes' vectors by text hash: drop it so no trace of the text is left
-        self.memory.store.embeddings.delete(found[0].scope)
-        return f"forgot memory {memory_id}: {found[0].text}"
+        gone = forget_saved(self.memory.store, self._retrieval().index, self.scope, memory_id, by="tools")
+        return f"forgot memory {memory_id}: {gone.text}"
 
     def get_state(
         self,

@@ -10,7 +10,7 @@ from datetime import timezone
 from typing import Any
 
 from .errors import InvalidInput, UsageError
-from .saved import saved_units
+from .saved import NOTES_THREAD, saved_units
 from .stores import Store, records_of, usage_of
 from .types import Record, Scope, ThreadInfo
 
@@ -37,19 +37,34 @@ def known_user(store: Store, scope: Scope) -> bool:
     return next(saved_units(store, user), None) is not None  # without threads the user's units are few
 
 
+def user_ids(store: Store, tenant: str) -> list[str]:
+    """The ids of the tenant's users, sorted: those ``known_user`` knows (messages, model-made
+    memory of them, saved memories), also where they have no message."""
+    talked = store.history.users(tenant)
+    others: set[str] = set()
+    if getattr(store, "records", None) is not None:
+        others.update(records_of(store).users(tenant))
+    if getattr(store, "units", None) is not None:
+        others.update(store.units.users(tenant, thread_id=NOTES_THREAD))  # type: ignore[attr-defined]
+    others -= set(talked)
+    known = [u for u in sorted(others) if known_user(store, Scope(user_id=u, tenant=tenant))]  # a thread summary alone is no user
+    return sorted([*talked, *known])
+
+
 def users(store: Store, tenant: str, *, query: str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """A page of the tenant's users that have messages (ids containing ``query``, case-folded;
-    sorted by id), each with its counts (``overview``), and how many users match in all."""
+    """A page of the tenant's users (``user_ids``: with messages, model-made memory or saved
+    memories; ids containing ``query``, case-folded; sorted by id), each with its counts
+    (``overview``), and how many users match in all."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInput("limit must be >= 1 and offset >= 0", field="limit")
     needle = (query or "").strip().casefold()
-    ids = [u for u in store.history.users(tenant) if needle in u.casefold()]
+    ids = [u for u in user_ids(store, tenant) if needle in u.casefold()]
     return [overview(store, Scope(user_id=u, tenant=tenant)) for u in ids[offset : offset + limit]], len(ids)
 
 
 def overview(store: Store, scope: Scope, *, threads: list[ThreadInfo] | None = None) -> dict[str, Any]:
     """One user's counts: threads, messages, current memories (entities, relations, state keys and
-    the notes of the threads' summaries), write-side jobs waiting, model tokens spent (prompt +
+    the notes of the threads' summaries), saved memories (the tools'), write-side jobs waiting, model tokens spent (prompt +
     completion), and the time of the last message (None without any). Backends that keep no
     model-made memory (jsonl) count none. ``threads``: the user's, when the caller has them."""
     user = scope.user()
@@ -61,11 +76,13 @@ def overview(store: Store, scope: Scope, *, threads: list[ThreadInfo] | None = N
         memories += sum(len(r.value.get("items", [])) for t in threads for r in records.current(_thread_scope(user, t), "summary"))
     if getattr(store, "usage", None) is not None:
         tokens = sum(u.prompt_tokens + u.completion_tokens for u in usage_of(store).read(user))
+    saved = sum(1 for _ in saved_units(store, user))
     return {
         "user_id": user.user_id,
         "threads": len(threads),
         "messages": sum(t.messages for t in threads),
         "memories": memories,
+        "saved": saved,
         "jobs_waiting": store.jobs.pending(user),
         "model_tokens": tokens,
         "last_at": max((t.last_at for t in threads), default=None),
@@ -129,6 +146,17 @@ def audit(store: Store, scope: Scope, *, kind: str | None = None, limit: int | N
         }
         for e in records_of(store).audit(scope.user(), kind=kind, limit=limit)
     ]
+
+
+def deletions(store: Store, tenant: str, *, user_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The tenant's deletion notes (``Store.deletions``; with ``user_id`` that user's own: its
+    forgotten threads and saved memories, and the user if it was forgotten before), newest first:
+    ``{"at", "kind" (user, thread, note), "layer", "rows", "counts", "user_hash", "target_hash"}``.
+    They hold no content and no id: what was forgotten stays forgotten."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInput("limit must be >= 1", field="limit")
+    notes = store.deletions(tenant, user_id=user_id)[::-1][:limit]
+    return [{"at": d.at.isoformat(), "kind": d.kind, "layer": d.layer, "rows": d.rows, "counts": dict(d.counts), "user_hash": d.user_hash, "target_hash": d.target_hash} for d in notes]
 
 
 def usage(store: Store, scope: Scope) -> dict[str, Any]:

@@ -86,6 +86,9 @@ def test_forget_memory_deletes_one_note_and_only_notes(path):
         assert "SpringBoot" not in tools.recall_memory("我的后端使用什么技术？")
         assert mem.store.units.get(mem.scope("u1"), [gone]) == [] and mem.store.units.get(mem.scope("u1"), [keep])
         assert "火锅" in tools.recall_memory("我喜欢吃什么？")
+        (note,) = mem.store.deletions("default", user_id="u1")  # the forgetting is noted, not what was forgotten
+        assert (note.kind, note.layer, note.counts["units"]) == ("note", "tools", 1) and note.counts["vectors"] >= 1
+        assert "SpringBoot" not in repr(note) and gone not in repr(note)
         with pytest.raises(InvalidInput, match="no saved memory"):
             tools.forget_memory(gone)
         mem.add("我平时喜欢跑步", user_id="u1", thread_id="s1", at=T0)

@@ -248,6 +248,10 @@ class MemoryRecords:
             ]
             return [_copy_event(e) for e in events[:limit]]
 
+    def users(self, tenant: str) -> list[str]:
+        with self._lock:
+            return sorted({key[1] for key, records in self._versions.items() if key[0] == tenant and any(v[-1].current for v in records.values())})
+
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         if kind is not None:
             check_kind(kind)

@@ -137,6 +137,14 @@ class MemoryUnits:
             found = [u for u, _ in corpus.units.values() if u.scope.thread_id == scope.thread_id and u.round in wanted] if corpus and wanted else []
         return [_copy(u) for u in found]
 
+    def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
+        with self._lock:
+            return sorted(
+                user
+                for (t, user), agents in self._users.items()
+                if t == tenant and any(thread_id is None or u.scope.thread_id == thread_id for c in agents.values() for u, _ in c.units.values())
+            )
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
@@ -158,12 +166,12 @@ class MemoryUnits:
                 self._users.pop((scope.tenant, scope.user_id), None)
             return deleted
 
-    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500, thread_id: str | None = None) -> Iterator[list[Unit]]:
         """Batches of a snapshot taken when iteration starts, corpus by corpus in insertion order."""
         check_batch(batch)
         with self._lock:
             corpora = self._owned(scope) if scope is not None else [(a, c) for agents in self._users.values() for a, c in agents.items()]
-            units = [u for _, c in corpora for u, _ in c.units.values()]
+            units = [u for _, c in corpora for u, _ in c.units.values() if thread_id is None or u.scope.thread_id == thread_id]
         for start in range(0, len(units), batch):
             yield [_copy(u) for u in units[start : start + batch]]
 

@@ -248,6 +248,11 @@ class PostgresRecords:
             cur.execute(f"SELECT {AUDIT_COLUMNS} FROM memstack_record_audit WHERE {where} ORDER BY n DESC LIMIT %s", [*params, limit])
             return [_event(r) for r in cur.fetchall()]
 
+    def users(self, tenant: str) -> list[str]:
+        with self._db.transaction("listing users with records") as cur:
+            cur.execute("SELECT DISTINCT user_id FROM memstack_records WHERE tenant = %s AND invalid_at IS NULL ORDER BY user_id", (tenant,))
+            return [r[0] for r in cur.fetchall()]
+
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         sql, params = f"DELETE FROM memstack_records WHERE {KEY}", list(scope.key)
         if kind is not None:

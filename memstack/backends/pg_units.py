@@ -235,6 +235,15 @@ class PostgresUnits:
             )
             return [_unit(row) for row in cur.fetchall()]
 
+    def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
+        sql, params = "SELECT DISTINCT user_id FROM memstack_units WHERE tenant = %s", [tenant]
+        if thread_id is not None:
+            sql += " AND thread_id = %s"
+            params.append(thread_id)
+        with self._db.transaction("listing users with units") as cur:
+            cur.execute(sql + " ORDER BY user_id", params)
+            return [r[0] for r in cur.fetchall()]
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
@@ -248,19 +257,20 @@ class PostgresUnits:
                 cur.execute(f"DELETE FROM memstack_units WHERE {corpus}", params)
             return cur.rowcount
 
-    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500, thread_id: str | None = None) -> Iterator[list[Unit]]:
         """Batches in insertion order (per agent for a user), read page by page: units put during
         iteration may or may not be seen, and none is seen twice."""
         check_batch(batch)
+        thread = ("thread_id = %s AND", [thread_id]) if thread_id is not None else ("", [])
         if scope is None:
-            yield from self._pages("", [], batch)
+            yield from self._pages(thread[0], thread[1], batch)
             return
         sql, params = _with_agent("SELECT owner FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope)
         with self._db.transaction("listing unit owners") as cur:
             cur.execute(sql + " ORDER BY owner", params)
             owners = [owner for (owner,) in cur.fetchall()]
         for owner in owners:
-            yield from self._pages("owner = %s AND", [owner], batch)
+            yield from self._pages("owner = %s AND " + thread[0], [owner, *thread[1]], batch)
 
     def _pages(self, condition: str, params: list[Any], batch: int) -> Iterator[list[Unit]]:
         after = 0

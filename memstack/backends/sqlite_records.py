@@ -252,6 +252,9 @@ class SQLiteRecords:
         )
         return [_event(r) for r in rows]
 
+    def users(self, tenant: str) -> list[str]:
+        return [r[0] for r in self._s.query("SELECT DISTINCT user_id FROM records WHERE tenant = ? AND invalid_at IS NULL ORDER BY user_id", (tenant,))]
+
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         sql, params = f"DELETE FROM records WHERE {KEY}", list(scope.key)
         if kind is not None:

@@ -199,6 +199,13 @@ class SQLiteUnits:
         )
         return [_unit(row) for row in rows]
 
+    def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
+        sql, params = "SELECT DISTINCT user_id FROM units WHERE tenant = ?", [tenant]
+        if thread_id is not None:
+            sql += " AND thread_id = ?"
+            params.append(thread_id)
+        return [r[0] for r in self._s.query(sql + " ORDER BY user_id", params)]
+
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
@@ -213,16 +220,17 @@ class SQLiteUnits:
                 return db.execute("DELETE FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ?", scope.key).rowcount
             return db.execute(f"DELETE FROM units WHERE {corpus}", params).rowcount
 
-    def iterate(self, scope: Scope | None = None, *, batch: int = 500) -> Iterator[list[Unit]]:
+    def iterate(self, scope: Scope | None = None, *, batch: int = 500, thread_id: str | None = None) -> Iterator[list[Unit]]:
         """Batches in insertion order (per agent for a user), read page by page: units put during
         iteration may or may not be seen, and none is seen twice."""
         check_batch(batch)
+        thread = ("thread_id = ? AND", [thread_id]) if thread_id is not None else ("", [])
         if scope is None:
-            yield from self._pages("", [], batch)
+            yield from self._pages(thread[0], thread[1], batch)
             return
         sql, params = _with_agent("SELECT owner FROM unit_owners WHERE tenant = ? AND user_id = ?", scope)
         for (owner,) in self._s.query(sql + " ORDER BY owner", params):
-            yield from self._pages("owner = ? AND", [owner], batch)
+            yield from self._pages("owner = ? AND " + thread[0], [owner, *thread[1]], batch)
 
     def _pages(self, condition: str, params: list[Any], batch: int) -> Iterator[list[Unit]]:
         after = 0

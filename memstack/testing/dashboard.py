@@ -8,13 +8,15 @@ edit is a UsageError naming the backends that have them.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 
 from .. import edits, views
 from ..errors import Conflict, InvalidInput, NotFound, UsageError
-from ..types import Change, Scope, UsageRecord
+from ..saved import NOTES_THREAD, note_id
+from ..types import Change, Scope, Unit, UsageRecord
 from .records import _StoreFixture
 from .stores import OTHER_TENANT, T0, A, msg
 
@@ -56,6 +58,38 @@ class DashboardContract(_StoreFixture):
         assert total == 2 and [u["user_id"] for u in page] == ["user_002"]
         with pytest.raises(InvalidInput):
             views.users(store, A.tenant, limit=0)
+
+    def test_users_without_messages_are_listed_too(self, store):
+        """A user the tenant knows by model-made memory or saved memories alone (messages
+        forgotten, imported notes) is listed, as the API knows them; a thread's summary alone is no user."""
+        self.seed(store)
+        if self.keeps_records:
+            store.records.apply(Scope(user_id="only_state", tenant=A.tenant), [Change("put", "state", "city", {"value": "杭州"}, (), T0)], layer="ui")
+            store.records.apply(Scope(user_id="only_summary", tenant=A.tenant, thread_id="gone"), [Change("put", "summary", "summary", SUMMARY, (), T0)], layer="summary")
+            note = Unit(id=note_id("我喜欢火锅"), scope=Scope(user_id="only_notes", tenant=A.tenant, thread_id=NOTES_THREAD), text="我喜欢火锅", timestamp=T0, kind="note")
+            store.units.put([note])
+        page, total = views.users(store, A.tenant)
+        expected = ["only_notes", "only_state", "user_001", "user_002"] if self.keeps_records else ["user_001", "user_002"]
+        assert [u["user_id"] for u in page] == expected and total == len(expected)
+        if self.keeps_records:
+            counts = {u["user_id"]: u for u in page}
+            assert counts["only_state"]["memories"] == 1 and counts["only_state"]["threads"] == 0
+            assert counts["only_notes"]["saved"] == 1 and counts["user_001"]["saved"] == 0
+        assert views.users(store, OTHER_TENANT.tenant)[1] == 1
+
+    def test_forgetting_is_in_the_deletion_views(self, store):
+        self.seed(store)
+        store.history.delete_thread(A.user().thread("t2"), layer="ui")
+        store.delete_user(Scope(user_id="user_002", tenant=A.tenant), layer="api")
+        mine = views.deletions(store, A.tenant, user_id="user_001")
+        assert [(d["kind"], d["layer"], d["counts"]["messages"]) for d in mine] == [("thread", "ui", 1)]
+        everyone = views.deletions(store, A.tenant)
+        assert [d["kind"] for d in everyone] == ["user", "thread"]  # newest first
+        assert views.deletions(store, A.tenant, limit=1) == everyone[:1]
+        assert "user_002" not in json.dumps(everyone) and "t2" not in json.dumps(everyone)
+        assert views.deletions(store, OTHER_TENANT.tenant) == []
+        with pytest.raises(InvalidInput):
+            views.deletions(store, A.tenant, limit=0)
 
     def test_edits_need_a_backend_with_records(self, store):
         if self.keeps_records:

@@ -270,6 +270,14 @@ class RecordStoreContract(_StoreFixture):
         assert records.delete(U) == 0
         assert len(records.audit(U)) == 5
 
+    def test_the_users_with_current_records(self, store):
+        store.records.apply(U, [put("李四", LIKES)], layer="entities")
+        store.records.apply(B, [put("summary", {"text": "二"}, kind="summary")], layer="summary")
+        store.records.apply(OTHER_TENANT.user(), [put("李四", LIKES)], layer="entities")
+        store.records.apply(Scope(user_id="user_003"), [put("王五", LIKES), Change("delete", "entity", "王五", at=T0 + timedelta(minutes=1))], layer="entities")
+        assert store.records.users("default") == ["user_001", "user_002"]  # user_003's only record was deleted
+        assert store.records.users("acme") == ["user_001"] and store.records.users("nobody") == []
+
     def test_delete_thread_removes_the_threads_records_audit_and_usage(self, store):
         store.records.apply(A, [put("summary", {"text": "一"}, kind="summary")], layer="summary")
         store.records.apply(A2, [put("summary", {"text": "二"}, kind="summary")], layer="summary")

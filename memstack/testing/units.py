@@ -317,6 +317,15 @@ class UnitStoreContract:
         assert [s.id for s in store.units.keyword_search(B, "跑步", k=5)] == ["d"]
         assert [s.id for s in store.units.keyword_search(OTHER_TENANT, "跑步", k=5)] == ["e"]
 
+    def test_the_users_with_units_and_one_threads_units(self, units):
+        units.put([unit("a", "文本", A), unit("n1", "笔记", A.thread("notes")), unit("n2", "代理的笔记", AGENT.thread("notes")), unit("b", "别人", B), unit("o", "别的租户", OTHER_TENANT)])
+        assert units.users("default") == ["user_001", "user_002"] and units.users("acme") == ["user_001"]
+        assert units.users("default", thread_id="notes") == ["user_001"] and units.users("nobody") == []
+        assert sorted(u.id for b in units.iterate(A.user(), thread_id="notes") for u in b) == ["n1", "n2"]  # every agent's
+        assert [u.id for b in units.iterate(AGENT.user(), thread_id="notes") for u in b] == ["n2"]
+        assert [u.id for b in units.iterate(thread_id="notes", batch=1) for u in b] in (["n1", "n2"], ["n2", "n1"])
+        assert list(units.iterate(B.user(), thread_id="notes")) == []
+
     def test_iterate_in_batches(self, units):
         units.put([unit(f"a{i}", f"文本{i}") for i in range(7)] + [unit("g", "代理", AGENT), unit("b", "别人", B)])
         batches = list(units.iterate(A, batch=3))
