@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_socket import SocketConnectBlockedError, enable_socket, socket_allow_hosts
 
 import memstack.llm
 from memstack.testing import ScriptedModel
@@ -187,7 +188,6 @@ SHOWS: dict[str, tuple[str, ...]] = {
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh working directory and MEMSTACK_HOME; sockets to loopback only."""
-    from pytest_socket import enable_socket, socket_allow_hosts
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
@@ -345,6 +345,9 @@ def test_a_broken_block_and_a_broken_promise_fail(scratch: Path, monkeypatch: py
     run_block(Block("x.md", 1, "bash", "test -n \"$MEMSTACK_HOME\" && memstack --version\n", None, ""), monkeypatch)
     with pytest.raises(AssertionError, match="exited 3"):
         run_block(Block("x.md", 1, "bash", "exit 3\n", None, ""), monkeypatch)
+    offline = Block("x.md", 1, "python", "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=1)\n", None, "")
+    with pytest.warns(UserWarning, match="192.0.2.1"), pytest.raises(SocketConnectBlockedError):  # no network beyond loopback
+        run_block(offline, monkeypatch)
     leftover = Block("x.md", 1, "python", "pass\n", "scripted", "history")
     monkeypatch.setitem(SCRIPTS, "history", (["unused"], None))
     with pytest.raises(AssertionError, match="unused"):
