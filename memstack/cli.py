@@ -401,7 +401,7 @@ def cmd_forget(args: argparse.Namespace) -> None:
             _emit(args, {"deleted": 0}, lambda: "nothing deleted")
             return
     with _memory(args) as mem:
-        n = mem.forget(user_id=args.user, thread_id=args.thread, agent_id=args.agent)
+        n = mem.forget(user_id=args.user, thread_id=args.thread, agent_id=args.agent, by="cli")
     _emit(args, {"deleted": n}, lambda: f"deleted {what}: {plural(n, 'record')}")
 
 

@@ -577,6 +577,13 @@ class Memory:
             return outside + self.store.history.delete_thread(scope, layer=by)
         return outside + self.store.delete_user(scope, layer=by)
 
+    def forget_saved(self, memory_id: str, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, by: str = "library") -> Unit:
+        """Delete one saved memory (the tools' note or key/value memory) of the user by id, from the
+        store and the retrieval index, leaving a deletion note by ``by`` (no text, no id); returns
+        what was deleted. InvalidInput for an id that is no saved memory of this user."""
+        scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
+        return saved.forget(self.store, self._layer("retrieval", {}).index, scope, memory_id, by=by)
+
     def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         """Every message of the user, thread by thread, as JSON-ready records, then the user's
         saved memories (the tools' notes and key/value memories, records ``{"type": "note"}``,

@@ -48,7 +48,6 @@ from .errors import InvalidInput, MemstackError, UnknownName, UsageError, requir
 from .layers.state import state_value
 from .retrieval.units import language
 from .saved import KEY_PREFIX, NOTE_PREFIX, NOTES_THREAD, index_notes, key_id, note_id
-from .saved import forget as forget_saved
 from .types import MAX_STATE_KEY_CHARS, Change, Hit, Scope, Unit, check_json, check_state_key, utcnow
 
 if TYPE_CHECKING:
@@ -191,7 +190,8 @@ class MemoryTools:
         deleted with ``Memory.forget``. The lookup is scoped to this user, so another user's id is
         simply not found.
         """
-        gone = forget_saved(self.memory.store, self._retrieval().index, self.scope, memory_id, by="tools")
+        s = self.scope
+        gone = self.memory.forget_saved(memory_id, user_id=s.user_id, tenant=s.tenant, agent_id=s.agent_id, by="tools")
         return f"forgot memory {memory_id}: {gone.text}"
 
     def get_state(

@@ -146,6 +146,39 @@ def test_model_made_memory_is_listed_edited_and_audited(service, acme):
     assert ok(acme.get("/v1/users/wang/usage")) == {"totals": {}, "calls": []}
 
 
+def test_entity_attributes_and_summary_notes_are_corrected_through_the_audit(service, acme, globex):
+    """The dashboard's corrections over REST (memstack.edits, layer "api"): an attribute set (the old
+    value kept as past) and removed, a note rewritten and removed unless the summary changed since."""
+    user = service.memory.scope("sun", tenant="acme")
+    ok(acme.post("/v1/users/sun/threads/s1/messages", json={"messages": PROJECT}), 201)
+    lives = {"value": "上海", "source_ids": [], "valid_from": T0.isoformat()}
+    service.memory.store.records.apply(user, [Change("put", "entity", "user", {"name": "孙七", "attributes": {"住在": lives}}, at=T0)], layer="extract")
+    notes = {"items": [{"text": "用户在开发知识中台", "at": T0.isoformat(), "source_ids": []}, {"text": "后端使用SpringBoot", "at": T0.isoformat(), "source_ids": []}]}
+    service.memory.store.records.apply(user.thread("s1"), [Change("put", "summary", "summary", notes, at=T0)], layer="summary")
+    moved = ok(acme.put("/v1/users/sun/memories/entity/user/attributes/住在", json={"value": "深圳"}))
+    attribute = moved["value"]["attributes"]["住在"]
+    assert (attribute["value"], [p["value"] for p in attribute["past"]], moved["version"]) == ("深圳", ["上海"], 2)
+    ok(acme.put("/v1/users/sun/memories/entity/user/attributes/职业", json={"value": "工程师"}))
+    assert "职业" not in ok(acme.delete("/v1/users/sun/memories/entity/user/attributes/职业"))["value"]["attributes"]
+    fails(acme.delete("/v1/users/sun/memories/entity/user/attributes/职业"), 404, "record_not_found", "attribute")
+    fails(acme.put("/v1/users/sun/memories/entity/nobody/attributes/住在", json={"value": "北京"}), 404, "record_not_found", "key")
+    fails(acme.put("/v1/users/sun/memories/entity/user/attributes/住在", json={"value": "  "}), 422, "invalid_input", "value")
+    fails(acme.put("/v1/users/sun/memories/entity/user/attributes/住在", json={"value": 3}), 422, "invalid_input", "value")
+    fails(globex.put("/v1/users/sun/memories/entity/user/attributes/住在", json={"value": "北京"}), 404, "user_not_found", "user_id")
+    path = "/v1/users/sun/threads/s1/summary/notes"
+    edited = ok(acme.put(f"{path}/1", json={"text": "后端改用Go", "expect": "后端使用SpringBoot"}))
+    assert [i["text"] for i in edited["value"]["items"]] == ["用户在开发知识中台", "后端改用Go"]
+    fails(acme.put(f"{path}/1", json={"text": "后端改用Rust", "expect": "后端使用SpringBoot"}), 409, "conflict")  # read again
+    fails(acme.delete(f"{path}/0", params={"expect": "别的"}), 409, "conflict")
+    assert [i["text"] for i in ok(acme.delete(f"{path}/0", params={"expect": "用户在开发知识中台"}))["value"]["items"]] == ["后端改用Go"]
+    fails(acme.delete(f"{path}/5", params={"expect": "x"}), 404, "record_not_found", "index")
+    fails(acme.delete(f"{path}/-1", params={"expect": "x"}), 422, "invalid_input", "index")
+    fails(acme.delete(f"{path}/0"), 422, "invalid_input", "expect")
+    fails(acme.put("/v1/users/sun/threads/nope/summary/notes/0", json={"text": "a", "expect": "b"}), 404, "thread_not_found", "thread_id")
+    audit = ok(acme.get("/v1/users/sun/audit", params={"limit": 5}))
+    assert [(e["kind"], e["layer"]) for e in audit] == [("summary", "api"), ("summary", "api"), ("entity", "api"), ("entity", "api"), ("entity", "api")]
+
+
 def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
     """The state layer's extraction, the set_state tool and PUT store a value the same way, and
     every REST read answers the value itself, as the get_state tool does: "杭州", never
@@ -171,7 +204,7 @@ def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
         fails(c.get("/v1/users/nobody/state"), 404, "user_not_found", "user_id")
 
 
-def test_export_import_and_forget(service, acme):
+def test_export_import_and_forget(service, acme, globex):
     ok(acme.post("/v1/users/zhao/threads/a/messages", json={"messages": PROJECT, "at": T0.isoformat()}), 201)
     ok(acme.post("/v1/users/zhao/threads/b/messages", json={"messages": [{"role": "user", "content": "第二个会话"}], "at": (T0 + timedelta(days=1)).isoformat()}), 201)
     records = ok(acme.get("/v1/users/zhao/export"))["records"]
@@ -187,6 +220,12 @@ def test_export_import_and_forget(service, acme):
     assert [t["thread_id"] for t in ok(acme.get("/v1/users/qian/threads"))] == ["b"]
     assert ok(acme.delete("/v1/users/qian"))["deleted"] >= 1
     fails(acme.get("/v1/users/qian/threads"), 404, "user_not_found")
+    notes = ok(acme.get("/v1/deletions", params={"user_id": "qian"}))  # what the deletions leave: no content, no id
+    assert [(d["kind"], d["layer"], d["counts"].get("messages")) for d in notes] == [("user", "api", 1), ("thread", "api", 2)]
+    assert "qian" not in json.dumps(notes) and "SpringBoot" not in json.dumps(notes)
+    assert ok(acme.get("/v1/deletions", params={"limit": 1})) == notes[:1]
+    assert ok(globex.get("/v1/deletions", params={"user_id": "qian"})) == []
+    fails(acme.get("/v1/deletions", params={"limit": 0}), 422, "invalid_input", "limit")
     assert len(ok(acme.get("/v1/users/zhao/export"))["records"]) == 3  # the original is untouched
 
 
@@ -270,6 +309,14 @@ def test_every_route_the_app_declares_is_requested():
         ok(c.delete(f"{u}/memories/state/项目"))
         ok(c.get(f"{u}/audit"))
         ok(c.get(f"{u}/usage"))
+        for method, path, options in [
+            ("PUT", f"{u}/memories/entity/user/attributes/城市", {"json": {"value": "杭州"}}),
+            ("DELETE", f"{u}/memories/entity/user/attributes/城市", {}),
+            ("PUT", f"{u}/threads/t/summary/notes/0", {"json": {"text": "新", "expect": "旧"}}),
+            ("DELETE", f"{u}/threads/t/summary/notes/0", {"params": {"expect": "旧"}}),
+        ]:  # the tour's store has no entity or summary: the answer is its 404 or 400
+            assert c.request(method, path, **options).status_code in (400, 404), path
+        ok(c.get("/v1/deletions"))
         records = ok(c.get(f"{u}/export"))["records"]
         ok(c.post("/v1/users/tour2/import", json={"records": [{k: v for k, v in r.items() if k != "user_id"} for r in records]}))
         ok(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "你好"}], "user": "tour"}))
@@ -288,7 +335,7 @@ def test_every_route_the_app_declares_is_requested():
         # every documented operation, and the undocumented routes of the app itself (/docs, ...)
         declared = {(method.upper(), path) for path, operations in app.openapi()["paths"].items() for method in operations}
         declared |= {(method, r.path) for r in app.routes if isinstance(r, Route) and not isinstance(r, APIRoute) for method in r.methods if method != "HEAD"}
-        assert len(declared) == 26, sorted(declared)
+        assert len(declared) == 31, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)

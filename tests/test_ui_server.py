@@ -15,13 +15,15 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("jinja2")
 
-from ui_seed import ACME_ONLY, GLOBEX_SECRET, KEYS, USER, XSS_IMG, XSS_SCRIPT, seed  # noqa: E402
+from ui_seed import ACME_ONLY, GLOBEX_SECRET, KEYS, NOTES_ONLY, SAVED, STATE_ONLY, USER, XSS_IMG, XSS_SCRIPT, seed  # noqa: E402
 
 from memstack import Memory  # noqa: E402
+from memstack.saved import NOTES_THREAD, note_id  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
 from memstack.server.ui.i18n import language  # noqa: E402
 from memstack.testing import ScriptedModel  # noqa: E402
+from memstack.types import Change, Unit, utcnow  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +144,59 @@ def test_a_forget_needs_the_typed_confirmation(service):
         assert r.status_code == 422 and memory.threads(user_id="tmp_user", tenant="acme")
         r = c.post("/ui/do/user-forget", data={"csrf": token, "u": "tmp_user", "confirm": "tmp_user"})
         assert r.status_code == 303 and not memory.threads(user_id="tmp_user", tenant="acme")
+
+
+def test_users_without_messages_are_listed_with_their_saved_memories(service):
+    with browser(service) as c:
+        users = c.get("/ui").text
+        assert NOTES_ONLY in users and STATE_ONLY in users
+        page = c.get(f"/ui/user?u={NOTES_ONLY}")
+        assert page.status_code == 200 and "我养了一只猫" in page.text
+        page = c.get(f"/ui/user?u={USER}").text
+        saved = page[page.index('id="saved"') : page.index('id="forget"')]
+        assert all(text.replace("<", "&lt;").replace(">", "&gt;") in saved for text in SAVED) and "<script>window" not in saved
+        assert "饮食" in saved and ">key/value<" in saved
+
+
+def test_a_saved_memory_is_deleted_and_the_deletion_noted(service):
+    memory = service.memory
+    memory.store.units.put([Unit(id=note_id("临时笔记"), scope=memory.scope("sun_shi", NOTES_THREAD, tenant="acme"), text="临时笔记：密码是1234", timestamp=utcnow(), kind="note")])
+    with browser(service) as c:
+        token = csrf(c.get("/ui/user?u=sun_shi").text)
+        r = c.post("/ui/do/saved-delete", data={"csrf": token, "u": "sun_shi", "id": note_id("临时笔记")})
+        assert r.status_code == 303 and r.headers["location"] == "/ui?done=forgot_saved"  # that was all of the user
+        assert c.get("/ui/user?u=sun_shi").status_code == 404
+        r = c.post("/ui/do/saved-delete", data={"csrf": token, "u": USER, "id": "note-nothing"})
+        assert r.status_code == 422 and "no saved memory" in r.text
+        log = c.get("/ui/forgotten").text
+        assert "a saved memory" in log and "密码" not in log and "sun_shi" not in log
+    (note,) = [d for d in memory.store.deletions("acme", user_id="sun_shi")]
+    assert (note.kind, note.layer, note.counts) == ("note", "ui", {"units": 1})
+
+
+def test_forgetting_is_in_the_audit_timeline_and_the_deletion_log(service):
+    memory = service.memory
+    memory.add([{"role": "user", "content": "第一个会话：我的身份证号是110101"}, {"role": "assistant", "content": "好的"}], user_id="zheng_shi", thread_id="z1", tenant="acme")
+    memory.add({"role": "user", "content": "第二个会话"}, user_id="zheng_shi", thread_id="z2", tenant="acme")
+    memory.store.records.apply(memory.scope("zheng_shi", "z1", tenant="acme"), [Change("put", "summary", "summary", {"items": [{"text": "身份证号110101"}]}, (), utcnow())], layer="summary")
+    with browser(service) as c:
+        token = csrf(c.get("/ui").text)
+        r = c.post("/ui/do/thread-forget", data={"csrf": token, "u": "zheng_shi", "t": "z1", "confirm": "z1"})
+        assert r.status_code == 303
+        audit = c.get("/ui/audit?u=zheng_shi").text
+        assert 'class="event forget"' in audit and "a thread" in audit and "messages 2" in audit and "memories 1" in audit
+        assert '<span class="layer">ui</span>' in audit and "110101" not in audit and ">z1<" not in audit
+        only = c.get("/ui/audit?u=zheng_shi&kind=forgotten").text
+        assert only.count('class="event forget"') == 1 and 'class="event add"' not in only
+        assert 'class="event forget"' not in c.get("/ui/audit?u=zheng_shi&kind=summary").text
+        r = c.post("/ui/do/user-forget", data={"csrf": token, "u": "zheng_shi", "confirm": "zheng_shi"})
+        assert r.status_code == 303
+        log = c.get("/ui/forgotten").text
+        assert log.count('class="event forget"') >= 2 and "the user" in log and "zheng_shi" not in log and "110101" not in log
+    with browser(service, "key-globex") as c:
+        assert "Nothing was forgotten yet." in c.get("/ui/forgotten").text  # another tenant's deletions are not this one's
+    notes = memory.store.deletions("acme", user_id="zheng_shi")
+    assert [(d.kind, d.layer) for d in notes] == [("thread", "ui"), ("user", "ui")]
 
 
 def test_without_keys_only_loopback_names_are_answered(tmp_path):

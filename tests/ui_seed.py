@@ -1,14 +1,16 @@
 """A store for the dashboard's tests: a Chinese conversation in two threads a week apart, the user's
 entities with a superseded attribute, a graph of 60 relations (an alias among them), state,
-summary notes, model usage over several days, an audit trail, markup in messages, names and state
-(it must show as text), and a second tenant with a user of the same id."""
+summary notes, saved memories, model usage over several days, an audit trail, markup in messages,
+names, state and saved memories (it must show as text), a user with saved memories only and one with
+state only (no messages), and a second tenant with a user of the same id."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 from memstack import Memory
-from memstack.types import Change, UsageRecord
+from memstack.saved import NOTES_THREAD, key_id, note_id
+from memstack.types import Change, Scope, Unit, UsageRecord
 
 T0 = datetime(2026, 11, 2, 20, 0, tzinfo=timezone(timedelta(hours=8)))
 KEYS = {"key-acme": "acme", "key-globex": "globex"}
@@ -18,6 +20,11 @@ XSS_SCRIPT = "<script>window.__xss = 1</script>"
 XSS_IMG = '"><img src=x onerror="window.__xss = 1">'
 #: a user only tenant acme has, and a secret only tenant globex's user of the same id has
 ACME_ONLY = "wang_wu"
+#: users without messages: one with saved memories only (the tools'), one with state only
+NOTES_ONLY = "zhou_ba"
+STATE_ONLY = "qian_jiu"
+#: the seeded user's saved memories (a key/value one among them, and markup)
+SAVED = ["我喜欢吃火锅", "饮食: 不吃香菜", f"备忘：{XSS_SCRIPT}"]
 GLOBEX_SECRET = "globex-机密-项目"
 
 CONVERSATION = [
@@ -88,3 +95,11 @@ def seed(memory: Memory) -> None:
         [UsageRecord(scope=memory.scope(USER, "s1", tenant="acme"), at=_at(d * 24 * 60 + 3), layer="extract", model="local", prompt_tokens=900 + 150 * d, completion_tokens=60 + 10 * d, latency_ms=1800.0) for d in range(8)]
     )
     memory.store.records.apply(memory.scope(USER, tenant="globex"), [Change("put", "state", "secret", {"value": GLOBEX_SECRET}, (), _at(5))], layer="state")
+    saved = [_saved(USER, note_id(SAVED[0]), SAVED[0], "饮食", 1), _saved(USER, key_id("饮食"), SAVED[1], None, 2), _saved(USER, note_id(SAVED[2]), SAVED[2], None, 3)]
+    memory.store.units.put([*saved, _saved(NOTES_ONLY, note_id("我养了一只猫"), "我养了一只猫", None, 4)])
+    memory.store.records.apply(memory.scope(STATE_ONLY, tenant="acme"), [Change("put", "state", "语言", {"value": "中文"}, (), _at(6))], layer="tools")
+
+
+def _saved(user: str, uid: str, text: str, category: str | None, minutes: int) -> Unit:
+    """A saved memory as the tools store it (a unit of kind "note" in the user's notes thread)."""
+    return Unit(id=uid, scope=Scope(user_id=user, thread_id=NOTES_THREAD, tenant="acme"), text=text, timestamp=_at(minutes), kind="note", category=category)

@@ -100,7 +100,7 @@ class ChatSession:
 
     def forget(self, *, everything: bool = False) -> int:
         """Delete this thread (or, ``everything``, the user with all they own); returns records deleted."""
-        n = self.memory.forget(user_id=self.user_id, thread_id=None if everything else self.thread_id)
+        n = self.memory.forget(user_id=self.user_id, thread_id=None if everything else self.thread_id, by="chat")
         self.last_context = self.last_query = None
         return n
 

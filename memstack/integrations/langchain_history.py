@@ -90,7 +90,7 @@ class MemstackChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         """Forget the thread: its messages and everything the layers keyed to it."""
         s = self.scope
-        self.memory.forget(user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id)
+        self.memory.forget(user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id, by="langchain")
 
 
 # ---- LangChain -> memstack -------------------------------------------------------------------

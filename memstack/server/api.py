@@ -14,29 +14,32 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 from pydantic import AwareDatetime
 
-from .. import views
+from .. import edits, views
 from ..aio import AsyncMemory
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound
 from ..layers.state import current_state
 from ..stores import RecordStore, Store, records_of
-from ..types import MAX_LAST, Change, Record, Scope, SearchFilter, utcnow
+from ..types import MAX_ID_LENGTH, MAX_LAST, Change, Record, Scope, SearchFilter, utcnow
 from . import idempotency
 from .deps import AsyncMem, Tenant, ThreadId, UserId, thread_or_404, user_or_404
 from .errors import ApiError
 from .schemas import (
     AddMessages,
+    AttributeValue,
     AuditOut,
     ContextOut,
     ContextRequest,
     Deleted,
+    DeletionOut,
     Export,
     HitOut,
     Import,
     Imported,
     MessageOut,
+    NoteEdit,
     RecordKind,
     RecordOut,
     SearchRequest,
@@ -129,7 +132,7 @@ async def read_history(
 @router.delete("/threads/{thread_id}", summary="Delete a thread with everything keyed to it")
 async def delete_thread(user_id: UserId, thread_id: ThreadId, tenant: Tenant, memory: AsyncMem) -> Deleted:
     await thread_or_404(memory, tenant, user_id, thread_id)
-    return Deleted(deleted=await memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant))
+    return Deleted(deleted=await memory.forget(user_id=user_id, thread_id=thread_id, tenant=tenant, by=EDITOR))
 
 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
@@ -172,6 +175,51 @@ async def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Ten
     if not await memory.run_sync(_records(memory.store).apply, scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
         raise ApiError(404, "record_not_found", f"no current {kind} {key!r}", field="key")
     return Deleted(deleted=1)
+
+
+@router.put("/memories/entity/{key}/attributes/{attribute}", summary="Set an entity's attribute to one current value (audited; the values it replaces become past ones)")
+async def set_attribute(user_id: UserId, key: str, attribute: str, body: AttributeValue, tenant: Tenant, memory: AsyncMem) -> RecordOut:
+    await user_or_404(memory, tenant, user_id)
+    return RecordOut.of(await _edit(memory, edits.set_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, body.value, editor=EDITOR))
+
+
+@router.delete("/memories/entity/{key}/attributes/{attribute}", summary="Remove an entity's attribute (audited; its values stay in the record's history); answers the entity")
+async def delete_attribute(user_id: UserId, key: str, attribute: str, tenant: Tenant, memory: AsyncMem) -> RecordOut:
+    await user_or_404(memory, tenant, user_id)
+    return RecordOut.of(await _edit(memory, edits.delete_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, editor=EDITOR))
+
+
+NoteIndex = Annotated[int, Path(ge=0, le=100_000, description="the note's place in the thread's summary, from 0, as GET .../memories/summary?thread_id= lists its items")]
+
+
+@router.put("/threads/{thread_id}/summary/notes/{index}", summary="Rewrite one note of the thread's summary (audited; 409 if the summary changed since it was read)", responses=error_responses(409))
+async def edit_note(user_id: UserId, thread_id: ThreadId, index: NoteIndex, body: NoteEdit, tenant: Tenant, memory: AsyncMem) -> RecordOut:
+    await thread_or_404(memory, tenant, user_id, thread_id)
+    scope = memory.scope(user_id, thread_id, tenant=tenant)
+    return RecordOut.of(await _edit(memory, edits.edit_note, memory.store, scope, index, body.text, expect=body.expect, editor=EDITOR))
+
+
+@router.delete("/threads/{thread_id}/summary/notes/{index}", summary="Remove one note of the thread's summary (audited; 409 if the summary changed since it was read); answers the summary", responses=error_responses(409))
+async def delete_note(
+    user_id: UserId,
+    thread_id: ThreadId,
+    index: NoteIndex,
+    tenant: Tenant,
+    memory: AsyncMem,
+    expect: Annotated[str, Query(description="the note's text as it was read")],
+) -> RecordOut:
+    await thread_or_404(memory, tenant, user_id, thread_id)
+    scope = memory.scope(user_id, thread_id, tenant=tenant)
+    return RecordOut.of(await _edit(memory, edits.delete_note, memory.store, scope, index, expect=expect, editor=EDITOR))
+
+
+async def _edit(memory: AsyncMemory, fn: Any, *args: Any, **kwargs: Any) -> Record:
+    """A correction through ``memstack.edits`` (as the dashboard makes it), in the executor; what
+    it names and is not there is the API's 404 ``record_not_found``."""
+    try:
+        return await memory.run_sync(fn, *args, **kwargs)
+    except NotFound as exc:
+        raise ApiError(404, "record_not_found", str(exc), field=exc.field) from None
 
 
 @router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent", responses={200: {"links": AFTER_PUT_STATE}})
@@ -233,7 +281,21 @@ async def import_messages(user_id: UserId, body: Import, tenant: Tenant, memory:
 @router.delete("", summary="Delete a user with everything they own, in every store")
 async def delete_user(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Deleted:
     await user_or_404(memory, tenant, user_id)
-    return Deleted(deleted=await memory.forget(user_id=user_id, tenant=tenant))
+    return Deleted(deleted=await memory.forget(user_id=user_id, tenant=tenant, by=EDITOR))
+
+
+#: routes of the tenant as a whole (not under one user)
+tenant_router = APIRouter(prefix="/v1", tags=["memory"], responses=error_responses(400, 401, 422, 503))
+
+
+@tenant_router.get("/deletions", summary="The deletion notes of the tenant (or of one user): what was forgotten, when and by whom, newest first; no content")
+async def read_deletions(
+    tenant: Tenant,
+    memory: AsyncMem,
+    user_id: Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description="only this user's (also after the user was forgotten)")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> list[DeletionOut]:
+    return [DeletionOut(**d) for d in await memory.run_sync(views.deletions, memory.store, tenant, user_id=user_id, limit=limit)]
 
 
 def _thread_for(kind: str, thread_id: str | None) -> str | None:

@@ -117,6 +117,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.state.ready = False
     errors.install(app)
     app.include_router(api.router)
+    app.include_router(api.tenant_router)
     app.include_router(tools_api.router)
     app.include_router(proxy.router)
     ui.install(app)  # the dashboard at /ui (memstack.server.ui)

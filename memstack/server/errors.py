@@ -4,6 +4,8 @@ The code is the error tree's stable ``code``; the status says whose fault it is:
 
     InvalidInput, BudgetError, UnknownName, request validation   422  (the field is named)
     a body that is not JSON (bad UTF-8, a 5000-digit number)     422  (field "body")
+    NotFound (an edit naming what is not there)                404
+    Conflict (it changed since it was read: read it again)     409
     other UsageError                                           400
     ApiError (401 unauthorized, 404 user/thread/record not found, 413 body too large, ...)
     ProviderRejected, ProviderUnavailable, ModelOutputError    502  (the upstream model failed)
@@ -25,10 +27,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     BudgetError,
+    Conflict,
     InvalidInput,
     MemstackError,
     MissingDependency,
     ModelOutputError,
+    NotFound,
     ProviderRejected,
     ProviderUnavailable,
     StoreError,
@@ -58,6 +62,8 @@ class UpstreamTimeout(ProviderUnavailable):
 #: most specific first: the first class an error is an instance of gives its status
 STATUS: tuple[tuple[type[MemstackError], int], ...] = (
     (UpstreamTimeout, 504),
+    (NotFound, 404),
+    (Conflict, 409),
     (InvalidInput, 422),
     (BudgetError, 422),
     (UnknownName, 422),

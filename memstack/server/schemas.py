@@ -243,6 +243,27 @@ class StateValue(Strict):
     value: Any = Field(description="any JSON value")
 
 
+class AttributeValue(Strict):
+    value: str = Field(description="the attribute's one current value; the values it replaces become past ones, dated until now", examples=["深圳"])
+
+
+class NoteEdit(Strict):
+    text: str = Field(description="the note's new text (its date and sources stay)", examples=["用户的后端改用Go"])
+    expect: str = Field(description="the note's text as it was read: if the summary changed since (a job rewrote it), nothing changes and the answer is 409")
+
+
+class DeletionOut(BaseModel):
+    """The note a deletion left: what was forgotten and by whom, never its content nor its id."""
+
+    at: datetime
+    kind: Literal["user", "thread", "note"] = Field(description="a whole user, one thread, or one saved memory")
+    layer: str | None = Field(description="who forgot: api, ui, cli, tools, library (null in notes from before it was kept)")
+    rows: int
+    counts: dict[str, int] = Field(description="the rows by what they were: messages, memories, audit, usage, units, vectors, other")
+    user_hash: str = Field(description="a keyed hash of the user id (the store's own key): the same for one user in every note")
+    target_hash: str | None = Field(description="a keyed hash of the thread or saved memory; null for a user")
+
+
 class AuditOut(BaseModel):
     at: datetime
     layer: str

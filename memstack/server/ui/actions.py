@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from ... import edits
 from ...errors import InvalidInput, MemstackError
 from ...memory import Memory
+from ...views import known_user
 from ..deps import require_thread, require_user
 from ..errors import ApiError
 from . import pages, session
@@ -102,11 +103,19 @@ def note_delete(memory: Memory, tenant: str, form: Form) -> str:
     return url("thread", u=scope.user_id, t=scope.thread_id, done="deleted") + "#notes"
 
 
+def saved_delete(memory: Memory, tenant: str, form: Form) -> str:
+    scope = _user(memory, tenant, form)
+    memory.forget_saved(_field(form, "id"), user_id=scope.user_id, tenant=tenant, by=EDITOR)
+    if not known_user(memory.store, scope):  # that was all the tenant had of them
+        return url("users", done="forgot_saved")
+    return url("user", u=scope.user_id, done="forgot_saved") + "#saved"
+
+
 def thread_forget(memory: Memory, tenant: str, form: Form) -> str:
     scope = _thread(memory, tenant, form)
     if form.get("confirm") != scope.thread_id:
         raise Mismatch
-    n = memory.forget(user_id=scope.user_id, thread_id=scope.thread_id, tenant=tenant)
+    n = memory.forget(user_id=scope.user_id, thread_id=scope.thread_id, tenant=tenant, by=EDITOR)
     log.info("dashboard: tenant %s forgot a thread of a user (%d rows)", tenant, n)
     return url("user", u=scope.user_id, done="forgot_thread", n=n)
 
@@ -115,7 +124,7 @@ def user_forget(memory: Memory, tenant: str, form: Form) -> str:
     scope = _user(memory, tenant, form)
     if form.get("confirm") != scope.user_id:
         raise Mismatch
-    n = memory.forget(user_id=scope.user_id, tenant=tenant)
+    n = memory.forget(user_id=scope.user_id, tenant=tenant, by=EDITOR)
     log.info("dashboard: tenant %s forgot a user (%d rows)", tenant, n)
     return url("users", done="forgot_user", n=n)
 
@@ -145,6 +154,7 @@ ACTIONS: dict[str, Callable[[Memory, str, Form], str]] = {
     "relation-delete": relation_delete,
     "note-edit": note_edit,
     "note-delete": note_delete,
+    "saved-delete": saved_delete,
     "thread-forget": thread_forget,
     "user-forget": user_forget,
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from fastapi import Request
@@ -17,6 +18,7 @@ from ...errors import InvalidInput, MemstackError
 from ...layers.extractor import SELF_KEY
 from ...memory import Memory
 from ...presets import PRESETS
+from ...saved import KEY_PREFIX, saved_units
 from ...stores import records_of
 from ...types import MAX_LAST, RECORD_KINDS, Scope
 from ..deps import require_thread, require_user
@@ -108,6 +110,7 @@ def user(request: Request, tenant: str, memory: Memory) -> Response:
             for r in records.current(replace(scope, thread_id=info.thread_id, agent_id=info.agent_id), "summary"):
                 notes.append({"thread": info.thread_id, "items": list(r.value.get("items", []))})
     relations = len(records.current(scope, "relation")) if records is not None else 0
+    saved = [saved_row(unit) for unit in saved_units(store, scope)]
     profile = next((e for e in entities if e.key == SELF_KEY), None)
     others = sorted((e for e in entities if e.key != SELF_KEY), key=lambda e: -(e.valid_from or e.created_at).timestamp())
     counts = views.overview(store, scope, threads=threads)
@@ -125,8 +128,14 @@ def user(request: Request, tenant: str, memory: Memory) -> Response:
         state=state,
         notes=notes,
         relations=relations,
+        saved=saved,
         has_records=records is not None,
     )
+
+
+def saved_row(unit: Any) -> dict[str, Any]:
+    """A saved memory (the tools' note or key/value memory) as a row of the user page."""
+    return {"id": unit.id, "text": unit.text, "category": unit.category or "", "at": unit.timestamp, "key": unit.id.startswith(KEY_PREFIX)}
 
 
 def entity_row(record: Any) -> dict[str, Any]:
@@ -241,16 +250,44 @@ def build_context(memory: Memory, scope: Scope, form: dict[str, str], max_tokens
 def audit(request: Request, tenant: str, memory: Memory) -> Response:
     scope = _user(request, tenant, memory)
     kind = request.query_params.get("kind") or None
-    if kind is not None and kind not in RECORD_KINDS:
-        raise InvalidInput(f"kind must be one of {', '.join(RECORD_KINDS)}", field="kind")
+    if kind is not None and kind not in AUDIT_KINDS:
+        raise InvalidInput(f"kind must be one of {', '.join(AUDIT_KINDS)}", field="kind")
     limit = _int(request, "limit", 200, high=10_000)
-    events = views.audit(memory.store, scope, kind=kind, limit=limit)
+    events = [] if kind == FORGOTTEN else [{**e, "label": e["key"].replace("\x1f", " → ")} for e in views.audit(memory.store, scope, kind=kind, limit=limit)]
+    if kind in (None, FORGOTTEN):  # the user's forgotten threads and saved memories (and an earlier forgetting of the user)
+        events = sorted([*events, *forgotten_events(memory, tenant, scope.user_id, limit)], key=lambda e: datetime.fromisoformat(e["at"]), reverse=True)[:limit]
+    return page(request, "audit.html", tenant=tenant, u=scope.user_id, nav="audit", days=by_day(events), kind=kind or "", kinds=AUDIT_KINDS, count=len(events))
+
+
+#: the audit page's filter: the record kinds, and the deletions' notes
+FORGOTTEN = "forgotten"
+AUDIT_KINDS = (*RECORD_KINDS, FORGOTTEN)
+
+
+def forgotten_events(memory: Memory, tenant: str, user_id: str | None, limit: int | None) -> list[dict[str, Any]]:
+    """Deletion notes (``views.deletions``) as events of an audit timeline: action "forget", the
+    kind forgotten (user, thread, note), the layer that forgot, the rows by what they were."""
+    return [
+        {**d, "action": "forget", "thread_id": None, "before": None, "after": None, "label": None, "counted": [(what, n) for what, n in d["counts"].items()]}
+        for d in views.deletions(memory.store, tenant, user_id=user_id, limit=limit)
+    ]
+
+
+def by_day(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     days: list[dict[str, Any]] = []
     for e in events:
         if not days or days[-1]["day"] != e["at"][:10]:
             days.append({"day": e["at"][:10], "events": []})
-        days[-1]["events"].append({**e, "label": e["key"].replace("\x1f", " → ")})
-    return page(request, "audit.html", tenant=tenant, u=scope.user_id, nav="audit", days=days, kind=kind or "", kinds=RECORD_KINDS, count=len(events))
+        days[-1]["events"].append(e)
+    return days
+
+
+@handled
+def forgotten(request: Request, tenant: str, memory: Memory) -> Response:
+    """The tenant's deletion log: every forgotten user, thread and saved memory, newest first."""
+    limit = _int(request, "limit", 200, high=10_000)
+    events = forgotten_events(memory, tenant, None, limit)
+    return page(request, "forgotten.html", tenant=tenant, days=by_day(events), count=len(events))
 
 
 @handled

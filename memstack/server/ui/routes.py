@@ -24,6 +24,7 @@ PAGES = {
     "/context": pages.context,
     "/audit": pages.audit,
     "/usage": pages.usage,
+    "/forgotten": pages.forgotten,
 }
 
 
