@@ -17,6 +17,12 @@ def open_dashboard(store: Any, *, tenant: str, model: str, port: int = 8000, bro
     config = ServerConfig(db=store, model=model, tenant=tenant, vectors=vectors, worker=False)
     url = f"http://127.0.0.1:{port}/ui"
     print(f"memstack dashboard: {url}  (tenant {tenant}; Ctrl-C stops it)", file=sys.stderr)
-    if browser:
-        threading.Timer(1.0, webbrowser.open, [url]).start()
-    serve(create_app(config=config), host="127.0.0.1", port=port, log_level="warning")
+    opener = threading.Timer(1.0, webbrowser.open, [url])
+    if browser:  # webbrowser: the BROWSER environment variable names the browser, if set
+        opener.start()
+    try:
+        serve(create_app(config=config), host="127.0.0.1", port=port, log_level="warning")
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down, and raises the signal again
+        print("memstack dashboard: stopped", file=sys.stderr)
+    finally:
+        opener.cancel()
