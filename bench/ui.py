@@ -9,6 +9,14 @@ response, ``--runs`` warm runs after one cold one). With Chromium and Playwright
 times the page in the browser: navigation start to the load event (HTML, CSS, script), warm.
 
     python bench/ui.py [--messages 10000] [--memories 500] [--runs 30] [--json]
+
+``--graph N`` measures the knowledge graph's page instead, for a user with N relations among
+about 0.7 N entities (a few hubs, as extraction makes them): in Chromium, the layout's own time
+(``data-layout-ms``, set by graph.js), navigation start to the drawing being ready, and a click on
+an edge to its evidence shown; ``--runs`` warm loads. Target: usable at a few hundred relations
+(ready in well under a second, a click answered at once).
+
+    python bench/ui.py --graph 400 [--runs 10]
 """
 
 from __future__ import annotations
@@ -66,6 +74,78 @@ def seed(memory: Memory, messages: int, threads: int, memories: int) -> None:
         memory.store.records.apply(memory.scope(USER, f"thread-{t:03d}"), [Change("put", "summary", "summary", {"items": items}, (), T0)], layer="bench")
 
 
+GRAPH_USER = "graph_user"
+
+
+def seed_graph(memory: Memory, relations: int) -> None:
+    """A user with ``relations`` relations among ~0.7 of that many entities: every node is linked
+    to one chosen with preference for the well linked (hubs), deterministic."""
+    nodes = max(2, relations * 7 // 10)
+    ends, seen, changes = [0], set(), []
+    i = 0
+    while len(changes) < relations:
+        a = (i + 1) % nodes if i + 1 < nodes else (i * 7919) % nodes
+        b = ends[(i * 2654435761) % len(ends)] if i % 3 else (i * 31) % nodes
+        i += 1
+        if a == b or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        ends += [a, b]
+        source, target = f"实体{a}", f"实体{b}"
+        verb = ("依赖", "使用", "参与", "认识", "负责")[i % 5]
+        value = {"source": source, "relation": verb, "target": target, "source_key": source, "target_key": target, "evidence": f"{source}{verb}{target}", "confidence": 0.9, "alias": i % 97 == 0}
+        changes.append(Change("put", "relation", f"{source}\x1f{verb}\x1f{target}", value, (), T0))
+    memory.store.records.apply(memory.scope(GRAPH_USER), changes, layer="bench")
+
+
+def time_graph(url: str, runs: int) -> dict[str, float] | None:
+    """The graph page in Chromium: layout (graph.js's own figure), navigation start to ready, a click to its evidence."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if not Path(CHROMIUM).exists():
+        return None
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(url)
+        page.wait_for_selector("svg#graph[data-ready]")
+        layouts, ready, clicks = [], [], []
+        for _ in range(runs):
+            page.goto(url, wait_until="commit")
+            page.wait_for_selector("svg#graph[data-ready]")
+            layouts.append(float(page.get_attribute("svg#graph", "data-layout-ms") or "nan"))
+            ready.append(page.evaluate("performance.now()"))
+            start = time.perf_counter()
+            page.locator("svg#graph .edge.hit").nth(7).dispatch_event("click")
+            page.wait_for_selector("#graph-info q, #graph-info p b")
+            clicks.append((time.perf_counter() - start) * 1000)
+        nodes, edges = page.locator("svg#graph .node").count(), page.locator("svg#graph .edge.hit").count()
+        browser.close()
+    return {"nodes": nodes, "edges": edges, "layout_p50_ms": round(statistics.median(layouts), 1), "layout_max_ms": round(max(layouts), 1), "ready_p50_ms": round(statistics.median(ready), 1), "ready_max_ms": round(max(ready), 1), "click_p50_ms": round(statistics.median(clicks), 1)}
+
+
+def graph_main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = Memory(f"sqlite:///{tmp}/bench.db")
+        seed_graph(memory, args.graph)
+        app = create_app(memory, ServerConfig(model=ScriptedModel(), worker=False))
+        with BackgroundServer(app) as server:
+            url = f"{server.url}/ui/graph?u={GRAPH_USER}"
+            result = {"relations": args.graph, "http": time_http(url, args.runs), "browser": time_graph(url, args.runs)}
+        memory.close()
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return
+    h, b = result["http"], result["browser"]
+    print(f"graph view: {args.graph} relations; HTTP GET /ui/graph warm p50 {h['p50_ms']} ms, {h['bytes']} bytes")
+    if b is None:
+        print("Chromium: not installed, browser timing skipped", file=sys.stderr)
+        return
+    print(f"Chromium ({b['nodes']} nodes, {b['edges']} edges, {args.runs} runs): layout p50 {b['layout_p50_ms']} ms (max {b['layout_max_ms']}), navigation to drawn p50 {b['ready_p50_ms']} ms (max {b['ready_max_ms']}), click to evidence p50 {b['click_p50_ms']} ms")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -113,7 +193,10 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=500)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--graph", type=int, metavar="N", help="time the graph page with N relations instead")
     args = parser.parse_args()
+    if args.graph:
+        return graph_main(args)
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory(f"sqlite:///{tmp}/bench.db")  # the embedded defaults: SQLite, the default stack
         t = time.perf_counter()

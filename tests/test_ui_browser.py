@@ -42,7 +42,7 @@ if (reason := _unavailable()) is not None:
     pytest.skip(reason, allow_module_level=True)
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
-from ui_seed import ACME_ONLY, GLOBEX_SECRET, KEYS, TECH, USER, seed  # noqa: E402
+from ui_seed import ACME_ONLY, BIG_GRAPH, GLOBEX_SECRET, KEYS, NOTES_ONLY, TECH, USER, seed, seed_big_graph  # noqa: E402
 
 from memstack import Memory  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
@@ -54,6 +54,7 @@ from memstack.testing import ScriptedModel  # noqa: E402
 def service(tmp_path_factory):
     memory = Memory(str(tmp_path_factory.mktemp("ui") / "ui.db"), layers="window,entities,graph,state", tenant="acme")
     seed(memory)
+    seed_big_graph(memory)
     app = create_app(memory, ServerConfig(model=ScriptedModel(), api_keys=KEYS, worker=False))
     with BackgroundServer(app) as server:
         yield SimpleNamespace(memory=memory, url=server.url)
@@ -103,6 +104,7 @@ VIEWS = [
     ("context", f"/ui/context?u={USER}&t=s2&q=我住在哪里？后端用什么？&max_tokens=400&build=1", "各部分的 Token"),
     ("audit", f"/ui/audit?u={USER}", "审计日志"),
     ("usage", f"/ui/usage?u={USER}", "每日模型 Token"),
+    ("forgotten", "/ui/forgotten", "删除日志"),
 ]
 
 
@@ -118,6 +120,32 @@ def test_every_view_loads_with_a_screenshot(chromium, service, size):
         assert_clean(page)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= SIZES[size]["width"] + 1, f"{name} scrolls sideways at {size}: {width}px"
+    page.context.close()
+
+
+def test_a_graph_of_hundreds_of_relations_is_drawn_and_answers_a_click(chromium, service):
+    """360 relations: laid out in the browser at once (grid repulsion, bench/ui.py --graph measures
+    it), edge labels shown while pointed at (all of them would cover the drawing), evidence on click."""
+    page = open_page(chromium, service, locale="en-US")
+    page.goto(f"{service.url}/ui/graph?u={BIG_GRAPH}")
+    page.wait_for_selector("svg#graph[data-ready]", timeout=15_000)
+    assert page.locator("svg#graph .edge.hit").count() == 360 and page.locator("svg#graph .node").count() >= 200
+    layout_ms = float(page.get_attribute("svg#graph", "data-layout-ms"))
+    assert layout_ms < 3000, layout_ms  # ~100 ms measured (BENCHMARKS.md); a bound for a loaded 2-core machine
+    assert page.get_attribute("svg#graph", "data-labels") == "hover" and page.locator("svg#graph .edge-label").count() == 0
+    hit = page.locator("svg#graph .edge.hit").nth(10)
+    hit.dispatch_event("pointerenter")
+    expect(page.locator("svg#graph .edge-label")).to_have_count(1)
+    hit.dispatch_event("pointerleave")
+    expect(page.locator("svg#graph .edge-label")).to_have_count(0)
+    hit.dispatch_event("click")
+    expect(page.locator("#graph-info")).to_contain_text("证据")
+    expect(page.locator("svg#graph .edge-label")).to_have_count(1)  # the selected edge keeps its label
+    boxes = page.evaluate("[...document.querySelectorAll('svg#graph .node')].map((g) => g.transform.baseVal[0].matrix).map((m) => [m.e, m.f])")
+    xs, ys = [x for x, _ in boxes], [y for _, y in boxes]
+    assert max(xs) - min(xs) > 300 and max(ys) - min(ys) > 300  # spread out, not collapsed
+    shot(page, "graph-360-relations", "laptop")
+    assert_clean(page)
     page.context.close()
 
 
@@ -216,6 +244,29 @@ def test_a_user_is_forgotten_after_the_typed_confirmation(chromium, service):
     page.goto(f"{service.url}/ui/user?u=zhao_liu")
     expect(page.locator("main")).to_contain_text("zhao_liu")
     assert page.locator("p.error").count() == 1
+    page.goto(f"{service.url}/ui/forgotten")  # the deletion outlives the user: a note, no content
+    first = page.locator("#deletions .event.forget").first
+    expect(first).to_contain_text("用户")
+    expect(first.locator(".layer")).to_have_text("ui")
+    expect(page.locator("main")).not_to_contain_text("zhao_liu")
+    expect(page.locator("main")).not_to_contain_text("火锅")
+    page.context.close()
+
+
+def test_a_saved_memory_is_listed_and_deleted(chromium, service):
+    page = open_page(chromium, service, locale="en-US")
+    page.goto(f"{service.url}/ui")
+    expect(page.locator("table.users")).to_contain_text(NOTES_ONLY)  # saved memories only, no messages
+    page.goto(f"{service.url}/ui/user?u={USER}")
+    rows = page.locator("#saved table.saved tbody tr")
+    expect(rows).to_have_count(3)
+    rows.filter(has_text="火锅").locator("button.danger").click()
+    expect(page.locator(".flash")).to_contain_text("deletion log")
+    expect(page.locator("#saved table.saved tbody tr")).to_have_count(2)
+    page.goto(f"{service.url}/ui/audit?u={USER}&kind=forgotten")
+    expect(page.locator(".event.forget").first).to_contain_text("a saved memory")
+    expect(page.locator(".event.forget").first).not_to_contain_text("火锅")
+    assert_clean(page)
     page.context.close()
 
 

@@ -103,3 +103,22 @@ def seed(memory: Memory) -> None:
 def _saved(user: str, uid: str, text: str, category: str | None, minutes: int) -> Unit:
     """A saved memory as the tools store it (a unit of kind "note" in the user's notes thread)."""
     return Unit(id=uid, scope=Scope(user_id=user, thread_id=NOTES_THREAD, tenant="acme"), text=text, timestamp=_at(minutes), kind="note", category=category)
+
+
+#: a user with a graph of hundreds of relations (tests/test_ui_browser.py: drawn and clickable)
+BIG_GRAPH = "big_graph"
+
+
+def seed_big_graph(memory: Memory, relations: int = 360, *, user: str = BIG_GRAPH) -> None:
+    """``relations`` relations among ~0.7 of that many entities, a few of them hubs (deterministic)."""
+    nodes, ends, seen, changes, i = max(2, relations * 7 // 10), [0], set(), [], 0
+    while len(changes) < relations:
+        a = i + 1 if i + 1 < nodes else (i * 7919) % nodes
+        b = ends[(i * 2654435761) % len(ends)] if i % 3 else (i * 31) % nodes
+        i += 1
+        if a == b or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        ends += [a, b]
+        changes.append(_relation(f"节点{a}", ("依赖", "使用", "参与", "认识")[i % 4], f"节点{b}", f"证据{len(changes)}：节点{a}与节点{b}"))
+    memory.store.records.apply(memory.scope(user, tenant="acme"), changes, layer="extract")

@@ -1,10 +1,12 @@
 // memstack dashboard: the knowledge graph drawn in SVG with a small force layout (no library).
 // Data comes from <script type="application/json" id="graph-data">; every text is set with
 // textContent, never as markup. Drag the background to pan, the wheel (or the +/- keys) to zoom,
-// click a node or an edge to see its evidence.
+// click a node or an edge to see its evidence. Sets data-ready (the node count) when drawn and
+// data-layout-ms (the layout's time: bench/ui.py --graph reads it).
 (function () {
   "use strict";
   const NS = "http://www.w3.org/2000/svg";
+  const LABELS = 120;
 
   function el(name, attrs, parent) {
     const node = document.createElementNS(NS, name);
@@ -13,62 +15,103 @@
     return node;
   }
 
-  // Fruchterman-Reingold with cooling; positions start on a circle, so a page draws the same
-  // graph every time it is opened.
+  // Fruchterman-Reingold with cooling, made linear in the nodes: repulsion only between nodes in
+  // neighbouring cells of a grid of cell size 1.5k (beyond that it is weak, and the pull to the
+  // centre keeps the parts together), a fixed number of iterations that shrinks as the graph
+  // grows, and a start where the best linked nodes sit in the middle (a sunflower spiral by
+  // degree), so the layout settles fast and a page draws the same graph every time it is opened.
   function layout(nodes, edges, width, height) {
     const n = nodes.length;
-    const area = width * height;
-    const k = Math.sqrt(area / Math.max(1, n)) * 0.75;
-    nodes.forEach((d, i) => {
-      const a = (2 * Math.PI * i) / Math.max(1, n);
-      const r = Math.min(width, height) * 0.38 * (0.6 + 0.4 * ((i * 7919) % 97) / 97);
-      d.x = width / 2 + r * Math.cos(a);
-      d.y = height / 2 + r * Math.sin(a);
+    const k = Math.sqrt((width * height) / Math.max(1, n)) * 0.75;
+    const order = nodes.map((d, i) => i).sort((a, b) => nodes[b].degree - nodes[a].degree || (nodes[a].id < nodes[b].id ? -1 : 1));
+    const spread = Math.min(width, height) * 0.45, golden = Math.PI * (3 - Math.sqrt(5));
+    order.forEach((i, rank) => {
+      const r = spread * Math.sqrt((rank + 0.5) / Math.max(1, n));
+      nodes[i].x = width / 2 + r * Math.cos(rank * golden);
+      nodes[i].y = height / 2 + r * Math.sin(rank * golden);
     });
     const index = new Map(nodes.map((d, i) => [d.id, i]));
     const links = edges.map((e) => [index.get(e.source), index.get(e.target)]).filter(([a, b]) => a !== undefined && b !== undefined && a !== b);
-    const iterations = n > 250 ? 160 : 300;
+    const iterations = n <= 100 ? 300 : n <= 400 ? 120 : 90;
+    const cell = 1.5 * k, reach2 = cell * cell;
+    const xs = new Float64Array(n), ys = new Float64Array(n), dx = new Float64Array(n), dy = new Float64Array(n);
+    const home = new Int32Array(n), sorted = new Int32Array(n);
+    nodes.forEach((d, i) => { xs[i] = d.x; ys[i] = d.y; });
     let t = width / 8;
-    const dx = new Float64Array(n), dy = new Float64Array(n);
+    const cool = Math.pow(0.01, 1 / iterations);  // from width/8 to a hundredth of it
     for (let it = 0; it < iterations; it++) {
       dx.fill(0); dy.fill(0);
+      // the grid: each node's cell, and the nodes sorted by cell (a counting sort)
+      let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+      for (let i = 0; i < n; i++) { x0 = Math.min(x0, xs[i]); y0 = Math.min(y0, ys[i]); x1 = Math.max(x1, xs[i]); y1 = Math.max(y1, ys[i]); }
+      const size = Math.max(cell, Math.sqrt(((x1 - x0 + 1) * (y1 - y0 + 1)) / (4 * n + 1)));  // at most ~4n cells
+      const gw = Math.floor((x1 - x0) / size) + 1, gh = Math.floor((y1 - y0) / size) + 1;
+      const start = new Int32Array(gw * gh + 1);
+      for (let i = 0; i < n; i++) { home[i] = Math.floor((xs[i] - x0) / size) + Math.floor((ys[i] - y0) / size) * gw; start[home[i] + 1]++; }
+      for (let c = 0; c < gw * gh; c++) start[c + 1] += start[c];
+      const fill = start.slice(0, gw * gh);
+      for (let i = 0; i < n; i++) sorted[fill[home[i]]++] = i;
+      const reach = Math.ceil(cell / size);  // cells to look at on each side (1 unless the grid was coarsened)
       for (let i = 0; i < n; i++) {
-        for (let j = i + 1; j < n; j++) {
-          let x = nodes[i].x - nodes[j].x, y = nodes[i].y - nodes[j].y;
-          let d2 = x * x + y * y;
-          if (d2 < 0.01) { x = 0.1 * (i - j); y = 0.1; d2 = x * x + y * y; }
-          const f = (k * k) / d2;
-          dx[i] += x * f; dy[i] += y * f; dx[j] -= x * f; dy[j] -= y * f;
+        const cx = home[i] % gw, cy = (home[i] - cx) / gw;
+        for (let oy = Math.max(0, cy - reach); oy <= Math.min(gh - 1, cy + reach); oy++) {
+          for (let ox = Math.max(0, cx - reach); ox <= Math.min(gw - 1, cx + reach); ox++) {
+            const c = ox + oy * gw;
+            for (let p = start[c]; p < start[c + 1]; p++) {
+              const j = sorted[p];
+              if (j <= i) continue;
+              let x = xs[i] - xs[j], y = ys[i] - ys[j];
+              let d2 = x * x + y * y;
+              if (d2 > reach2) continue;
+              if (d2 < 0.01) { x = 0.1 * (i - j); y = 0.1; d2 = x * x + y * y; }
+              const f = (k * k) / d2;
+              dx[i] += x * f; dy[i] += y * f; dx[j] -= x * f; dy[j] -= y * f;
+            }
+          }
         }
       }
       for (const [a, b] of links) {
-        const x = nodes[a].x - nodes[b].x, y = nodes[a].y - nodes[b].y;
+        const x = xs[a] - xs[b], y = ys[a] - ys[b];
         const d = Math.sqrt(x * x + y * y) || 0.01;
         const f = d / k;
         dx[a] -= x * f; dy[a] -= y * f; dx[b] += x * f; dy[b] += y * f;
       }
       for (let i = 0; i < n; i++) {
-        dx[i] += (width / 2 - nodes[i].x) * 0.02 * k / 10;
-        dy[i] += (height / 2 - nodes[i].y) * 0.02 * k / 10;
+        dx[i] += (width / 2 - xs[i]) * 0.02 * k / 10;
+        dy[i] += (height / 2 - ys[i]) * 0.02 * k / 10;
         const d = Math.sqrt(dx[i] * dx[i] + dy[i] * dy[i]) || 1;
         const step = Math.min(d, t);
-        nodes[i].x += (dx[i] / d) * step;
-        nodes[i].y += (dy[i] / d) * step;
+        xs[i] += (dx[i] / d) * step;
+        ys[i] += (dy[i] / d) * step;
       }
-      t *= 0.985;
+      t *= cool;
     }
+    nodes.forEach((d, i) => { d.x = xs[i]; d.y = ys[i]; });
   }
 
   function draw(svg, data, words, info) {
     const nodes = data.nodes, edges = data.edges;
     const W = 1000, H = Math.round(1000 * Math.max(0.5, Math.min(2, (svg.clientHeight || 700) / (svg.clientWidth || 1000))));
+    const started = performance.now();
     layout(nodes, edges, W, H);
+    svg.dataset.layoutMs = (performance.now() - started).toFixed(1);
     const byId = new Map(nodes.map((d) => [d.id, d]));
     const world = el("g", { class: "world" }, svg);
     const edgeLayer = el("g", {}, world), labelLayer = el("g", {}, world), nodeLayer = el("g", {}, world);
-    const showLabels = edges.length <= 120;
+    // every edge's label up to LABELS edges; past that, an edge shows its label while pointed at or selected
+    const showLabels = edges.length <= LABELS;
+    svg.dataset.labels = showLabels ? "all" : "hover";
     let selected = [];
-    const select = (items) => { selected.forEach((s) => s.classList.remove("selected")); selected = items; items.forEach((s) => s.classList.add("selected")); };
+    const select = (items) => {
+      selected.forEach((s) => { s.classList.remove("selected"); if (s.label && !showLabels) s.label.remove(); });
+      selected = items;
+      items.forEach((s) => { s.classList.add("selected"); if (s.label) labelLayer.appendChild(s.label); });
+    };
+    function edgeLabel(e, a, b) {
+      const text = el("text", { class: "edge-label", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, "text-anchor": "middle" });
+      text.textContent = e.label;
+      return text;
+    }
 
     function line(label, value) {
       const p = document.createElement("p");
@@ -112,10 +155,12 @@
       const visible = el("line", { class: cls, x1: a.x, y1: a.y, x2: b.x, y2: b.y, "marker-end": "url(#arrow)" }, edgeLayer);
       const hit = el("line", { class: "edge hit", x1: a.x, y1: a.y, x2: b.x, y2: b.y, "data-label": e.label }, edgeLayer);
       el("title", {}, hit).textContent = a.label + " —" + e.label + "→ " + b.label + (e.evidence ? "\n" + e.evidence : "");
-      hit.addEventListener("click", (ev) => { ev.stopPropagation(); select([visible]); showEdge(e); });
+      hit.addEventListener("click", (ev) => { ev.stopPropagation(); visible.label = visible.label || edgeLabel(e, a, b); select([visible]); showEdge(e); });
       if (showLabels) {
-        const text = el("text", { class: "edge-label", x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, "text-anchor": "middle" }, labelLayer);
-        text.textContent = e.label;
+        labelLayer.appendChild(edgeLabel(e, a, b));
+      } else {
+        hit.addEventListener("pointerenter", () => { visible.label = visible.label || edgeLabel(e, a, b); labelLayer.appendChild(visible.label); });
+        hit.addEventListener("pointerleave", () => { if (!selected.includes(visible)) visible.label.remove(); });
       }
     }
     for (const d of nodes) {
