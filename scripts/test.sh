@@ -39,7 +39,8 @@ if [ -z "${MEMSTACK_SKIP_MILVUS:-}" ]; then
   milvus_pid=$!
 fi
 # The dashboard's tests in headless Chromium (scripts/ui-tests.sh: installs Debian's chromium when
-# missing, ~40 s of tests) run beside them too; MEMSTACK_SKIP_BROWSER=1 leaves them out.
+# missing, ~40 s of tests) run beside them too, leaving this run's screenshots of every view in
+# artifacts/screenshots/ of the clone (the CI's artifacts); MEMSTACK_SKIP_BROWSER=1 leaves them out.
 ui_pid=
 if [ -z "${MEMSTACK_SKIP_BROWSER:-}" ]; then
   ui_log=$(mktemp)
@@ -49,7 +50,7 @@ fi
 .venv/bin/python -m pytest -q -m "not local_model and not milvus_server and not browser" || status=$?
 if [ -n "$ui_pid" ]; then
   if wait "$ui_pid"; then
-    echo "Browser tests: $(tail -n 1 "$ui_log")"
+    echo "Browser tests: $(tail -n 2 "$ui_log" | head -n 1) ($(tail -n 1 "$ui_log"))"
   else
     tail -n 80 "$ui_log"; echo "Browser tests: FAILED"; status=1
   fi

@@ -16,4 +16,11 @@ if [ ! -x "$CHROMIUM" ]; then
     echo "no chromium at $CHROMIUM and no apt as root to install it: the browser tests will say so"
   fi
 fi
-exec .venv/bin/python -m pytest -q -m browser tests/test_ui_browser.py "$@"
+# this run's screenshots only: the old ones are removed first; the folder stays in the clone afterwards
+SHOTS=${MEMSTACK_SCREENSHOTS:-$PWD/artifacts/screenshots}
+if [ -d "$SHOTS" ]; then find "$SHOTS" -maxdepth 1 -name "*.png" -delete; fi
+status=0
+.venv/bin/python -m pytest -q -m browser tests/test_ui_browser.py "$@" || status=$?
+shots=$(find "$SHOTS" -name '*.png' 2> /dev/null | wc -l)
+echo "browser tests exit $status; $shots screenshots in ${SHOTS#"$PWD"/}/"
+exit $status

@@ -301,3 +301,20 @@ def test_markup_in_the_store_never_runs(chromium, service):
     page.goto(f"{service.url}/ui/thread?u={USER}&t=s1")
     expect(page.locator("ol.messages")).to_contain_text("<script>window.__xss = 1</script>")
     page.context.close()
+
+
+def test_the_screenshots_are_in_the_folder_the_readme_names(chromium, service):
+    """Every view at both sizes (and the large graph) under artifacts/screenshots/ of the checkout,
+    the folder the README names and scripts/ui-tests.sh leaves in the clone for CI."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    assert "artifacts/screenshots/" in readme and "artifacts/screenshots/" in (root / "scripts" / "ui-tests.sh").read_text()
+    if "MEMSTACK_SCREENSHOTS" not in os.environ:
+        assert root / "artifacts" / "screenshots" == SHOTS
+    expected = [f"{name}-{size}.png" for name, _, _ in VIEWS for size in SIZES] + ["graph-360-relations-laptop.png"]
+    missing = [name for name in expected if not (SHOTS / name).is_file()]
+    assert not missing, f"not written (run the whole module): {missing}"
+    for name in expected:
+        head = (SHOTS / name).read_bytes()[:24]
+        width = int.from_bytes(head[16:20], "big")
+        assert head[:8] == b"\x89PNG\r\n\x1a\n" and width == SIZES[name.rsplit("-", 1)[1][:-4]]["width"], name
