@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from memstack.errors import InvalidInput, MissingDependency, ModelIntegrityError, ProviderRejected
 from memstack.llm import local
@@ -27,7 +28,12 @@ from memstack.llm.local import (
     packaged_parts,
     shared_local_model,
 )
+from memstack.llm.structured import generate
 from memstack.tokens import get_counter
+
+
+class Items(BaseModel):
+    items: list[str]
 
 # --- assemble_gguf on fake parts --------------------------------------------------------------------
 
@@ -291,3 +297,18 @@ def test_stream_gives_the_answer_token_by_token_and_the_same_text_as_complete(mo
     assert deltas[-1].completion_tokens == whole.completion_tokens and any(d.finish_reason for d in deltas)
     with pytest.raises(InvalidInput):
         next(model.stream(messages, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]))
+
+
+@real_model
+@pytest.mark.local_model
+def test_a_looping_list_is_cut_at_its_first_repeat_and_decoding_stops(model):
+    # at temperature 0 the model repeats a list item when told to: without the guard it would
+    # write 40 copies (~400 tokens); the guard cuts before the first copy and the call ends there
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}, "maxItems": 40}}, "required": ["items"]}
+    messages = [{"role": "user", "content": "把“我住在杭州西湖区”这句话原样重复写四十遍，每一遍是列表里的一项。"}]
+    completion = model.complete(messages, schema=schema, temperature=0.0, max_tokens=600)
+    assert completion.finish_reason == "repeat"
+    assert completion.completion_tokens < 60
+    assert '"我住在杭州西湖区"' in completion.text and completion.text.count("我住在杭州西湖区") == 1
+    result = generate(model, messages, Items, max_tokens=600)  # a whole list: nothing of it is missing
+    assert result.value.items == ["我住在杭州西湖区"] and not result.repaired

@@ -15,9 +15,9 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, create_model
 
 from .. import prompts
 from ..types import Message
@@ -65,6 +65,27 @@ class Statement(BaseModel):
     object: str = Field(max_length=200)
 
 
+#: one statement as the model writes it: "主体|谓词|宾语|主体类型" in one JSON string (a sentence's
+#: order first: with the type second the model renamed subjects). Keyed objects
+#: cost ~26 tokens a statement in keys, quotes and indentation for ~4 tokens of content (compact
+#: or indented, the model's own choice, ~33); the string costs ~10. Decoding is what the write side
+#: spends its time on, and one string a line also lets a loop be cut at its first repeat
+#: (``llm.loops``). Fields hold no "|", quote, backslash or newline.
+STATEMENT_PATTERN = r'^[^|"\\\n]{1,80}\|[^|"\\\n]{1,60}\|[^|"\\\n]{1,200}\|[^|"\\\n]{1,40}$'
+
+
+def _split_statement(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value  # a statement object (another model's answer, or a value built in code)
+    fields = [f.strip() for f in value.split("|")]
+    if len(fields) != 4:
+        raise ValueError("a statement is 'subject|predicate|object|subject type'")
+    return dict(zip(("subject", "predicate", "object", "subject_type"), fields, strict=True))
+
+
+StatementLine = Annotated[Statement, BeforeValidator(_split_statement), WithJsonSchema({"type": "string", "pattern": STATEMENT_PATTERN})]
+
+
 def _all_required(schema: dict) -> None:
     # the model is asked for every part: with optional keys a grammar-constrained model may close
     # the object after the first one and skip the rest. Validation still accepts a part left out,
@@ -74,7 +95,7 @@ def _all_required(schema: dict) -> None:
 
 class MemoriesOnly(BaseModel):
     model_config = ConfigDict(json_schema_extra=_all_required)
-    memories: list[Statement] = Field(default_factory=list, max_length=16)
+    memories: list[StatementLine] = Field(default_factory=list, max_length=16)
 
 
 class StateOnly(BaseModel):
@@ -84,7 +105,7 @@ class StateOnly(BaseModel):
 
 class MemoriesAndState(BaseModel):
     model_config = ConfigDict(json_schema_extra=_all_required)
-    memories: list[Statement] = Field(default_factory=list, max_length=16)
+    memories: list[StatementLine] = Field(default_factory=list, max_length=16)
     state: list[StateItem] = Field(default_factory=list, max_length=8)
 
 
@@ -109,7 +130,7 @@ def _keyed(keys: tuple[str, ...], memories: bool) -> type[BaseModel]:
     item = create_model("StateItem", key=(str, Field(max_length=60, json_schema_extra={"enum": list(keys)})), value=(str, Field(max_length=300)))
     fields: dict[str, Any] = {"state": (list[item], Field(default_factory=list, max_length=max(8, len(keys))))}
     if memories:
-        fields = {"memories": (list[Statement], Field(default_factory=list, max_length=16)), **fields}
+        fields = {"memories": (list[StatementLine], Field(default_factory=list, max_length=16)), **fields}
     return create_model("MemoriesAndState" if memories else "StateOnly", __config__=ConfigDict(json_schema_extra=_all_required), **fields)
 
 
@@ -149,6 +170,42 @@ def sentence(s: Statement, lang: str) -> str:
     return ("" if lang == "zh" else " ").join(p for p in (subject, predicate, obj) if p)
 
 
+_OF_ZH = re.compile(r"^(.{1,30}?)的(.{1,8})$")
+_OF_EN = re.compile(r"^(.{1,30}?)'s (.{1,30})$")
+_COPULAS = frozenset(("是", "为", "就是", "is", "was", "is the", "are"))
+
+
+def _anchored(statements: list[Statement]) -> list[Statement]:
+    """Statements re-anchored on the names they are about, so the graph's paths connect:
+    "莫尔索|是|小李的笔名" reads "小李|笔名|莫尔索" (and "Morsor|is|Li's pen name" "Li|pen name|Morsor"),
+    and a subject that is a name of the batch plus a short part ("知识中台后端|使用|SpringBoot")
+    reads "知识中台|后端使用|SpringBoot". Only names the batch's statements use elsewhere are
+    anchors: a subject that merely begins like one stays as written."""
+    names = {x.strip() for s in statements for x in (s.subject, s.object) if x.strip()}
+    out: list[Statement] = []
+    for s in statements:
+        subject, predicate, obj = s.subject.strip(), s.predicate.strip(), s.object.strip()
+        match = (_OF_ZH.match(obj) or _OF_EN.match(obj)) if predicate.casefold() in _COPULAS else None
+        if match and match.group(1).strip() in names - {subject}:
+            s = s.model_copy(update={"subject": match.group(1).strip(), "predicate": match.group(2).strip(), "object": subject})
+        else:
+            anchor = max((n for n in names if n != subject and subject.startswith(n) and _part(subject[len(n):])), key=len, default=None)
+            if anchor:
+                s = s.model_copy(update={"subject": anchor, "predicate": subject[len(anchor):] + predicate})
+        out.append(s)
+    return out
+
+
+def _part(suffix: str) -> bool:
+    """A short Chinese part noun after a name ("后端", "的猫"); one character ("小李子") is more likely a longer name."""
+    core = suffix.removeprefix("的")
+    return 2 <= len(suffix) <= 4 and 1 <= len(core) <= 3 and all("\u3400" <= c <= "\u9fff" for c in core)
+
+
+#: subjects that name the assistant itself, as the prompt's speaker labels do
+ASSISTANT_NAMES = frozenset(("助手", "assistant", "ai", "ai助手", "the assistant"))
+
+
 def unpack(value: BaseModel, lang: str) -> Extracted:
     """Facts (each statement as a note), relations (subject -predicate-> object), entities (each
     subject, typed, with its predicates as attributes; no description: the attributes say it)."""
@@ -156,9 +213,11 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
     seen: dict[tuple[str, str, str], Statement] = {}
     for s in getattr(value, "memories", []):
         key = (s.subject.strip().casefold(), s.predicate.strip().casefold(), s.object.strip().casefold())
+        if key[0] in ASSISTANT_NAMES:
+            continue  # the assistant is not something to remember (the prompt says so; small models mirror the speaker labels)
         if all(key) and key not in seen:
             seen[key] = s
-    statements = list(seen.values())
+    statements = _anchored(list(seen.values()))
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
     relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip()) for s in statements]
     entities: dict[str, Entity] = {}
@@ -192,9 +251,22 @@ def trivial(message: Message) -> bool:
     return not _LEFT.search(_ACKS.sub(" ", message.text.casefold()))
 
 
-def render_turns(messages: Sequence[Message], lang: str) -> str:
+#: how much of an assistant's message the memories prompt shows (``render_turns(assistant="lead")``)
+LEAD_CHARS = 40
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.](?=\s))")
+
+
+def lead(text: str, limit: int = LEAD_CHARS) -> str:
+    """The first sentence of ``text``, at most ``limit`` characters ("…" marks a cut)."""
+    first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
+    return first if len(first) <= limit else first[:limit].rstrip() + "…"
+
+
+def render_turns(messages: Sequence[Message], lang: str, *, assistant: str = "full") -> str:
     """Turns as "[date] speaker: text" lines, one date line per day change (dates from messages);
-    trivial acknowledgements left out."""
+    trivial acknowledgements left out. ``assistant="lead"`` shows only the first sentence of the
+    assistant's messages: what the user answers to, without the length of the answer (the memories
+    are the user's; the assistant's words are kept whole by retrieval)."""
     labels = {"zh": {"user": "用户", "assistant": "助手"}, "en": {"user": "User", "assistant": "Assistant"}}[lang]
     lines: list[str] = []
     day = None
@@ -205,7 +277,8 @@ def render_turns(messages: Sequence[Message], lang: str) -> str:
         if stamp and stamp != day:
             lines.append(f"[{stamp}]")
             day = stamp
-        lines.append(f"{m.name or labels.get(m.role, m.role)}: {m.text.strip()}")
+        text = lead(m.text) if assistant == "lead" and m.role == "assistant" else m.text.strip()
+        lines.append(f"{m.name or labels.get(m.role, m.role)}: {text}")
     return "\n".join(lines)
 
 
@@ -220,7 +293,9 @@ def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, know
         system += "\n" + rules["state_keys"] + sep.join(f"{k}（{d}）" if d and lang == "zh" else f"{k} ({d})" if d else k for k, d in state_keys.items())
     if known and "memories" in schema.model_fields:
         system += "\n" + rules["known"] + ("、" if lang == "zh" else ", ").join(known)
-    return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang)}]
+    # the state is often confirmed by the assistant ("已为您订好…"): its turns stay whole for it
+    shown = "full" if "state" in schema.model_fields else "lead"
+    return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang, assistant=shown)}]
 
 
 class Notes(BaseModel):

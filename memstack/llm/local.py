@@ -37,6 +37,7 @@ from filelock import FileLock
 from ..errors import InvalidInput, ModelIntegrityError, ProviderRejected, ProviderUnavailable, require
 from ..tokens import BaseCounter, register_counter
 from .base import Completion, Delta
+from .loops import RepeatGuard
 from .priority import PriorityLock
 
 MODEL_ID = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -273,16 +274,55 @@ class LocalModel:
         max_tokens: int | None = None,
         stop: Sequence[str] | None = None,
     ) -> Completion:
-        """The ChatModel call; ``stop`` ends the answer before the first of these strings (llama.cpp's own stop)."""
+        """The ChatModel call; ``stop`` ends the answer before the first of these strings (llama.cpp's own stop).
+
+        A schema-constrained answer is decoded as a stream and watched (``llm.loops``): when a list
+        repeats an item, decoding stops there and the answer ends before it, with
+        ``finish_reason == "repeat"`` (a loop at temperature 0 would otherwise run to ``max_tokens``)."""
         request = self._request(messages, schema, temperature, max_tokens)
         if stop:
             request["stop"] = list(stop)
         server = self._loaded()
         with self._call_lock.hold():
             started = time.perf_counter()
+            if schema is not None:
+                return self._guarded(server, request, started)
             response = self._call(server, request)
             latency_ms = (time.perf_counter() - started) * 1000
         return self._completion(response, latency_ms)
+
+    def _guarded(self, server: Any, request: dict, started: float) -> Completion:
+        """Stream ``request`` through a RepeatGuard; stopping the stream cancels the decoding."""
+        request = {**request, "stream": True, "stream_options": {"include_usage": True}, "timings_per_token": True}
+        guard = RepeatGuard()
+        last: dict[str, Any] = {}
+
+        def on_chunk(chunk: Any) -> bool:
+            try:
+                return read(chunk)
+            except Exception as exc:  # the runtime swallows a callback's exception: keep it, stop, raise it below
+                last["error"] = exc
+                return True
+
+        def read(chunk: Any) -> bool:
+            delta = _delta(chunk, self.model)  # raises on an error chunk
+            last["timings"] = chunk.get("timings") or last.get("timings")
+            if delta is None:
+                return False
+            if delta.finish_reason:
+                last["finish"] = delta.finish_reason
+            if delta.prompt_tokens is not None:
+                last["usage"] = (delta.prompt_tokens, delta.completion_tokens or 0)
+            return bool(delta.text) and guard.feed(delta.text)
+
+        self._call_streaming(server, request, on_chunk)
+        if "error" in last:
+            raise last["error"]
+        latency_ms = (time.perf_counter() - started) * 1000
+        timings = last.get("timings") or {}
+        prompt, completion = last.get("usage") or (int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)), int(timings.get("predicted_n", 0)))
+        finish = "repeat" if guard.repeated is not None else last.get("finish")
+        return Completion(text=guard.text, model=self.model, prompt_tokens=prompt, completion_tokens=completion, latency_ms=latency_ms, finish_reason=finish)
 
     def stream(
         self,
@@ -396,9 +436,10 @@ class LocalModel:
             raise _runtime_error(response["error"])
         return response
 
-    def _call_streaming(self, server: Any, request: dict, put: Callable[[Any], None]) -> None:
-        def on_chunk(chunk: Any) -> None:
-            put(json.loads(chunk) if isinstance(chunk, str | bytes) else chunk)
+    def _call_streaming(self, server: Any, request: dict, put: Callable[[Any], Any]) -> None:
+        """Run a streamed request, each chunk to ``put``; ``put`` answering True stops the decoding."""
+        def on_chunk(chunk: Any) -> bool:
+            return bool(put(json.loads(chunk) if isinstance(chunk, str | bytes) else chunk))
 
         try:
             response = server.handle_chat_completions(request, on_chunk)

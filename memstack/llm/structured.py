@@ -106,11 +106,15 @@ def generate(
         completion = model.complete(conversation, schema=json_schema if native else None, temperature=temperature, max_tokens=max_tokens)
         calls.append(completion)
         try:
-            value, repaired = parse_output(completion.text, schema, truncated=completion.finish_reason == "length")
+            # "repeat": the model (llm.loops) stopped a list that began to loop; what came before is whole
+            cut = completion.finish_reason in ("length", "repeat")
+            value, repaired = parse_output(completion.text, schema, truncated=cut)
         except ModelOutputError as exc:
             error = _with_cutoff_hint(str(exc), completion)
             conversation = [*conversation, *_correction(completion.text, error, _kind(json_schema), prompts)]
             continue
+        if completion.finish_reason == "repeat" and _closed_cleanly(completion.text, schema):
+            repaired = False
         return Structured(value=value, calls=tuple(calls), repaired=repaired or completion.finish_reason == "length")
     attempts = f"{len(calls)} attempt" + ("s" if len(calls) > 1 else "")
     raise ModelOutputError(f"{schema.__name__}: {error} (after {attempts})", raw=_raw(calls[-1].text))
@@ -141,6 +145,17 @@ def parse_output(text: str, schema: type[T], *, truncated: bool = False) -> tupl
     data, repaired = _load(body[start:], truncated=truncated)
     _check_encodable(data)
     return _validate(data, schema, salvage=truncated and repaired), repaired
+
+
+def _closed_cleanly(text: str, schema: type[BaseModel]) -> bool:
+    """Whether a text cut at a line boundary is whole once its brackets are closed (nothing of it
+    lost: no half-written value before the cut)."""
+    body = _unwrap_fence(_strip_thinking(text))
+    start = _first_opener(body, _schema_kind(schema))
+    if start is None:
+        return False
+    cut, closers = _cut_back(body[start:])
+    return cut.rstrip().removesuffix(",").rstrip() == body[start:].rstrip().removesuffix(",").rstrip() and bool(closers)
 
 
 def json_schema_for(model_cls: type[BaseModel]) -> dict[str, Any]:

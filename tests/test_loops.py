@@ -1,0 +1,69 @@
+"""The repeat guard (``llm.loops``) and the compact statement form of the extraction (``llm.extract``)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from memstack.llm.extract import MemoriesOnly, unpack
+from memstack.llm.loops import RepeatGuard
+from memstack.llm.structured import json_schema_for, parse_output
+
+
+def fed(text: str, step: int = 3) -> RepeatGuard:
+    guard = RepeatGuard()
+    for i in range(0, len(text), step):
+        if guard.feed(text[i : i + step]):
+            break
+    return guard
+
+
+@pytest.mark.parametrize("layout", ["one line", "indented"])
+def test_a_list_is_cut_before_its_first_repeated_item(layout):
+    items = ["小李|是|程序员|人物", '我住在\\"西湖\\"边|x|y|z', "小李|是|程序员|人物", "还有|一|条|项"]
+    sep = ", " if layout == "one line" else ",\n    "
+    text = '{"memories": [' + sep.join(f'"{i}"' for i in items) + "]}"
+    guard = fed(text)
+    assert guard.repeated == "小李|是|程序员|人物"
+    assert guard.text.endswith(sep) and guard.text.count("小李") == 1
+    value, _ = parse_output(guard.text, MemoriesOnly, truncated=True)
+    assert [s.subject for s in value.memories] == ["小李", '我住在"西湖"边']
+
+
+def test_object_members_short_items_and_other_lists_are_not_compared():
+    members = '{"state": [{"key": "日期", "value": "下周五"}, {"key": "日期", "value": "下周五"}]}'
+    assert fed(members).repeated is None and fed(members).text == members
+    assert fed('{"a": ["是", "是", "是"]}').repeated is None  # too short to be a loop
+    assert fed('{"a": ["同一条记忆", "x"], "b": ["同一条记忆"]}').repeated is None  # each list on its own
+    assert fed('{"a": ["有\\"引号\\"的一项", "有\\"引号\\"的一项"]}').repeated == '有"引号"的一项'
+
+
+def test_a_guard_that_stopped_stays_stopped():
+    guard = RepeatGuard()
+    assert guard.feed('["一二三四", "一二三四"') is True
+    assert guard.feed(', "more"]') is True and guard.text == '["一二三四", '
+
+
+def test_statements_are_strings_in_the_schema_and_statements_once_validated():
+    schema = json_schema_for(MemoriesOnly)
+    item = schema["properties"]["memories"]["items"]
+    assert item["type"] == "string" and item["pattern"].startswith("^")
+    value = MemoriesOnly.model_validate({"memories": ["用户| 住在 |上海|人物", {"subject": "a", "subject_type": "t", "predicate": "p", "object": "o"}]})
+    assert (value.memories[0].subject, value.memories[0].predicate, value.memories[0].object, value.memories[0].subject_type) == ("用户", "住在", "上海", "人物")
+    with pytest.raises(ValidationError):
+        MemoriesOnly.model_validate({"memories": ["用户|住在|上海"]})
+
+
+def test_statements_are_anchored_on_the_batchs_names_and_the_assistant_is_not_a_subject():
+    value = MemoriesOnly.model_validate(
+        {"memories": ["小李|是|程序员|人物", "莫尔索|是|小李的笔名|人物", "小李|开发|知识中台|人物", "知识中台后端|使用|SpringBoot|技术", "助手|建议|早点休息|人物", "Morsor|is|Li's pen name|person", "Li|writes|novels|person"]}
+    )
+    ends = {(r.source, r.relation, r.target) for r in unpack(value, "zh").relations}
+    assert ("小李", "笔名", "莫尔索") in ends and ("知识中台", "后端使用", "SpringBoot") in ends
+    assert ("Li", "pen name", "Morsor") in ends
+    assert not any(source == "助手" for source, _, _ in ends)
+    # a subject that only begins like a name, or an "X的Y" whose X is no name of the batch, stays
+    value = MemoriesOnly.model_validate({"memories": ["小李子|喜欢|猫|人物", "小李|是|程序员|人物", "麻薯|是|邻居的猫|动物"]})
+    ends = {(r.source, r.relation, r.target) for r in unpack(value, "zh").relations}
+    assert ("小李子", "喜欢", "猫") in ends and ("麻薯", "是", "邻居的猫") in ends
+
