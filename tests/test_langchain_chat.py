@@ -6,14 +6,12 @@
 - structured output's repair and retry with a ScriptedModel (orchestration only);
 - token counters: exact under their tokenizers, through trim_messages, provider strings;
 - ``local_model``: langchain-tests' ChatModelIntegrationTests that a 1.5B model runs in CI time
-  (the others skipped, each with its reason), and the article's EntityExtraction example.
+  (the others skipped, each with its reason); the article's EntityExtraction example runs in docs/from-the-articles.md.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -494,18 +492,5 @@ ARTICLE_MESSAGES = [
 ]
 
 
-@real_model
-@pytest.mark.local_model
-def test_the_articles_entity_example_finds_its_four_entities():
-    """The article's code, with ChatOllama swapped for MemstackChatModel(model="local")."""
-    llm = MemstackChatModel(model="local", temperature=0)
-    chain = ARTICLE_PROMPT | llm.with_structured_output(EntityExtraction)
-    history = "\n".join(
-        f"{'用户' if isinstance(m, HumanMessage) else 'AI'}：{m.content}" for m in ARTICLE_MESSAGES if isinstance(m, HumanMessage | AIMessage) and isinstance(m.content, str)
-    )
-    started = time.perf_counter()
-    result = chain.invoke({"history": history})
-    print(f"\n{time.perf_counter() - started:.1f} s: {json.dumps(result.model_dump(), ensure_ascii=False)}")
-    assert isinstance(result, EntityExtraction)
-    names = {e.name.lower().replace(" ", "") for e in result.entities}
-    assert {"知识中台", "springboot", "elasticsearch", "redis"} <= names, names
+# The article's entity chain on the local model (four entities) runs as the C4 block of
+# docs/from-the-articles.md (tests/test_docs_blocks.py, local_model): once is enough for CI time.
