@@ -67,3 +67,29 @@ def test_statements_are_anchored_on_the_batchs_names_and_the_assistant_is_not_a_
     ends = {(r.source, r.relation, r.target) for r in unpack(value, "zh").relations}
     assert ("小李子", "喜欢", "猫") in ends and ("麻薯", "是", "邻居的猫") in ends
 
+
+
+def test_relative_dates_in_statements_carry_the_date_of_the_turn_that_says_them():
+    from datetime import datetime, timezone
+
+    from memstack.llm.extract import Statement, dated
+    from memstack.types import Message
+
+    turns = [
+        Message("user", "大后天是我生日", timestamp=datetime(2026, 2, 10, 9, tzinfo=timezone.utc)),
+        Message("user", "I moved to Berlin last month", timestamp=datetime(2026, 3, 2, 9, tzinfo=timezone.utc)),
+        Message("user", "我下周去北京", timestamp=datetime(2026, 3, 20, 9, tzinfo=timezone.utc)),
+    ]
+    got = dated(
+        [
+            Statement(subject="用户", subject_type="人物", predicate="生日是", object="大后天"),
+            Statement(subject="User", subject_type="person", predicate="moved to Berlin", object="last month"),
+            Statement(subject="用户", subject_type="人物", predicate="去", object="北京"),
+            Statement(subject="用户", subject_type="人物", predicate="下个月去", object="上海"),  # no turn says it: as written
+        ],
+        turns,
+        "zh",
+    )
+    assert got[0].object == "大后天（2026-02-13）"  # from 02-10, not from the batch's last turn (03-20)
+    assert got[1].object.startswith("last month") and "2026年2月" in got[1].object
+    assert got[2].object == "北京" and got[3].predicate == "下个月去"

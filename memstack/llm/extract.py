@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, create_model
@@ -339,4 +339,32 @@ def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str],
     lang = language(messages)
     schema = schema_for(parts, tuple(state_keys or ()))
     result = generate(model, prompt(messages, parts, lang, known=known, state_keys=state_keys), schema, max_tokens=max_tokens, language=lang)
+    if getattr(result.value, "memories", None):
+        result = replace(result, value=result.value.model_copy(update={"memories": dated(result.value.memories, messages, lang)}))
     return Batch(tuple(messages), lang, result, unpack(result.value, lang))
+
+
+_MAX_CHARS = {"predicate": 60, "object": 200}  # Statement's own limits
+
+
+def dated(statements: Sequence[Statement], messages: Sequence[Message], lang: str) -> list[Statement]:
+    """Statements whose relative dates ("生日是大后天", "moved last month") carry the calendar date,
+    reckoned from when the turn that says it was said ("大后天（2026-02-13）"): read weeks later,
+    a note's own date is when it was written, and a model answers that date instead (``reldates``).
+    The turn is the latest one that contains the expression; an expression no turn contains
+    (the model's own wording) stays as written."""
+    from ..reldates import annotate, relative_dates
+
+    out = []
+    for s in statements:
+        update = {}
+        for field in ("predicate", "object"):
+            text = getattr(s, field)
+            spans = relative_dates(text, messages[-1].timestamp) if text else []
+            if not spans:
+                continue
+            said = next((m for m in reversed(messages) if m.timestamp and all(text[a:b] in m.text for a, b, _ in spans)), None)
+            if said is not None:
+                update[field] = annotate(text, said.timestamp, lang)[: _MAX_CHARS[field]]
+        out.append(s.model_copy(update=update) if update else s)
+    return out
