@@ -60,7 +60,8 @@ def test_a_rescheduled_date_in_english(tmp_path):
     mem.add([{"role": "user", "content": "The launch was postponed to next Wednesday", "timestamp": "2026-03-03T09:00:00+00:00"}, {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-03T09:00:00+00:00"}], user_id="u", thread_id="t")
     assert mem.flush().failed == 0
     text = "\n".join(summary_lines(mem))
-    assert "launch postponed to next Wednesday (current; before: Friday)" in text
+    # "next Wednesday" said on Tuesday 03-03 is 03-11 (llm.extract.dated)
+    assert "launch postponed to next Wednesday (2026-03-11) (current; before: Friday)" in text
     assert "launch scheduled for Friday (past: since 2026-03-03" in text
 
 
