@@ -177,6 +177,7 @@ class AsyncMemory:
     usage = _in_executor(Memory.usage)
     extract = _in_executor(Memory.extract)
     forget = _in_executor(Memory.forget)
+    forget_saved = _in_executor(Memory.forget_saved)
     import_ = _in_executor(Memory.import_)
     requeue = _in_executor(Memory.requeue)
     run_jobs = _in_executor(Memory.run_jobs)
