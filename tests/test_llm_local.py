@@ -31,10 +31,6 @@ from memstack.llm.local import (
 from memstack.llm.structured import generate
 from memstack.tokens import get_counter
 
-
-class Items(BaseModel):
-    items: list[str]
-
 # --- assemble_gguf on fake parts --------------------------------------------------------------------
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 40, b"\x00\x01" * 5000, b"tail"]
@@ -297,6 +293,10 @@ def test_stream_gives_the_answer_token_by_token_and_the_same_text_as_complete(mo
     assert deltas[-1].completion_tokens == whole.completion_tokens and any(d.finish_reason for d in deltas)
     with pytest.raises(InvalidInput):
         next(model.stream(messages, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]))
+
+
+class Items(BaseModel):
+    items: list[str]
 
 
 @real_model

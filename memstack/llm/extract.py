@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, create_model
 
 from .. import prompts
+from ..reldates import annotate, relative_dates
 from ..types import Message
 from .base import ChatModel
 from .structured import Structured, generate
@@ -353,8 +354,6 @@ def dated(statements: Sequence[Statement], messages: Sequence[Message], lang: st
     a note's own date is when it was written, and a model answers that date instead (``reldates``).
     The turn is the latest one that contains the expression; an expression no turn contains
     (the model's own wording) stays as written."""
-    from ..reldates import annotate, relative_dates
-
     out = []
     for s in statements:
         update = {}
