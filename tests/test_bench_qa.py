@@ -72,6 +72,16 @@ def test_keywords_need_one_alternative_of_every_entry_ignoring_case_space_and_wi
     assert not keywords_match("anything", [])
 
 
+def test_a_number_matches_only_as_a_whole_number():
+    # a real answer the substring test judged right: the gold was 7 km more, the answer 17
+    assert not keywords_match("我现在每周的跑量增加了17公里。", ["7公里|七公里"])
+    assert not keywords_match("定在3月11日", ["3月1日"])
+    assert keywords_match("增加了7公里，到42公里", ["7公里|七公里"])
+    assert keywords_match("17公里，其中7公里是轻松跑", ["7公里"])  # a later whole occurrence counts
+    assert keywords_match("第2.5版", ["2.5版"])
+    assert not judge_answer(_question("7公里", "多跑了几公里？"), "多跑了17公里")["correct"]
+
+
 def test_token_f1_counts_chinese_characters_and_english_words():
     assert token_f1("The answer is Paris", "Paris") == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))  # 'the' dropped
     assert token_f1("青城山", "青城山") == 1.0

@@ -125,10 +125,24 @@ def normalize_answer(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def contains(answer: str, part: str) -> bool:
+    """Whether the normalised ``answer`` holds the normalised ``part``, a number only as a whole
+    number: "7公里" is not in "增加了17公里", "3月1日" is not in "3月11日"."""
+    got, part = normalize_answer(answer), normalize_answer(part)
+    if not part:
+        return False
+    start = got.find(part)
+    while start >= 0:
+        end = start + len(part)
+        if not (part[0].isdigit() and start > 0 and got[start - 1].isdigit()) and not (part[-1].isdigit() and end < len(got) and got[end].isdigit()):
+            return True
+        start = got.find(part, start + 1)
+    return False
+
+
 def keywords_match(answer: str, keywords: Sequence[str]) -> bool:
-    """True when the answer contains one ``|``-alternative of every keyword entry."""
-    got = normalize_answer(answer)
-    return bool(keywords) and all(any(normalize_answer(alt) and normalize_answer(alt) in got for alt in entry.split("|")) for entry in keywords)
+    """True when the answer contains one ``|``-alternative of every keyword entry (``contains``)."""
+    return bool(keywords) and all(any(contains(answer, alt) for alt in entry.split("|")) for entry in keywords)
 
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -195,7 +209,7 @@ def judge_answer(question: Question, answer: str) -> dict[str, Any]:
         return {"correct": False, "by": "refusal", "f1": f1}
     core = _REMARK.sub("", gold).strip() or gold  # "一个小时（在附近的公园慢跑）" -> "一个小时"
     if core and is_short(core):
-        return {"correct": normalize_answer(core) in normalize_answer(answer), "by": "contains", "f1": f1}
+        return {"correct": contains(answer, core), "by": "contains", "f1": f1}
     return {"correct": gold_recall(answer, core, question.text) >= RECALL_CORRECT, "by": "recall", "f1": f1}
 
 
