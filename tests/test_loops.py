@@ -93,3 +93,29 @@ def test_relative_dates_in_statements_carry_the_date_of_the_turn_that_says_them(
     assert got[0].object == "大后天（2026-02-13）"  # from 02-10, not from the batch's last turn (03-20)
     assert got[1].object.startswith("last month") and "2026年2月" in got[1].object
     assert got[2].object == "北京" and got[3].predicate == "下个月去"
+
+
+def test_a_statement_field_cannot_run_on_past_a_phrase():
+    import re
+
+    from memstack.llm.extract import STATEMENT_PATTERN, schema_for
+
+    assert schema_for(["facts"]).model_json_schema()["properties"]["memories"]["items"]["pattern"] == STATEMENT_PATTERN
+    for fine in ("用户|做|贝果|人物", "小李|笔名|莫尔索|人物", "Li|pen name|Morsor's v2.5 book|person", "用户|预算|1000元以内，经济舱|人物"):
+        assert re.match(STATEMENT_PATTERN, fine), fine
+    # a real answer of the local model: it closed the list inside a field and went on talking
+    ran_on = "用户|做贝果|用户类型']}。这些信息是用户在对话中提到的，可以长期记住|人物"
+    assert not re.match(STATEMENT_PATTERN, ran_on)
+    assert not re.match(STATEMENT_PATTERN, "用户|喜欢|" + "很长的东西" * 25 + "|人物")  # an object past 100 characters
+
+
+def test_a_fan_of_predicates_onto_one_object_is_dropped():
+    # a real degenerate batch: a word of every turn mapped to "赛前"; the batch's good statements stay
+    fan = ["用户|紧张|赛前|人物", "用户|吃东西|赛前|人物", "用户|宁蔓|赛前|人物", "用户|顾屿|赛前|人物"]
+    value = MemoriesOnly.model_validate({"memories": ["用户|报名|星城马拉松|人物", *fan, "宁蔓|跑|半马|人物"]})
+    out = unpack(value, "zh")
+    assert {(r.source, r.relation, r.target) for r in out.relations} == {("用户", "报名", "星城马拉松"), ("宁蔓", "跑", "半马")}
+    assert not any("赛前" in f for f in out.facts) and not any(e.name == "赛前" for e in out.entities)
+    # two predicates onto one object are facts, and so are many objects under one predicate
+    value = MemoriesOnly.model_validate({"memories": ["用户|住在|北京|人物", "用户|工作在|北京|人物", "用户|使用|Go|人物", "用户|使用|Redis|人物", "用户|使用|Kafka|人物"]})
+    assert len(unpack(value, "zh").relations) == 5

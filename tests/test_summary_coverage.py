@@ -74,3 +74,15 @@ def test_short_statements_reach_the_model_and_acknowledgements_do_not():
     prompt = model.calls[0]["messages"][-1]["content"]
     assert "我叫李四" in prompt and "我28岁" in prompt and "I'm Tom" in prompt
     assert "好的。" not in prompt and "明白，谢谢！" not in prompt and "OK, thanks!" not in prompt
+
+
+def test_a_quoted_turn_carries_the_date_of_its_relative_dates(tmp_path):
+    # read weeks later, "大后天是我生日" in a note dated 03-01 was answered "03-01": the quote
+    # carries the day it means (a real LifeAssist-CN miss, after a batch whose statements failed)
+    model = ScriptedModel([out(("用户", "人物", "跑了", "18公里"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    mem.add(turns(["最近跑了18公里。告诉你个事，大后天是我生日，男朋友要给我惊喜。", "提前祝你生日快乐！"]), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    quote = next(i for i in items if i.get("said"))
+    assert "大后天（2024-03-04）" in quote["text"], quote

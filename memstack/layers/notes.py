@@ -6,7 +6,8 @@ comes from a statement). Two promises the read side relies on:
 - **What the summary covers, it carries.** A note's ``source_ids`` are the turns it is grounded in
   (empty when none is: it then claims no turn). A user turn of the batch that the notes do not
   carry (under half of its words/characters occur in them) gets a note of its own quoting it
-  ("用户说：「我叫李四」"), so no turn leaves the context as "covered" while nothing says it.
+  ("用户说：「我叫李四」"), so no turn leaves the context as "covered" while nothing says it; its
+  relative dates carry the calendar date ("大后天（2026-02-13）是我生日").
 - **A correction supersedes.** A newer statement about the same subject and predicate (in the
   canonical form of ``supersede``: "搬到" is "住在") with another object marks the older note
   superseded when the predicate is single-valued (where one lives or works, a name, an age, a job,
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..llm.extract import trivial
 from ..llm.grounding import normalize, sentence_sources
+from ..reldates import annotate
 from ..types import Message
 from .supersede import canonical, replaced
 
@@ -71,6 +73,8 @@ def said_notes(messages: Sequence[Message], notes: Sequence[dict[str, Any]], lan
         if m.role != "user" or not m.text.strip() or trivial(m) or carried(m, notes):
             continue
         text = " ".join(m.text.split())
+        if m.timestamp is not None:  # read weeks later, "大后天" means nothing without the day it was said
+            text = annotate(text, m.timestamp, lang)
         template = asked if text.endswith(("?", "？")) else said
         out.append({"text": template.format(text), "at": m.timestamp.isoformat(), "source_ids": [m.id], "said": True})
     return out
