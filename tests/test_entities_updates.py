@@ -134,3 +134,14 @@ def test_a_statement_the_model_repeats_until_the_list_is_full_is_kept_once(tmp_p
     assert [v["value"] for v in attributes["教"]["values"]] == ["语文"] and "住在" in attributes
     relations = mem.store.records.current(mem.scope("u"), "relation")
     assert len(relations) == 2
+
+
+def test_a_bare_name_is_a_graph_node_not_a_line_of_the_entities_section(tmp_path):
+    # "SpringBoot" becomes an entity of its own (a node for multi-hop paths), with nothing to say
+    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "使用", "SpringBoot"))])
+    said(mem, (["我的后端用SpringBoot", "好的"], T0))
+    stored = {r.value["name"] for r in mem.store.records.current(mem.scope("u"), "entity")}
+    assert "SpringBoot" in stored
+    text = system(mem.context(user_id="u", thread_id="t2", query="我的后端用什么？", max_tokens=2000))
+    assert "使用=SpringBoot" in text
+    assert "- SpringBoot" not in text

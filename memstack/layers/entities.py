@@ -42,6 +42,9 @@ class Entities:
         records = self.store.records.current(request.scope.user(), "entity") if hasattr(self.store, "records") else []
         if self.profile_only:
             records = [r for r in records if r.key == SELF_KEY]
+        # a bare name (a value that names a thing: "SpringBoot", "缓存") is a node for the graph's
+        # paths; as a line of its own ("- 缓存") it tells the model nothing and costs tokens
+        records = [r for r in records if r.value.get("attributes") or r.value.get("description") or r.key == SELF_KEY]
         if not records:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
