@@ -127,11 +127,14 @@ def render_resolved(value: Resolved, lang: str) -> str:
 
 
 def annotate(text: str, said_at: datetime | date, lang: str) -> str:
-    """``text`` with the date of each relative expression after it: "上周六（2026-03-14）"."""
+    """``text`` with the date of each relative expression after it: "上周六（2026-03-14）". The day it
+    was said ("今天", "today") is left as said: what is annotated is shown under its own date, so
+    that date would only repeat it."""
     out: list[str] = []
     last = 0
+    said_day = said_at.date() if isinstance(said_at, datetime) else said_at
     for _start, end, value in relative_dates(text, said_at):
-        if _DATED_AFTER.match(text, end):
+        if _DATED_AFTER.match(text, end) or value == ("day", said_day):
             continue
         out.append(text[last:end])
         note = render_resolved(value, lang)

@@ -25,6 +25,12 @@ def test_what_names_no_single_date_is_left_as_said():
     assert relative_dates("九千九百九十九万天前", WED) == []  # past the calendar: nothing, no error
 
 
+def test_the_day_it_was_said_is_not_repeated():
+    # what is annotated is shown under its own date: "今天（2026-03-18）" would only repeat it
+    assert annotate("今天先聊到这里，明天再说", WED, "zh") == "今天先聊到这里，明天（2026-03-19）再说"
+    assert annotate("I ran today", datetime(2026, 3, 18, 22, tzinfo=timezone.utc), "en") == "I ran today"
+
+
 def test_english_expressions():
     may3 = date(2023, 5, 3)  # a Wednesday
     assert annotate("I went there last Saturday", may3, "en") == "I went there last Saturday (2023-04-29)"
