@@ -30,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     questions = {q.id: q for c in load("memorybank-cn", args.data) for q in c.questions}
-    rows = [json.loads(line) for path in args.answers for line in open(path, encoding="utf-8") if line.strip()]
+    rows = []
+    for path in args.answers:
+        with open(path, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
     rows = [r for r in rows if r["id"] in questions and questions[r["id"]].keywords and r.get("by") != "error"]
     judge = get_chat_model(args.judge)
     started = time.perf_counter()
