@@ -28,6 +28,14 @@ def context_text(ctx):
     return "\n".join(m.text for m in ctx.messages)
 
 
+def summarised(tmp_path, answer, texts, batch):
+    """A summary memory whose model answers ``answer``, given ``texts`` in thread t; with its notes."""
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": ScriptedModel([answer]), "batch_messages": batch})
+    mem.add(turns(texts), user_id="u", thread_id="t")
+    assert mem.flush().failed == 0
+    return mem, mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+
+
 @pytest.mark.parametrize("buffer_tokens", [0, 30, 45])
 def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_tokens):
     # the model noted the project but not the name: the name's turn must not vanish, whether the
@@ -43,11 +51,7 @@ def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_token
 
 def test_a_note_grounded_nowhere_does_not_claim_the_whole_batch(tmp_path):
     # a paraphrase the turns do not support: it is shown, and the turns it does not carry stay carried
-    model = ScriptedModel([out(("User", "person", "enjoys", "hiking"))])
-    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
-    mem.add(turns(["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"]), user_id="u", thread_id="t")
-    assert mem.flush().failed == 0
-    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    mem, items = summarised(tmp_path, out(("User", "person", "enjoys", "hiking")), ["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"], 2)
     ungrounded = next(i for i in items if "hiking" in i["text"])
     assert ungrounded["source_ids"] == []
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary", query="Where do I work?", max_tokens=2000)
@@ -56,13 +60,9 @@ def test_a_note_grounded_nowhere_does_not_claim_the_whole_batch(tmp_path):
 
 
 def test_turns_the_notes_carry_still_leave_the_context(tmp_path):
-    model = ScriptedModel([out(("用户", "人物", "叫", "李四"), ("用户", "人物", "正在开发", "一个知识中台"))])
-    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 4})
-    mem.add(turns(["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思。"]), user_id="u", thread_id="t")
-    assert mem.flush().failed == 0
+    mem, items = summarised(tmp_path, out(("用户", "人物", "叫", "李四"), ("用户", "人物", "正在开发", "一个知识中台")), ["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思。"], 4)
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=2000)
     assert [m.text for m in ctx.messages if m.role != "system"] == []
-    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
     assert [i["text"] for i in items] == ["用户叫李四", "用户正在开发一个知识中台"]  # nothing copied: the notes carry both
 
 
@@ -77,12 +77,8 @@ def test_short_statements_reach_the_model_and_acknowledgements_do_not():
 
 
 def test_a_quoted_turn_carries_the_date_of_its_relative_dates(tmp_path):
-    # read weeks later, "大后天是我生日" in a note dated 03-01 was answered "03-01": the quote
+    # read weeks later, a bare "大后天" under the note's own date reads as that date: the quote
     # carries the day it means (a real LifeAssist-CN miss, after a batch whose statements failed)
-    model = ScriptedModel([out(("用户", "人物", "跑了", "18公里"))])
-    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
-    mem.add(turns(["最近跑了18公里。告诉你个事，大后天是我生日，男朋友要给我惊喜。", "提前祝你生日快乐！"]), user_id="u", thread_id="t")
-    assert mem.flush().failed == 0
-    items = mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+    _, items = summarised(tmp_path, out(("用户", "人物", "跑了", "18公里")), ["最近跑了18公里。告诉你个事，大后天是我生日，男朋友要给我惊喜。", "提前祝你生日快乐！"], 2)
     quote = next(i for i in items if i.get("said"))
     assert "大后天（2024-03-04）" in quote["text"], quote

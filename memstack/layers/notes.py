@@ -72,9 +72,8 @@ def said_notes(messages: Sequence[Message], notes: Sequence[dict[str, Any]], lan
     for m in messages:
         if m.role != "user" or not m.text.strip() or trivial(m) or carried(m, notes):
             continue
-        text = " ".join(m.text.split())
-        if m.timestamp is not None:  # read weeks later, "大后天" means nothing without the day it was said
-            text = annotate(text, m.timestamp, lang)
+        # read weeks later, "大后天" means nothing without the day it was said
+        text = annotate(" ".join(m.text.split()), m.timestamp, lang)
         template = asked if text.endswith(("?", "？")) else said
         out.append({"text": template.format(text), "at": m.timestamp.isoformat(), "source_ids": [m.id], "said": True})
     return out

@@ -244,8 +244,11 @@ def _without_fans(statements: list[Statement]) -> list[Statement]:
     A subject given one object under ``FAN`` or more predicates in one batch is that failure far
     more often than a fact ("lives in, works in, was born in Beijing"); the turns stay whole in
     retrieval and in the summary's quotes of the turns no note carries."""
-    fans = Counter((s.subject.strip().casefold(), s.object.strip().casefold()) for s in statements)
-    return [s for s in statements if fans[(s.subject.strip().casefold(), s.object.strip().casefold())] < FAN]
+    def ends(s: Statement) -> tuple[str, str]:
+        return s.subject.strip().casefold(), s.object.strip().casefold()
+
+    fans = Counter(map(ends, statements))
+    return [s for s in statements if fans[ends(s)] < FAN]
 
 
 def language(messages: Sequence[Message]) -> str:
