@@ -65,6 +65,29 @@ def test_pages_need_a_login_and_a_known_key(service):
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+def test_a_session_ends_a_working_day_after_its_login(service, monkeypatch):
+    from memstack.server.ui import session
+
+    with browser(service) as c:
+        assert c.get(f"/ui/user?u={USER}").status_code == 200
+        cookie = c.cookies["memstack_ui"]
+        issued = int(cookie.split(".")[0])
+        monkeypatch.setattr(session, "now", lambda: issued + session.SESSION_SECONDS - 1)
+        assert c.get(f"/ui/user?u={USER}").status_code == 200
+        monkeypatch.setattr(session, "now", lambda: issued + session.SESSION_SECONDS + 1)
+        r = c.get(f"/ui/user?u={USER}")
+        assert r.status_code == 303 and r.headers["location"] == "/ui/login"
+    monkeypatch.undo()
+    # a cookie dated later than the login, with the signature of the real login, is refused too,
+    # as is the previous release's undated token
+    with browser(service, key=None) as c:
+        stamp, sig = cookie.split(".")
+        for forged in (f"{int(stamp) + 3600}.{sig}", sig, "", "x.y", f"{'9' * 40}.{sig}"):
+            c.cookies.set("memstack_ui", forged, path="/ui")
+            r = c.get(f"/ui/user?u={USER}")
+            assert r.status_code == 303 and r.headers["location"] == "/ui/login", forged
+
+
 def test_a_key_sees_only_its_tenant(service):
     with browser(service, "key-globex") as c:
         users = c.get("/ui").text

@@ -1,10 +1,11 @@
 """Who is looking at the dashboard, and whether a form was sent by it.
 
 - **Tenant**: with API keys configured, the login form takes a key and sets an HttpOnly,
-  SameSite=Strict cookie holding ``session_token(key)``, an HMAC of the key (the cookie never
-  holds the key, and is no API key); every page maps it back to the key's tenant, so the dashboard
-  sees exactly what that key sees through the API, in every server process. Removing the key
-  from the configuration ends its sessions. Without keys every page is the default tenant, and is
+  SameSite=Strict cookie holding ``session_token(key, issued)``: the login's time and an HMAC of
+  it under the key (the cookie never holds the key, and is no API key); every page maps it back
+  to the key's tenant, so the dashboard sees exactly what that key sees through the API, in every
+  server process. A session ends ``SESSION_SECONDS`` after its login (a copied cookie does not
+  work for ever), and removing the key from the configuration ends its sessions at once. Without keys every page is the default tenant, and is
   answered only to a loopback client that names a loopback host (``Host: 127.0.0.1:8000``,
   ``localhost``): a web page elsewhere cannot reach it through a rebound DNS name.
 - **CSRF**: every page sets a random ``memstack_csrf`` cookie (SameSite=Strict) once, and every
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -26,7 +28,11 @@ from ..auth import is_loopback
 
 SESSION_COOKIE = "memstack_ui"
 CSRF_COOKIE = "memstack_csrf"
-_SALT = b"memstack-ui-session-v1"
+_SALT = b"memstack-ui-session-v2"
+#: how long a dashboard login lasts: a working day
+SESSION_SECONDS = 12 * 3600
+#: how far in the future a login may seem to have been made (another process's clock)
+_SKEW_SECONDS = 300
 
 
 class Refused(Exception):
@@ -38,8 +44,23 @@ class Refused(Exception):
         self.login = login
 
 
-def session_token(key: str) -> str:
-    return hmac.new(key.encode(), _SALT, hashlib.sha256).hexdigest()
+def now() -> int:
+    return int(time.time())
+
+
+def session_token(key: str, issued: int) -> str:
+    """The cookie of a login with ``key`` at ``issued`` (Unix seconds): "ISSUED.HMAC"."""
+    return f"{issued}.{hmac.new(key.encode(), _SALT + str(issued).encode(), hashlib.sha256).hexdigest()}"
+
+
+def _issued(token: str) -> int | None:
+    """The login time a cookie names, when it is still within its session; else None."""
+    stamp, _, _sig = token.partition(".")
+    if not stamp.isdigit() or len(stamp) > 12:
+        return None
+    issued = int(stamp)
+    age = now() - issued
+    return issued if -_SKEW_SECONDS <= age <= SESSION_SECONDS else None
 
 
 def tenant_of_key(keys: Mapping[str, str], key: str) -> str | None:
@@ -58,9 +79,10 @@ def tenant_of(request: Request) -> str:
         check_loopback(request)
         return auth.default_tenant
     token = request.cookies.get(SESSION_COOKIE, "")
+    issued = _issued(token)
     found = None
     for key, tenant in auth.keys.items():
-        if token and hmac.compare_digest(session_token(key), token):
+        if issued is not None and hmac.compare_digest(session_token(key, issued).encode(), token.encode()):
             found = tenant
     if found is None:
         raise Refused("login", login=True)
@@ -111,7 +133,8 @@ def login(request: Request, response: Response, key: str) -> bool:
     keys = request.app.state.auth.keys
     if tenant_of_key(keys, key.strip()) is None:
         return False
-    response.set_cookie(SESSION_COOKIE, session_token(key.strip()), httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/ui")
+    token = session_token(key.strip(), now())
+    response.set_cookie(SESSION_COOKIE, token, max_age=SESSION_SECONDS, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/ui")
     return True
 
 
