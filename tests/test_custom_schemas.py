@@ -92,6 +92,66 @@ def test_with_the_graph_the_statements_call_keeps_relations_and_the_schema_call_
     assert {r.value["name"] for r in mem.memories("entity", user_id="u1")} >= {"知识中台", "SpringBoot"}
 
 
+# the articles' knowledge-graph schema, as written there (C5)
+class Relation(BaseModel):
+    source: str = Field(description="关系起点实体")
+    target: str = Field(description="关系终点实体")
+    relation: str = Field(description="关系类型")
+    evidence: str = Field(description="原始对话证据")
+    confidence: float = Field(default=1.0)
+
+
+class KnowledgeGraph(BaseModel):
+    entities: list[Entity] = Field(default_factory=list)
+    relations: list[Relation] = Field(default_factory=list)
+
+
+GRAPH_TURNS = [
+    {"role": "user", "content": "小李是一名程序员。莫尔索是小李的笔名。小李正在开发知识中台。知识中台后端使用SpringBoot。"},
+    {"role": "assistant", "content": "好的，记住了。"},
+]
+
+
+def relation(source, kind, target, evidence="（模型写的证据）"):
+    return {"source": source, "target": target, "relation": kind, "evidence": evidence, "confidence": 0.9}
+
+
+GRAPH_ANSWER = {
+    "entities": [entity("小李", "人物", "程序员"), entity("莫尔索", "人物", "小李的笔名"), entity("知识中台", "项目"), entity("SpringBoot", "技术")],
+    "relations": [
+        relation("莫尔索", "笔名", "小李"),
+        relation("小李", "开发", "知识中台"),
+        relation("知识中台", "后端使用", "SpringBoot"),
+        relation("小李", "使用", "Kafka"),  # nobody said it
+        relation("", "开发", "知识中台"),  # no source
+    ],
+}
+
+
+def test_a_knowledge_graph_schema_gives_the_graph_its_relations_in_one_call():
+    model = ScriptedModel([json.dumps(GRAPH_ANSWER, ensure_ascii=False)])
+    mem = Memory("memory://", layers=["window", "graph"], options={"model": model, "batch_messages": 2}, entity_schema=KnowledgeGraph)
+    mem.add(stamped(GRAPH_TURNS), user_id="u1", thread_id="s1")
+    assert mem.flush().failed == 0
+    (call,) = model.calls  # the schema's relations replace the statements call
+    assert "关系" in call["messages"][0]["content"] and "关系起点实体" in call["messages"][0]["content"]
+    relations = {(r.value["source"], r.value["relation"], r.value["target"]): r.value for r in mem.memories("relation", user_id="u1")}
+    assert set(relations) == {("莫尔索", "笔名", "小李"), ("小李", "开发", "知识中台"), ("知识中台", "后端使用", "SpringBoot")}
+    # the evidence is the turn's sentence naming both ends, not the model's quote
+    assert relations[("知识中台", "后端使用", "SpringBoot")]["evidence"] == "知识中台后端使用SpringBoot。"
+    ctx = mem.context(user_id="u1", thread_id="s2", query="莫尔索开发的项目用什么后端？", at=T0 + timedelta(hours=1))
+    text = ctx.messages[0].text
+    assert "SpringBoot" in text and "莫尔索" in text and "Kafka" not in text
+
+
+def test_an_entity_schema_without_relations_leaves_them_to_the_statements_call():
+    from memstack.llm.custom import relation_items, relations_of
+
+    assert relation_items(EntityExtraction) is None and relations_of(EntityExtraction(entities=[])) == []
+    assert relation_items(KnowledgeGraph) == "relations"
+    assert [(r.source, r.relation, r.target) for r in relations_of(KnowledgeGraph.model_validate(GRAPH_ANSWER))][:1] == [("莫尔索", "笔名", "小李")]
+
+
 class NoEntities(BaseModel):
     topic: str
 

@@ -22,7 +22,7 @@ from typing import Any
 from ..budget import split_text
 from ..errors import InvalidInput, JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
-from ..llm.custom import check_schema, entities_of, entity_items, extract_schema, to_entity
+from ..llm.custom import check_schema, entities_of, entity_items, extract_schema, relation_items, relations_of, to_entity
 from ..llm.extract import Batch, Extracted, extract, language, merge_notes
 from ..llm.extract import sentence as note_text
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
@@ -253,19 +253,22 @@ class Extractor:
             records.apply(scope.user(), user_changes, layer=self.name)
 
     def _extract(self, model: ChatModel, turns: list[Message], known: list[str]) -> Batch:
-        """One call for the parts of memstack's schema; with an entity schema, the entities come
-        from a second call in the developer's schema (its items mapped onto memstack's Entity)."""
+        """One call for the parts of memstack's schema; with an entity schema, the entities (and
+        the relations, when that schema has them, as a ``KnowledgeGraph`` does) come from a second
+        call in the developer's schema (its items mapped onto memstack's Entity and Relation)."""
         custom = self.entity_schema is not None and "entities" in self.parts
-        parts = tuple(p for p in self.parts if p != "entities") if custom else self.parts
+        own_relations = custom and "relations" in self.parts and relation_items(self.entity_schema) is not None
+        parts = tuple(p for p in self.parts if not (custom and p == "entities") and not (own_relations and p == "relations"))
         batch = extract(model, turns, parts, known=known, max_tokens=self.output_tokens, state_keys=self._state_keys()) if parts else None
         if not custom:
             assert batch is not None
             return batch
-        result = extract_schema(model, turns, self.entity_schema, task="entities", known=known, max_tokens=self.output_tokens)
+        result = extract_schema(model, turns, self.entity_schema, task="graph" if own_relations else "entities", known=known, max_tokens=self.output_tokens)
         entities = [to_entity(item) for item in entities_of(result.value)]
+        relations = relations_of(result.value) if own_relations else None
         if batch is None:
-            return Batch(tuple(turns), language(turns), result, Extracted([], entities, [], []))
-        return replace(batch, extracted=replace(batch.extracted, entities=entities))
+            return Batch(tuple(turns), language(turns), result, Extracted([], entities, relations or [], []))
+        return replace(batch, extracted=replace(batch.extracted, entities=entities, **({"relations": relations} if relations is not None else {})))
 
     # ---- summary -----------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
     entity_items(EntityExtraction)                     where its entities are (InvalidInput if nowhere)
     extract_schema(model, messages, Schema)            ask, parse, repair, retry (``structured.generate``)
     to_entity(item)                                    one of its entities as memstack's Entity
+    relations_of(value)                                its relations as memstack's Relations ([] if it has none)
     grounded(value, messages)                          the value less the named items nobody said
 
 A schema's entities are where the articles' ``EntityExtraction`` has them: a list field of models
@@ -12,7 +13,11 @@ with a ``name`` (``entities: list[Entity]``), or the model itself when it has a 
 ``type``/``entity_type``, ``description``, ``aliases`` and ``attributes`` (a dict, or a list of
 key/value items) map onto memstack's entity records, grounded in the turns as every entity is;
 every other field (``confidence``, anything of the developer's) is kept as given, in the record's
-``fields``. The prompt is in the conversation's language; the schema's field descriptions reach
+``fields``. A schema may also hold relations, as the articles' ``KnowledgeGraph`` does: a list
+field of models with a source and a target (``source``/``head``/``subject``/``from_``,
+``target``/``tail``/``object``/``to``) and a label (``relation``/``predicate``/``type``/``label``).
+They become the graph layer's relations; their evidence is taken from the turns, as for every
+relation, not from the model's ``evidence`` field (a model's quote drifts from the text). The prompt is in the conversation's language; the schema's field descriptions reach
 the model through the JSON schema.
 """
 
@@ -28,7 +33,7 @@ from .. import prompts
 from ..errors import InvalidInput
 from ..types import Message
 from .base import ChatModel
-from .extract import Attribute, Entity, language, render_turns
+from .extract import Attribute, Entity, Relation, language, render_turns
 from .grounding import name_sources
 from .structured import Structured, generate
 
@@ -38,6 +43,10 @@ T = TypeVar("T", bound=BaseModel)
 TYPE_FIELDS = ("type", "entity_type", "category", "kind")
 DESCRIPTION_FIELDS = ("description", "desc", "summary")
 MAPPED = ("name", "aliases", "attributes", *TYPE_FIELDS, *DESCRIPTION_FIELDS)
+#: field names read as a relation's two ends and its label (in this order of preference)
+SOURCE_FIELDS = ("source", "head", "subject", "from_", "src")
+TARGET_FIELDS = ("target", "tail", "object", "to", "dst")
+LABEL_FIELDS = ("relation", "predicate", "relation_type", "type", "label")
 
 
 def check_schema(schema: Any, field: str = "schema") -> type[BaseModel]:
@@ -70,6 +79,33 @@ def _list_item(annotation: Any) -> type[BaseModel] | None:
         if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
             return args[0]
     return None
+
+
+def relation_items(schema: type[BaseModel]) -> str | None:
+    """The name of the schema's list field of relations (models with a source and a target
+    field, see ``SOURCE_FIELDS``), or None when it has none."""
+    for name, info in schema.model_fields.items():
+        item = _list_item(info.annotation)
+        if item is not None and _first(item.model_fields, SOURCE_FIELDS) and _first(item.model_fields, TARGET_FIELDS):
+            return name
+    return None
+
+
+def _first(fields: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    return next((n for n in names if n in fields), None)
+
+
+def relations_of(value: BaseModel) -> list[Relation]:
+    """The relations of a value of the developer's schema as memstack's Relations (ends and label
+    cut to their limits; a relation missing an end or a label is left out)."""
+    where = relation_items(type(value))
+    out: list[Relation] = []
+    for item in (getattr(value, where) or []) if where else []:
+        fields = type(item).model_fields
+        ends = [str(getattr(item, f) or "").strip() if f else "" for f in (_first(fields, SOURCE_FIELDS), _first(fields, LABEL_FIELDS), _first(fields, TARGET_FIELDS))]
+        if all(ends):
+            out.append(Relation(source=ends[0][:80], relation=ends[1][:60], target=ends[2][:200]))
+    return out
 
 
 def entities_of(value: BaseModel) -> list[BaseModel]:
