@@ -144,7 +144,7 @@ def test_a_knowledge_graph_schema_gives_the_graph_its_relations_in_one_call():
     assert "SpringBoot" in text and "莫尔索" in text and "Kafka" not in text
 
 
-def test_an_entity_schema_without_relations_leaves_them_to_the_statements_call():
+def test_a_schemas_relations_are_found_by_their_fields_and_an_entity_schema_has_none():
     from memstack.llm.custom import relation_items, relations_of
 
     assert relation_items(EntityExtraction) is None and relations_of(EntityExtraction(entities=[])) == []

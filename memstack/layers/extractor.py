@@ -258,17 +258,18 @@ class Extractor:
         call in the developer's schema (its items mapped onto memstack's Entity and Relation)."""
         custom = self.entity_schema is not None and "entities" in self.parts
         own_relations = custom and "relations" in self.parts and relation_items(self.entity_schema) is not None
-        parts = tuple(p for p in self.parts if not (custom and p == "entities") and not (own_relations and p == "relations"))
+        theirs = ({"entities", "relations"} if own_relations else {"entities"}) if custom else set()
+        parts = tuple(p for p in self.parts if p not in theirs)
         batch = extract(model, turns, parts, known=known, max_tokens=self.output_tokens, state_keys=self._state_keys()) if parts else None
         if not custom:
             assert batch is not None
             return batch
         result = extract_schema(model, turns, self.entity_schema, task="graph" if own_relations else "entities", known=known, max_tokens=self.output_tokens)
         entities = [to_entity(item) for item in entities_of(result.value)]
-        relations = relations_of(result.value) if own_relations else None
         if batch is None:
-            return Batch(tuple(turns), language(turns), result, Extracted([], entities, relations or [], []))
-        return replace(batch, extracted=replace(batch.extracted, entities=entities, **({"relations": relations} if relations is not None else {})))
+            return Batch(tuple(turns), language(turns), result, Extracted([], entities, relations_of(result.value) if own_relations else [], []))
+        relations = relations_of(result.value) if own_relations else batch.extracted.relations
+        return replace(batch, extracted=replace(batch.extracted, entities=entities, relations=relations))
 
     # ---- summary -----------------------------------------------------------------------------
 

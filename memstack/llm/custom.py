@@ -17,8 +17,9 @@ every other field (``confidence``, anything of the developer's) is kept as given
 field of models with a source and a target (``source``/``head``/``subject``/``from_``,
 ``target``/``tail``/``object``/``to``) and a label (``relation``/``predicate``/``type``/``label``).
 They become the graph layer's relations; their evidence is taken from the turns, as for every
-relation, not from the model's ``evidence`` field (a model's quote drifts from the text). The prompt is in the conversation's language; the schema's field descriptions reach
-the model through the JSON schema.
+relation, not from the model's ``evidence`` field (a model's quote drifts from the text). The
+prompt is in the conversation's language; the schema's field descriptions reach the model
+through the JSON schema.
 """
 
 from __future__ import annotations

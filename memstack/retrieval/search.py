@@ -63,7 +63,7 @@ class SearchSettings:
     #: some list; see ``support``). Candidates below ``relative_cut`` are dropped: in a short
     #: conversation every round passes the floors, and an unrelated one would otherwise come
     #: back for every question only because there are few (0: off). LongMemEval dev R@10 at
-    #: tokens@10: 0.25 .921 at 2,604, 0.2 .930 at 2,641, 0 .930 at 2,705; LoCoMo .780 at all
+    #: tokens@10: 0.25 .921 at 2,608, 0.2 .930 at 2,641, 0 .930 at 2,705; LoCoMo .780 at all
     #: three; MemoryBank-CN R@1 .829 at all three, tokens@10 854 at 0.25, 986 at 0.2
     relative_cut: float = 0.2
     #: a question about now ("现在", "目前", "currently", "still"): the newest round on the best

@@ -5,9 +5,10 @@
   it under the key (the cookie never holds the key, and is no API key); every page maps it back
   to the key's tenant, so the dashboard sees exactly what that key sees through the API, in every
   server process. A session ends ``SESSION_SECONDS`` after its login (a copied cookie does not
-  work for ever), and removing the key from the configuration ends its sessions at once. Without keys every page is the default tenant, and is
-  answered only to a loopback client that names a loopback host (``Host: 127.0.0.1:8000``,
-  ``localhost``): a web page elsewhere cannot reach it through a rebound DNS name.
+  work for ever), and removing the key from the configuration ends its sessions at once. Without
+  keys every page is the default tenant, and is answered only to a loopback client that names a
+  loopback host (``Host: 127.0.0.1:8000``, ``localhost``): a web page elsewhere cannot reach it
+  through a rebound DNS name.
 - **CSRF**: every page sets a random ``memstack_csrf`` cookie (SameSite=Strict) once, and every
   form carries its value; a POST whose field differs from the cookie, or whose ``Origin`` is not
   this server, is refused (403) before anything is read or written.
@@ -55,7 +56,7 @@ def session_token(key: str, issued: int) -> str:
 
 def _issued(token: str) -> int | None:
     """The login time a cookie names, when it is still within its session; else None."""
-    stamp, _, _sig = token.partition(".")
+    stamp = token.partition(".")[0]
     if not stamp.isdigit() or len(stamp) > 12:
         return None
     issued = int(stamp)
@@ -133,8 +134,7 @@ def login(request: Request, response: Response, key: str) -> bool:
     keys = request.app.state.auth.keys
     if tenant_of_key(keys, key.strip()) is None:
         return False
-    token = session_token(key.strip(), now())
-    response.set_cookie(SESSION_COOKIE, token, max_age=SESSION_SECONDS, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/ui")
+    response.set_cookie(SESSION_COOKIE, session_token(key.strip(), now()), max_age=SESSION_SECONDS, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/ui")
     return True
 
 
