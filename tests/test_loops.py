@@ -119,3 +119,20 @@ def test_a_fan_of_predicates_onto_one_object_is_dropped():
     # two predicates onto one object are facts, and so are many objects under one predicate
     value = MemoriesOnly.model_validate({"memories": ["用户|住在|北京|人物", "用户|工作在|北京|人物", "用户|使用|Go|人物", "用户|使用|Redis|人物", "用户|使用|Kafka|人物"]})
     assert len(unpack(value, "zh").relations) == 5
+
+
+def test_a_statement_that_loops_inside_its_object_is_dropped():
+    # a real statement of the local model (LifeAssist-CN, 贺晓岚's 03-24 batch), cut at the
+    # pattern's 100 characters: two turns run together and then again, and the assistant's "对你来说"
+    # became 欧阳医生; the batch's other statement stays
+    looped = "对欧阳医生来说是好事，膝盖又多了一周的恢复和准备时间，他正式调到手术室，上了一周班，比赛改期了！星城马拉松从4月19号推迟到4月26号，对欧阳医生来说是好事，膝盖又多了一周的恢复"
+    value = MemoriesOnly.model_validate({"memories": [f"星城春季马拉松|从4月19号推迟到4月26号|{looped[:100]}|活动", "星城马拉松|改到|4月26号|活动"]})
+    out = unpack(value, "zh")
+    assert [(r.source, r.relation, r.target) for r in out.relations] == [("星城马拉松", "改到", "4月26号")]
+    assert not any("欧阳医生" in f for f in out.facts)
+    # the repeat may begin in the predicate and come back in the object
+    value = MemoriesOnly.model_validate({"memories": ["星城马拉松|从4月19号推迟到4月26号对欧阳医生来说是好事|膝盖又多了一周的恢复和准备时间，比赛改期了！星城马拉松从4月19号推迟到4月26号对欧阳医生|活动"]})
+    assert unpack(value, "zh").relations == []
+    # an object that says a thing once, however long, is kept
+    value = MemoriesOnly.model_validate({"memories": ["用户|计划|下周五从北京飞上海，经济舱，预算1000元以内，住在外滩附近的酒店，周日晚上回北京|人物", "User|uses|Python for the backend and Python scripts for the data jobs|person"]})
+    assert len(unpack(value, "zh").relations) == 2

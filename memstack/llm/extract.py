@@ -220,7 +220,7 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
         key = (s.subject.strip().casefold(), s.predicate.strip().casefold(), s.object.strip().casefold())
         if key[0] in ASSISTANT_NAMES:
             continue  # the assistant is not something to remember (the prompt says so; small models mirror the speaker labels)
-        if all(key) and key not in seen:
+        if all(key) and key not in seen and not runs_on(f"{s.subject} {s.predicate} {s.object}"):
             seen[key] = s
     statements = _anchored(_without_fans(list(seen.values())))
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
@@ -236,6 +236,19 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
 
 #: statements of one batch that give one subject the same object under this many predicates or more
 FAN = 3
+
+#: a field in which a stretch of this many characters comes back is a decoding loop
+LOOP_CHARS = 16
+
+
+def runs_on(text: str) -> bool:
+    """Whether the text repeats a stretch of ``LOOP_CHARS`` characters or more: a small model that
+    loops inside a field ("星城马拉松从4月19号推迟到4月26号，对欧阳医生来说是好事，……，星城马拉松从4月19号推迟到
+    4月26号，对欧阳医生来说是好事，……", a real object, cut at its 100 characters) writes one clause
+    twice, mixing the batch's turns into a statement that none of them says. A real object names
+    a thing or a short fact and says it once."""
+    text = " ".join(text.split())
+    return any(text[i : i + LOOP_CHARS] in text[i + LOOP_CHARS :] for i in range(len(text) - 2 * LOOP_CHARS + 1))
 
 
 def _without_fans(statements: list[Statement]) -> list[Statement]:
