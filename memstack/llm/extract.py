@@ -220,7 +220,7 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
         key = (s.subject.strip().casefold(), s.predicate.strip().casefold(), s.object.strip().casefold())
         if key[0] in ASSISTANT_NAMES:
             continue  # the assistant is not something to remember (the prompt says so; small models mirror the speaker labels)
-        if all(key) and key not in seen and not runs_on(f"{s.subject} {s.predicate} {s.object}"):
+        if all(key) and key not in seen and not runs_on(f"{s.subject} {s.predicate} {s.object}") and not shifted(s):
             seen[key] = s
     statements = _anchored(_without_fans(list(seen.values())))
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
@@ -236,6 +236,21 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
 
 #: statements of one batch that give one subject the same object under this many predicates or more
 FAN = 3
+
+#: the subject types the prompts name (extract.*.json): an object that is one, or opens with one
+#: and goes on after a comma, is a statement whose fields slid by one
+TYPE_WORDS = ("人物", "项目", "技术", "组织", "地点", "物品", "活动", "person", "project", "technology", "organisation", "organization", "place", "object", "activity")
+_AFTER_TYPE = "，,、；;：:"
+
+
+def shifted(s: Statement) -> bool:
+    """Whether the model wrote the subject type where the object goes ("用户|每周跑五次|人物，膝盖基本
+    没事|...", a real statement, rendered "用户每周跑五次人物，膝盖基本没事"): the object is a type word,
+    or opens with one and a comma. A real object that names a kind of thing ("社区活动", "前端技术")
+    does not open that way."""
+    obj = s.object.strip().casefold()
+    return any(obj == t or (obj.startswith(t) and obj[len(t) : len(t) + 1] in _AFTER_TYPE and len(obj) > len(t)) for t in TYPE_WORDS)
+
 
 #: a field in which a stretch of this many characters comes back is a decoding loop
 LOOP_CHARS = 16
