@@ -141,7 +141,7 @@ def test_a_statement_that_loops_inside_its_object_is_dropped():
 def test_a_statement_with_its_type_in_the_object_is_dropped():
     # real statements of the local model (LifeAssist-CN): the type slid into the object, and the
     # profile read "每周跑五次=人物，膝盖基本没事"
-    slid = ["用户|每周跑五次|人物，膝盖基本没事|人物", "医院|通知调去手术室|人物，急诊调几个有经验的护士过去|组织", "Mel|went|person, the kids loved it|person", "小李|是|人物|人物"]
-    kept = ["用户|参加|社区活动|人物", "用户|学习|前端技术，每周两次|人物", "用户|住在|上海|人物", "Mel|organised|activity days for the kids|person"]
+    slid = ["用户|推迟一周，对你来说其实是好事，膝盖又多了一周的恢复和准备时间，助手|感谢顺利转岗！用户|人物", "用户|每周跑五次|人物，膝盖基本没事|人物", "医院|通知调去手术室|人物，急诊调几个有经验的护士过去|组织", "Mel|went|person, the kids loved it|person", "小李|是|人物|人物"]
+    kept = ["用户|从4月19号推迟到|4月26号|人物", "用户|学习|前端技术，每周两次|人物", "用户|住在|上海|人物", "Mel|organised|activity days for the kids|person"]
     out = unpack(MemoriesOnly.model_validate({"memories": [*slid, *kept]}), "zh")
-    assert [(r.source, r.target) for r in out.relations] == [("用户", "社区活动"), ("用户", "前端技术，每周两次"), ("用户", "上海"), ("Mel", "activity days for the kids")]
+    assert [(r.source, r.target) for r in out.relations] == [("用户", "4月26号"), ("用户", "前端技术，每周两次"), ("用户", "上海"), ("Mel", "activity days for the kids")]

@@ -241,13 +241,18 @@ FAN = 3
 #: and goes on after a comma, is a statement whose fields slid by one
 TYPE_WORDS = ("人物", "项目", "技术", "组织", "地点", "物品", "活动", "person", "project", "technology", "organisation", "organization", "place", "object", "activity")
 _AFTER_TYPE = "，,、；;：:"
+_CLAUSE_BREAK = re.compile(r"[，,；;！!？?]")
 
 
 def shifted(s: Statement) -> bool:
-    """Whether the model wrote the subject type where the object goes ("用户|每周跑五次|人物，膝盖基本
-    没事|...", a real statement, rendered "用户每周跑五次人物，膝盖基本没事"): the object is a type word,
-    or opens with one and a comma. A real object that names a kind of thing ("社区活动", "前端技术")
-    does not open that way."""
+    """Whether the statement's fields slid: the model wrote the subject type where the object goes
+    ("用户|每周跑五次|人物，膝盖基本没事|...", a real statement, rendered "用户每周跑五次人物，膝盖基本没事"),
+    so the object is a type word or opens with one and a comma (a real object that names a kind of
+    thing, "社区活动", "前端技术", does not open that way); or it wrote a sentence where the predicate
+    goes ("推迟一周，对你来说其实是好事，……", a real one): a predicate is a verb or a relation, never two
+    clauses."""
+    if _CLAUSE_BREAK.search(s.predicate):
+        return True
     obj = s.object.strip().casefold()
     return any(obj == t or (obj.startswith(t) and obj[len(t) : len(t) + 1] in _AFTER_TYPE and len(obj) > len(t)) for t in TYPE_WORDS)
 
