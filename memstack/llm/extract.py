@@ -220,7 +220,7 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
         key = (s.subject.strip().casefold(), s.predicate.strip().casefold(), s.object.strip().casefold())
         if key[0] in ASSISTANT_NAMES:
             continue  # the assistant is not something to remember (the prompt says so; small models mirror the speaker labels)
-        if all(key) and key not in seen and not runs_on(f"{s.subject} {s.predicate} {s.object}") and not shifted(s):
+        if all(key) and key not in seen and not malformed(s):
             seen[key] = s
     statements = _anchored(_without_fans(list(seen.values())))
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
@@ -244,17 +244,20 @@ _AFTER_TYPE = "，,、；;：:"
 _CLAUSE_BREAK = re.compile(r"[，,；;！!？?]")
 
 
+def malformed(s: Statement) -> bool:
+    """Whether the model's statement is broken rather than wrong: it loops (``runs_on``), its
+    fields slid by one (``shifted``), or its predicate is a sentence ("推迟一周，对你来说其实是好事，……",
+    a real one: a predicate is a verb or a relation, never two clauses)."""
+    return runs_on(f"{s.subject} {s.predicate} {s.object}") or shifted(s) or bool(_CLAUSE_BREAK.search(s.predicate))
+
+
 def shifted(s: Statement) -> bool:
-    """Whether the statement's fields slid: the model wrote the subject type where the object goes
-    ("用户|每周跑五次|人物，膝盖基本没事|...", a real statement, rendered "用户每周跑五次人物，膝盖基本没事"),
-    so the object is a type word or opens with one and a comma (a real object that names a kind of
-    thing, "社区活动", "前端技术", does not open that way); or it wrote a sentence where the predicate
-    goes ("推迟一周，对你来说其实是好事，……", a real one): a predicate is a verb or a relation, never two
-    clauses."""
-    if _CLAUSE_BREAK.search(s.predicate):
-        return True
+    """Whether the model wrote the subject type where the object goes ("用户|每周跑五次|人物，膝盖基本
+    没事|...", a real statement, rendered "用户每周跑五次人物，膝盖基本没事"): the object is a type word,
+    or opens with one and a comma. A real object that names a kind of thing ("社区活动", "前端技术")
+    does not open that way."""
     obj = s.object.strip().casefold()
-    return any(obj == t or (obj.startswith(t) and obj[len(t) : len(t) + 1] in _AFTER_TYPE and len(obj) > len(t)) for t in TYPE_WORDS)
+    return any(obj.startswith(t) and (len(obj) == len(t) or obj[len(t)] in _AFTER_TYPE) for t in TYPE_WORDS)
 
 
 #: a field in which a stretch of this many characters comes back is a decoding loop
