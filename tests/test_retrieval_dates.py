@@ -75,3 +75,15 @@ def test_each_day_has_one_date_line_in_ascending_order_when_threads_interleave()
     hits = [said("a", 12, 5, "甲的第三句"), said("b", 11, 2, "乙的第二句"), said("a", 10, 1, "甲的第一句", 9), said("b", 10, 1, "乙的第一句", 10), said("a", 10, 2, "甲的第二句", 11)]
     lines = render_hits(hits).splitlines()[1:]
     assert lines == ["[2026-10-10 周六]", "用户: 甲的第一句", "用户: 甲的第二句", "用户: 乙的第一句", "[2026-10-11 周日]", "用户: 乙的第二句", "[2026-10-12 周一]", "用户: 甲的第三句"]
+
+
+def test_a_message_shown_by_rounds_of_both_languages_is_labelled_in_the_sections_language():
+    # the Chinese answer leads in an English round: the English section says "Assistant:" for it
+    zh = [msg("user", "我现在住在哪个城市？", NOV1, 1, "q1"), msg("assistant", "你住在深圳。", NOV1, 2, "a1")]
+    en = [msg("user", "What language does my backend use now?", NOV1, 3, "q2"), msg("assistant", "Go.", NOV1, 4, "a2")]
+    (first,) = units_for_round(S, zh, 1, EST)
+    (second,) = units_for_round(S, en, 2, EST, previous=zh)
+    assert render_hits([Hit(first, 1.0), Hit(second, 0.9)], "en").splitlines()[2:] == [
+        "User: 我现在住在哪个城市？", "Assistant: 你住在深圳。", "User: What language does my backend use now?", "Assistant: Go."
+    ]
+    assert render_hits([Hit(second, 1.0), Hit(first, 0.9)], "zh").splitlines()[2:] == ["用户: 我现在住在哪个城市？", "助手: 你住在深圳。", "用户: What language does my backend use now?", "助手: Go."]

@@ -1,6 +1,7 @@
 """What retrieval returns, on the real local embedder: a first-person question finds what the user
 said of themself; a short conversation does not come back whole for every question; a question
-about now ranks the later of two conflicting rounds first."""
+about now ranks the later of two conflicting rounds first; a round in which the user only asked
+(and the assistant answered, maybe wrongly) does not stand in for what the user said."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -25,6 +26,32 @@ ROUNDS = [
 ]
 
 
+#: a self-introduction and an update, each answered at length (as a chat model does): the user's
+#: words are a small part of each round
+LONG_REPLIES = [
+    (
+        datetime(2026, 11, 1, 10, tzinfo=TZ),
+        "你好，我叫陈思，在上海做后端开发，主要用Java。",
+        "你好陈思！很高兴认识你。在上海做后端开发是很棒的选择，上海的互联网和金融科技公司很多，Java生态在企业级开发中也非常成熟。"
+        "Spring Boot、Spring Cloud、MyBatis这些框架你应该都很熟悉吧？如果你在工作中遇到性能调优、JVM参数、微服务拆分或者数据库设计方面的问题，"
+        "都可以随时来问我。另外，如果你想了解一些新的技术方向，比如云原生、Kubernetes或者服务网格，我也可以给你介绍。平时工作忙不忙？有没有什么正在做的项目想聊聊？",
+    ),
+    (
+        datetime(2026, 11, 20, 10, tzinfo=TZ),
+        "跟你说一下，我已经从上海搬到深圳了，后端也全部改用Go了。",
+        "恭喜你搬到深圳！深圳的科技氛围非常浓厚，腾讯、华为、大疆等公司都在那里，机会很多。从Java转到Go也是一个很有意思的变化：Go的并发模型基于goroutine和channel，"
+        "编译速度快，部署简单，特别适合写微服务和云原生应用。刚开始你可能会不太习惯Go的错误处理方式和没有继承的接口设计，但熟悉之后会觉得很简洁。"
+        "推荐你看看《Go语言圣经》，以及Gin、Echo这些Web框架，还有GORM做数据库访问。迁移过程中有什么问题都可以问我，比如怎么把Spring的依赖注入思路迁移到Go里。",
+    ),
+]
+#: later, the user asked, and the assistant answered from the old facts
+ASKED = [
+    (datetime(2026, 11, 25, 10, tzinfo=TZ), "我现在住在哪个城市？", "根据你之前告诉我的信息，你住在上海，在那里做后端开发。"),
+    (datetime(2026, 11, 25, 10, 5, tzinfo=TZ), "What language does my backend use now?", "Your backend uses Java."),
+]
+LATER = datetime(2026, 11, 28, 10, tzinfo=TZ)
+
+
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory):
     m = Memory(tmp_path_factory.mktemp("rel") / "m.db", layers=["retrieval"])
@@ -42,6 +69,9 @@ def mem(tmp_path_factory):
     ]
     for at, said, reply in moves:
         m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="mover", thread_id=f"m{at.month}", at=at)
+    for user, asked in (("chensi", ()), ("chensi-asked", ASKED)):
+        for n, (at, said, reply) in enumerate([*LONG_REPLIES, *asked]):
+            m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id=user, thread_id=f"s{n}", at=at)
     m.flush()
     yield m
     m.close()
@@ -84,6 +114,60 @@ def test_a_question_about_now_ranks_the_later_of_two_conflicting_rounds_first(me
 def test_a_question_not_about_now_keeps_the_best_match_first(mem):
     hits = mem.search("我住在哪里？", user_id="mover", at=datetime(2026, 6, 1, tzinfo=TZ))
     assert "我住在上海" in hits[0].unit.text
+
+
+def test_a_first_person_question_finds_both_rounds_the_user_said_of_themself_despite_long_replies(mem):
+    hits = mem.search("我住在哪里？", user_id="chensi", at=LATER)
+    assert any("搬到深圳" in h.unit.text for h in hits) and any("在上海做后端开发" in h.unit.text for h in hits)
+
+
+@pytest.mark.parametrize("question", ["我现在住在哪个城市？", "What language does my backend use now?", "我的后端现在用什么语言？"])
+def test_what_the_user_said_outranks_the_assistants_earlier_answer_to_the_same_question(mem, question):
+    hits = mem.search(question, user_id="chensi-asked", at=LATER)
+    assert hits and "搬到深圳" in hits[0].unit.text, [h.unit.text.splitlines()[0] for h in hits]
+
+
+def test_a_round_in_which_the_user_only_asked_is_still_found(mem):
+    hits = mem.search("我住在哪里？", user_id="chensi-asked", at=LATER)
+    assert any("搬到深圳" in h.unit.text for h in hits)
+    assert any("根据你之前告诉我的信息" in h.unit.text for h in hits)
+
+
+def memory_of(ctx) -> str:
+    return "\n".join(m.text for m in ctx.messages if m.role == "system")
+
+
+@pytest.mark.parametrize("question", ["我住在哪里？", "What language does my backend use now?"])
+def test_the_context_keeps_the_users_earlier_question_but_not_the_answer_drawn_from_memory(mem, question):
+    shown = memory_of(mem.context(user_id="chensi-asked", thread_id="new", query=question, at=LATER))
+    assert "搬到深圳" in shown and ("我现在住在哪个城市？" in shown or "What language does my backend use now?" in shown)
+    assert "你住在上海" not in shown and "Your backend uses Java" not in shown
+
+
+def test_a_question_about_what_the_assistant_said_sees_its_answers(mem):
+    shown = memory_of(mem.context(user_id="chensi-asked", thread_id="new", query="你之前说我住在哪个城市？", at=LATER))
+    assert "你住在上海" in shown
+
+
+def test_which_rounds_are_only_asked():
+    from memstack.retrieval.asked import asked_only
+    from memstack.retrieval.units import units_for_round
+    from memstack.tokens import get_counter
+    from memstack.types import Message, Scope
+
+    def unit(*turns, previous=()):
+        messages = [Message(role=r, content=c, id=f"m{i}", seq=i, timestamp=T0, name=n) for i, (r, c, n) in enumerate(turns)]
+        return units_for_round(Scope(user_id="u", thread_id="t"), messages, 1, get_counter("cl100k_base"), previous=previous)[0]
+
+    assert asked_only(unit(("user", "我现在住在哪个城市？", None), ("assistant", "你住在上海。", None)))
+    assert asked_only(unit(("user", "Where do I live? And what do I do?", None), ("assistant", "In Paris; you paint.", None)))
+    assert not asked_only(unit(("user", "我搬到深圳了。你觉得深圳怎么样？", None), ("assistant", "深圳很好。", None)))
+    # a statement ending in a question says things: 《百年孤独》 is what the user read
+    assert not asked_only(unit(("user", "嗨，今天我在图书馆里学习的时候发现了一本非常好看的小说，叫《百年孤独》，你听说过吗？", None), ("assistant", "当然听说过。", None)))
+    assert not asked_only(unit(("user", "我现在住在哪个城市？", None)))  # no answer
+    assert not asked_only(unit(("user", "How is your dog?", "Caroline"), ("assistant", "He is fine, thanks!", "Melanie")))  # between people
+    before = [Message(role="assistant", content="我记得你说过你住在上海。", id="p", seq=0, timestamp=T0)]
+    assert asked_only(unit(("user", "真的吗？", None), ("assistant", "是的。", None), previous=before))  # the lead-in is context
 
 
 def test_the_question_classifiers():

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
+from ..retrieval.asked import speaks_to_assistant, without_derived_answers
 from ..retrieval.render import fit_hits, render_hits
 from ..retrieval.search import KEY_MARK, Searcher, SearchSettings
 from ..retrieval.units import dense_text, head, rounds, units_for_round
@@ -119,6 +120,8 @@ class Retrieval:
             where = SearchFilter(categories=(str(topic),))
         shown = {m.id for m in messages} | set(request.exclude_ids)
         hits = [h for h in self._found(request, where) if not set(h.unit.source_ids) <= shown]
+        if not speaks_to_assistant(request.query):
+            hits = without_derived_answers(hits)
         budget = None if request.budget is None else int(request.budget * self.share)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         kept = fit_hits(hits, budget, request.counter, lang)

@@ -12,7 +12,7 @@ from itertools import groupby
 from ..reldates import annotate
 from ..tokens import TokenCounter
 from ..types import Hit, Unit
-from .units import language
+from .units import LABELS, language
 
 WEEKDAYS = {"zh": "一二三四五六日", "en": ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]}
 HEADERS = {
@@ -20,6 +20,8 @@ HEADERS = {
     "en": "Relevant memories from earlier conversations (oldest first):",
 }
 GAP = " … "
+#: a generic speaker label in either language, by role (a name is kept as it is)
+_ROLE_OF = {label: role for labels in LABELS.values() for role, label in labels.items()}
 
 
 @dataclass
@@ -95,8 +97,15 @@ def render_hits(hits: Sequence[Hit], lang: str | None = None) -> str:
         messages = list(group)
         lines.append(date_line(messages[0].when, lang))
         # relative dates said then ("上周六") carry their calendar date: the reader is weeks later
-        lines.extend(f"{m.label}: {annotate(m.text(), m.when, lang)}" if m.label else annotate(m.text(), m.when, lang) for m in messages)
+        lines.extend(f"{_label(m.label, lang)}: {annotate(m.text(), m.when, lang)}" if m.label else annotate(m.text(), m.when, lang) for m in messages)
     return "\n".join(lines)
+
+
+def _label(label: str, lang: str) -> str:
+    """A generic "用户" / "Assistant" label in the section's language (a message keeps the label of
+    the first unit that showed it, which may be a round in the other language); names unchanged."""
+    role = _ROLE_OF.get(label)
+    return LABELS[lang][role] if role else label
 
 
 def fit_hits(hits: Sequence[Hit], budget: int | None, counter: TokenCounter, lang: str | None = None) -> list[Hit]:

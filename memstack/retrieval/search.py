@@ -27,6 +27,7 @@ from ..stores import UnitStore, VectorIndex
 from ..text import segment
 from ..timeparse import parse_time_range
 from ..types import Hit, Scope, Scored, SearchFilter, Unit
+from .asked import ASKS, ASSISTANT_LABELS, USER_LABELS, asked_only, first_person, speaks_to_assistant
 from .fusion import Fused, rrf
 from .units import LABELS, own_text
 
@@ -59,6 +60,9 @@ class SearchSettings:
     #: question resembles as much as it resembles what the user said of themself ("我在杭州做前端
     #: 开发", answered "好的，我记住了。": +0.008 over background; see ``Searcher._relaxed``)
     self_margin: float = 0.005
+    #: under that lower floor, a list's best candidate also lets through what scores within this
+    #: much of it (see ``Searcher._relaxed``)
+    self_band: float = 0.005
     #: a candidate's support is its best standing in the lists that found it: in each list, how
     #: far it is above the list's floor as a share of how far the list's best is (1: the best of
     #: some list; see ``support``). Candidates below ``relative_cut`` are dropped: in a short
@@ -87,6 +91,17 @@ class SearchSettings:
     #: questions) R@10: .921 -> .930 with 280-token chunks, .904 -> .921 with 300, .875 -> .881
     #: with 200 (0.8 gains a little more for more tokens); LoCoMo and MemoryBank-CN unchanged
     assistant_weight: float = 0.9
+    #: a round in which the user only asked a question and the assistant answered it ("我现在住在
+    #: 哪个城市？" / "根据你之前告诉我的，你住在上海") holds nothing the user said of themself: the
+    #: answer may be the assistant's own mistake, and it repeats the question's words better than
+    #: the round that holds the fact. Such a round does not set the bar of the relative cut
+    #: (``relative_cut``), is not a seed of the feedback list, does not keep the lower floor of
+    #: a first-person question away (``self_margin``) and is not taken for how things stand now
+    #: (``newest_on_subject``); see ``asked_only``. False: treated as any other round
+    #: (ranking such rounds lower as well, at 0.9, 0.8 or 0.7 of their fused score, changed no
+    #: figure of the four development sets: LoCoMo has named speakers, and the others' evidence
+    #: is rarely a bare question)
+    asked: bool = True
     #: the assistant asked, the user answered: a hit that ends with the assistant's question
     #: ("你喜欢哪种类型的电影呢？") has the round that answers it ("我喜欢喜剧和爱情片") put before it,
     #: when that round is a hit scoring at least this share of the question's (0: off; see
@@ -120,7 +135,7 @@ class Searcher:
         where = where or SearchFilter()
         span = parse_time_range(query, at) if at is not None and self.settings.use_time else None
         fused, ranked = self._fused(user, query, where, span)
-        weight = 1.0 if _SPEAKS_TO_ASSISTANT.search(query) else self.settings.assistant_weight
+        weight = 1.0 if speaks_to_assistant(query) else self.settings.assistant_weight
         hits = self._hydrate(user, fused[: max(2 * k, MIN_HYDRATED)], assistant_weight=weight)
         if self.settings.answer_share > 0:
             hits = answers_first(hits, self.settings.answer_share)
@@ -136,27 +151,41 @@ class Searcher:
         for "我现在住在哪里？")."""
         window = self.settings.present_window
         shown = {h.unit.id for h in hits}
+        anchor = next((h for h in hits if not (self.settings.asked and asked_only(h.unit))), hits[0])
         near = [i for items in rankings.values() for i in dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for x in items[:window]) if i not in shown]
-        later = [Hit(u, hits[0].score, {}) for u in self.units.get(user, list(dict.fromkeys(near))) if u.timestamp > hits[0].unit.timestamp]
-        return newest_on_subject(hits, window, later)
+        later = [Hit(u, anchor.score, {}) for u in self.units.get(user, list(dict.fromkeys(near))) if u.timestamp > anchor.unit.timestamp]
+        return newest_on_subject(hits, window, later, asked=self.settings.asked)
 
     # ---- candidates --------------------------------------------------------------------------
 
     def _fused(self, user: Scope, query: str, where: SearchFilter, span) -> tuple[list[Fused], tuple[dict[str, list[Scored]], dict[str, float]]]:
         """The relevant candidates fused, and the rankings with their floors they came from."""
-        ranked = self._rank(user, query, where)
+        ranked, asked = self._rank(user, query, where)
         if span is None:
-            return self._relevant(ranked) or self._relevant(self._relaxed(ranked, query)), ranked
+            found = self._relevant(ranked, asked=asked)
+            if all(f.id in asked for f in found):  # nothing passed, or only the user's own asking
+                found = self._relevant(self._relaxed(ranked, query, asked), asked=asked) or found
+            return found, ranked
         inside = replace(where, since=_later(where.since, span.since), until=_earlier(where.until, span.until))
         # the question names a period: what was said then, ranked among itself (floors aside:
         # all of it is a candidate), is one more list in the fusion. It lifts the period's units
         # above equally good matches from other times without burying a clearly better match
         # from outside it (people date things loosely: "10 days ago", "last month" said of a
         # thing done at the start of this one)
-        period = [Scored(f.id, f.score) for f in self._relevant(self._rank(user, query, inside), floors=False)]
-        return self._relevant(ranked, extra={"period": period}), ranked
+        period = [Scored(f.id, f.score) for f in self._relevant(self._rank(user, query, inside)[0], floors=False)]
+        return self._relevant(ranked, extra={"period": period}, asked=asked), ranked
 
-    def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[dict[str, list[Scored]], dict[str, float]]:
+    def _asked(self, user: Scope, rankings: dict[str, list[Scored]]) -> frozenset[str]:
+        """Which of the first ``ASKED_PEEK`` candidates of each list are rounds in which the user
+        only asked (see ``asked_only``): they do not set a list's bar in the relative cut."""
+        if not (self.settings.asked and self.settings.relevance_floor):
+            return frozenset()
+        ids = list(dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for items in rankings.values() for x in items[:ASKED_PEEK]))
+        return frozenset(u.id for u in self.units.get(user, ids) if asked_only(u))
+
+    def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[tuple[dict[str, list[Scored]], dict[str, float]], frozenset[str]]:
+        """Each retriever's candidates with its relevance floor, and which of the first are rounds
+        in which the user only asked (see ``_asked``)."""
         s = self.settings
         rankings: dict[str, list[Scored]] = {}
         floors: dict[str, float] = {}
@@ -176,31 +205,47 @@ class Searcher:
                 floors["keys"] = floors["dense"]
         if keyword is not None:
             rankings = {"bm25": keyword.result(), **rankings}
+        asked = self._asked(user, rankings)
         if s.method in ("hybrid", "dense") and s.feedback > 0 and found:
-            feedback = self._feedback(user, qv, found, (rankings, floors), s.dense_margin)
+            feedback = self._feedback(user, qv, found, (rankings, floors), s.dense_margin, asked)
             if feedback:
                 rankings["feedback"], floors["feedback"] = feedback
-        return rankings, floors
+                asked = self._asked(user, rankings)
+        return (rankings, floors), asked
 
-    def _relaxed(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], query: str) -> tuple[dict[str, list[Scored]], dict[str, float]]:
+    def _relaxed(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], query: str, asked: frozenset[str] = frozenset()) -> tuple[dict[str, list[Scored]], dict[str, float]]:
         """The vector floors at ``self_margin`` for a first-person question that nothing passed
-        at the usual margin (nothing to relax otherwise). Only then: a lower floor in every
-        search lets weak vector matches outvote a strong keyword match (MemoryBank-CN R@1 .73
-        -> .49 with 0.005 everywhere)."""
+        at the usual margin, or only rounds in which the user asked it before (nothing to relax
+        otherwise). Only then: a lower floor in every search lets weak vector matches outvote a
+        strong keyword match (MemoryBank-CN R@1 .73 -> .49 with 0.005 everywhere). A list whose
+        best candidate (not an ``asked`` one) passes the lower floor also lets through what
+        scores within ``self_band`` of it: two rounds the user said of themself ("我叫陈思，在上海
+        做后端开发", later "我已经从上海搬到深圳了") sit that close under "我住在哪里？", and the
+        later one must come too."""
         rankings, floors = ranked
-        delta = self.settings.dense_margin - self.settings.self_margin
+        s = self.settings
+        delta = s.dense_margin - s.self_margin
         if delta <= 0 or not first_person(query):
             return rankings, floors
-        return rankings, {name: floor - delta if name in ("dense", "keys") else floor for name, floor in floors.items()}
+        out = dict(floors)
+        for name in ("dense", "keys"):
+            if name not in floors:
+                continue
+            low = floors[name] - delta
+            best = next((x.score for x in rankings.get(name, ()) if x.id not in asked), None)
+            out[name] = min(low, best - s.self_band) if best is not None and best >= low else low
+        return rankings, out
 
-    def _feedback(self, user: Scope, qv: np.ndarray, pool: Sequence[Scored], ranked: tuple[dict[str, list[Scored]], dict[str, float]], margin: float) -> tuple[list[Scored], float] | None:
+    def _feedback(self, user: Scope, qv: np.ndarray, pool: Sequence[Scored], ranked: tuple[dict[str, list[Scored]], dict[str, float]], margin: float, asked: frozenset[str] = frozenset()) -> tuple[list[Scored], float] | None:
         """The vector search's pool (units and keys) re-scored against the query moved toward the
         first relevant candidates (query + ``feedback_weight`` x their mean vector), as units,
         with its relevance floor: the moved query's own background score plus ``margin`` (the
         moved query is closer to everything, so the plain query's floor would pass all of the
         pool); None when no candidate is relevant. Re-scoring the pool, not searching the index
-        again, keeps it to one vector search per query (same recall on the three development sets)."""
-        first = [f.id for f in self._relevant(ranked)[: self.settings.feedback]]
+        again, keeps it to one vector search per query (same recall on the three development sets).
+        Rounds in which the user only asked (``asked``) are not seeds: they would move the query
+        toward its own words."""
+        first = [f.id for f in self._relevant(ranked, asked=asked) if f.id not in asked][: self.settings.feedback]
         if not first:
             return None
         vectors = self.vectors.fetch(user, list(dict.fromkeys([*first, *(x.id for x in pool)])))
@@ -214,8 +259,9 @@ class Searcher:
         found = _best_of_units([Scored(i, min(1.0, max(0.0, (1.0 + float(c)) / 2.0))) for i, c in zip(ids, cosines.tolist(), strict=True)])
         return found[: self.settings.candidates], self._background_score(moved) + margin
 
-    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True, extra: dict[str, list[Scored]] | None = None) -> list[Fused]:
-        """The rankings fused, each cut at its relevance floor (``extra`` lists are not cut)."""
+    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True, extra: dict[str, list[Scored]] | None = None, asked: frozenset[str] = frozenset()) -> list[Fused]:
+        """The rankings fused, each cut at its relevance floor (``extra`` lists are not cut); the
+        ``asked`` ids do not set the bar of the relative cut (see ``support``)."""
         rankings, limits = ranked
         cut = floors and self.settings.relevance_floor
         if not cut:
@@ -226,7 +272,7 @@ class Searcher:
         }
         lists = {**kept, **(extra or {})}
         fused = rrf(lists, weights=dict(self.settings.weights))
-        strength = support(lists, limits)
+        strength = support(lists, limits, asked)
         fused = [replace(f, support=strength.get(f.id, 0.0)) for f in fused]
         if cut and self.settings.relative_cut > 0:
             fused = [f for f in fused if f.support >= self.settings.relative_cut]
@@ -252,31 +298,24 @@ class Searcher:
 #: fused candidates hydrated (at least; 2 x k when more): the first k results are in the same
 #: order for every k up to half of it
 MIN_HYDRATED = 50
-#: "you" / "你" / "您": the question is about what the assistant said
-_SPEAKS_TO_ASSISTANT = re.compile(r"\b(?:you|your|yours|yourself)\b|[你您]", re.IGNORECASE)
-_ASSISTANT_LABELS = frozenset(labels["assistant"] for labels in LABELS.values())
-_USER_LABELS = frozenset(labels["user"] for labels in LABELS.values())
+#: the first candidates of each list looked at for rounds in which the user only asked
+ASKED_PEEK = 5
 
 
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|我", re.IGNORECASE)
-
-
-def first_person(query: str) -> bool:
-    """Whether the question speaks of the user in the first person ("我", "I", "my")."""
-    return bool(_FIRST_PERSON.search(query))
-
-
-def support(lists: dict[str, list[Scored]], floors: dict[str, float]) -> dict[str, float]:
+def support(lists: dict[str, list[Scored]], floors: dict[str, float], asked: frozenset[str] = frozenset()) -> dict[str, float]:
     """Each candidate's best standing in [0, 1] over the lists that hold it: (score - floor) /
-    (best - floor) in each list, the floor 0 for a list without one (the list's best: 1)."""
+    (best - floor) in each list, the floor 0 for a list without one (the list's best: 1). The
+    best is that of the candidates not in ``asked`` (when the list has one): a round in which the
+    user only asked repeats the question's words and would set a bar that the round holding the
+    answer does not reach."""
     out: dict[str, float] = {}
     for name, items in lists.items():
         if not items:
             continue
         floor = min(floors.get(name, 0.0), min(x.score for x in items))
-        best = max(x.score for x in items)
+        best = max((x.score for x in items if x.id not in asked), default=max(x.score for x in items))
         for x in items:
-            share = 1.0 if best <= floor else (x.score - floor) / (best - floor)
+            share = 1.0 if best <= floor else min(1.0, (x.score - floor) / (best - floor))
             out[x.id] = max(out.get(x.id, 0.0), share)
     return out
 
@@ -290,16 +329,25 @@ def asks_about_now(query: str) -> bool:
     return bool(_NOW.search(query))
 
 
-def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = ()) -> list[Hit]:
+def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (), *, asked: bool = True) -> list[Hit]:
     """The newest round on the best hit's subject first, then the best hit and the others in
     their order. On the subject: among the first ``window`` hits or the ``later`` ones, sharing a
     content word with the best hit ("上海" in "我住在上海" and "我已经从上海搬到深圳了"). Of two
     rounds on one subject, the later says how things stand now (a move, a new job, a new date);
-    the earlier stays right behind it, as the past."""
+    the earlier stays right behind it, as the past. With ``asked``, a round in which the user
+    only asked (see ``asked_only``) is neither the best hit nor the newest: the assistant's
+    answer in it is not how things stand ("根据你之前告诉我的，你住在上海" after the move)."""
     if not hits:
         return []
-    subject = subject_terms(hits[0].unit)
-    same = [hits[0], *(h for h in [*hits[1:window], *later] if subject & subject_terms(h.unit))]
+
+    def answered(h: Hit) -> bool:
+        return not (asked and asked_only(h.unit))
+
+    anchor = next((h for h in hits if answered(h)), None)
+    if anchor is None:
+        return list(hits)
+    subject = subject_terms(anchor.unit)
+    same = [anchor, *(h for h in [*hits[:window], *later] if h is not anchor and answered(h) and subject & subject_terms(h.unit))]
     newest = max(same, key=lambda h: h.unit.timestamp)
     return [newest, *(h for h in hits if h.unit.id != newest.unit.id)]
 
@@ -344,8 +392,6 @@ def answers_first(hits: Sequence[Hit], share: float) -> list[Hit]:
     return out
 
 
-#: a question's end: a question mark, maybe followed by closing quotes, brackets or an emoticon
-_ASKS = re.compile(r"[？?][\s\"'”’）)～~]*$")
 
 
 def closing_question(unit: Unit) -> str | None:
@@ -355,7 +401,7 @@ def closing_question(unit: Unit) -> str | None:
     if not spans:
         return None
     mid, _seq, label, _off, start, end = spans[-1]
-    if label in _USER_LABELS or not _ASKS.search(unit.text[start:end].strip()):
+    if label in USER_LABELS or not ASKS.search(unit.text[start:end].strip()):
         return None
     return str(mid)
 
@@ -377,7 +423,7 @@ def assistant_only(unit: Unit) -> bool:
     if roles is not None:
         return list(roles) == ["assistant"]
     spans = unit.metadata.get("spans") or []
-    return bool(spans) and all(span[2] in _ASSISTANT_LABELS for span in spans)
+    return bool(spans) and all(span[2] in ASSISTANT_LABELS for span in spans)
 
 
 #: runs keyword searches beside the query embedding (see ``_rank``)
