@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..budget import split_text
 from ..text import segment
 from ..types import Hit, Unit
-from .units import LABELS
+from .units import LABELS, own_spans
 
 USER_LABELS = frozenset(labels["user"] for labels in LABELS.values())
 ASSISTANT_LABELS = frozenset(labels["assistant"] for labels in LABELS.values())
@@ -37,18 +37,13 @@ def speaks_to_assistant(query: str) -> bool:
     return bool(_TO_ASSISTANT.search(query))
 
 
-def _own(unit: Unit) -> list[list]:
-    lead = (unit.metadata.get("lead") or {}).get("id")
-    return [span for span in unit.metadata.get("spans") or [] if span[0] != lead]
-
-
 def asked_text(unit: Unit) -> str | None:
     """The user's question when the unit is a round in which the user only asked the assistant
     something and the assistant answered: every sentence of the user's own words (the lead-in
     aside) ends with a question mark, and they hold at most ``MAX_ASKED_TERMS`` content words;
     else None. Between people (named speakers) a question's answer is the other's own words, so
     such a unit is not one; nor is a unit without the assistant's answer."""
-    own = _own(unit)
+    own = own_spans(unit)
     labels = {span[2] for span in own}
     if not (labels & USER_LABELS) or not (labels & ASSISTANT_LABELS) or not labels <= USER_LABELS | ASSISTANT_LABELS:
         return None
@@ -80,7 +75,7 @@ def without_derived_answers(hits: Sequence[Hit]) -> list[Hit]:
 def _user_part(unit: Unit) -> Unit:
     """The unit with only the user's own lines (text, spans and sources)."""
     text, spans = "", []
-    for mid, seq, label, offset, start, end in _own(unit):
+    for mid, seq, label, offset, start, end in own_spans(unit):
         if label not in USER_LABELS:
             continue
         text += ("\n" if text else "") + f"{label}: "

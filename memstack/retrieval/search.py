@@ -210,7 +210,7 @@ class Searcher:
             feedback = self._feedback(user, qv, found, (rankings, floors), s.dense_margin, asked)
             if feedback:
                 rankings["feedback"], floors["feedback"] = feedback
-                asked = self._asked(user, rankings)
+                asked |= self._asked(user, {"feedback": rankings["feedback"]})
         return (rankings, floors), asked
 
     def _relaxed(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], query: str, asked: frozenset[str] = frozenset()) -> tuple[dict[str, list[Scored]], dict[str, float]]:
@@ -390,8 +390,6 @@ def answers_first(hits: Sequence[Hit], share: float) -> list[Hit]:
             i += 1
         i += 1
     return out
-
-
 
 
 def closing_question(unit: Unit) -> str | None:

@@ -170,14 +170,17 @@ def units_for_round(
     return units
 
 
-def own_text(unit: Unit) -> str:
-    """The unit's words without speaker labels or its lead-in (the end of the round before:
-    context only); a unit without spans, its text."""
+def own_spans(unit: Unit) -> list[Span]:
+    """The unit's spans without its lead-in's (the end of the round before: context only)."""
     lead = (unit.metadata.get("lead") or {}).get("id")
-    spans = unit.metadata.get("spans") or []
-    if not spans:
+    return [span for span in unit.metadata.get("spans") or [] if span[0] != lead]
+
+
+def own_text(unit: Unit) -> str:
+    """The unit's words without speaker labels or its lead-in; a unit without spans, its text."""
+    if not unit.metadata.get("spans"):
         return unit.text
-    return "\n".join(unit.text[start:end] for mid, _seq, _label, _off, start, end in spans if mid != lead)
+    return "\n".join(unit.text[start:end] for _mid, _seq, _label, _off, start, end in own_spans(unit))
 
 
 #: sentence keys per unit at most, and the shortest sentence that gets one (characters)
