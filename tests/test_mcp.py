@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from ports import free_port
 
 from memstack import Memory
 from memstack.errors import MissingDependency
@@ -77,11 +78,6 @@ def test_a_memory_saved_in_one_stdio_session_is_recalled_by_a_new_server_process
     with Memory(tmp_path / "memstack.db") as mem:
         assert [u.text for u in mem.store.units.get(mem.scope("u1"), [note])] == ["我的后端使用SpringBoot"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -13,16 +12,11 @@ import time
 
 import httpx
 import pytest
+from ports import free_port
 
 pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
 
 from memstack import Memory  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -15,17 +15,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 
 pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
 pytest.importorskip("jinja2")
 
 from memstack import Memory  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, int, Path]:
