@@ -138,9 +138,10 @@ def memory_of(ctx) -> str:
 
 
 @pytest.mark.parametrize("question", ["我住在哪里？", "What language does my backend use now?"])
-def test_the_context_keeps_the_users_earlier_question_but_not_the_answer_drawn_from_memory(mem, question):
+def test_the_context_leaves_out_the_users_earlier_question_and_the_answer_drawn_from_memory(mem, question):
     shown = memory_of(mem.context(user_id="chensi-asked", thread_id="new", query=question, at=LATER))
-    assert "搬到深圳" in shown and ("我现在住在哪个城市？" in shown or "What language does my backend use now?" in shown)
+    assert "搬到深圳" in shown
+    assert "我现在住在哪个城市？" not in shown and "What language does my backend use now?" not in shown
     assert "你住在上海" not in shown and "Your backend uses Java" not in shown
 
 
@@ -165,6 +166,10 @@ def test_which_rounds_are_only_asked():
     # a statement ending in a question says things: 《百年孤独》 is what the user read
     assert not asked_only(unit(("user", "嗨，今天我在图书馆里学习的时候发现了一本非常好看的小说，叫《百年孤独》，你听说过吗？", None), ("assistant", "当然听说过。", None)))
     assert not asked_only(unit(("user", "我现在住在哪个城市？", None)))  # no answer
+    assert asked_only(unit(("user", "对了，我住在哪？", None), ("assistant", "你住在上海。", None)))  # a lead word only
+    # a clause that says something before the question: the user told a fact
+    assert not asked_only(unit(("user", "我很喜欢旅游和看电影，你呢？", None), ("assistant", "我也喜欢。", None)))
+    assert not asked_only(unit(("user", "比赛那天早上六点半就起跑，我得几点起床啊？", None), ("assistant", "五点吧。", None)))
     assert not asked_only(unit(("user", "How is your dog?", "Caroline"), ("assistant", "He is fine, thanks!", "Melanie")))  # between people
     before = [Message(role="assistant", content="我记得你说过你住在上海。", id="p", seq=0, timestamp=T0)]
     assert asked_only(unit(("user", "真的吗？", None), ("assistant", "是的。", None), previous=before))  # the lead-in is context
@@ -177,3 +182,23 @@ def test_the_question_classifiers():
     assert not first_person("What is the capital of Australia?") and not first_person("量子纠缠是什么？")
     assert asks_about_now("我现在住在哪里？") and asks_about_now("Do I still play tennis?") and asks_about_now("目前用什么数据库")
     assert not asks_about_now("我以前住在哪里？") and not asks_about_now("Where did I live in 2020?")
+
+
+def test_a_round_asking_for_advice_keeps_the_advice_and_one_asking_about_the_user_is_left_out(tmp_path):
+    """The answer to "我该怎么办？" is the assistant's own advice, not drawn from memory: it stays in
+    the context; the answer to "我住在哪个城市？" could only come from memory (or be wrong)."""
+    m = Memory(tmp_path / "m.db", layers=["retrieval"])
+    rounds = [
+        ("我的膝盖跑步以后有点疼，我下个月还要跑半马。", "膝盖疼要重视，先休息几天，冰敷，疼痛消退后再慢慢恢复跑量。"),
+        ("那我现在该怎么办？", "建议你这周先停跑，做一些臀桥和靠墙静蹲来加强膝盖周围的肌肉，两周后再试着慢跑五公里。"),
+        ("我现在住在哪个城市？", "根据你之前说的，你住在杭州。"),
+    ]
+    for i, (said, reply) in enumerate(rounds):
+        m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="runner", thread_id=f"t{i}", at=T0 + timedelta(days=i))
+    m.flush()
+    later = T0 + timedelta(days=10)
+    shown = memory_of(m.context(user_id="runner", thread_id="new", query="膝盖疼的时候要做什么训练？", at=later))
+    assert "臀桥" in shown and "那我现在该怎么办？" in shown
+    shown = memory_of(m.context(user_id="runner", thread_id="new", query="我住在哪个城市？", at=later))
+    assert "你住在杭州" not in shown and "我现在住在哪个城市？" not in shown
+    m.close()

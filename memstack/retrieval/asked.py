@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ..budget import split_text
 from ..text import segment
@@ -40,8 +39,8 @@ def speaks_to_assistant(query: str) -> bool:
 def asked_text(unit: Unit) -> str | None:
     """The user's question when the unit is a round in which the user only asked the assistant
     something and the assistant answered: every sentence of the user's own words (the lead-in
-    aside) ends with a question mark, and they hold at most ``MAX_ASKED_TERMS`` content words;
-    else None. Between people (named speakers) a question's answer is the other's own words, so
+    aside) ends with a question mark, they hold at most ``MAX_ASKED_TERMS`` content words, and no
+    sentence says something before it asks (see ``says_something``); else None. Between people (named speakers) a question's answer is the other's own words, so
     such a unit is not one; nor is a unit without the assistant's answer."""
     own = own_spans(unit)
     labels = {span[2] for span in own}
@@ -51,7 +50,37 @@ def asked_text(unit: Unit) -> str | None:
     sentences = [s.strip() for s in split_text(asked) if s.strip()]
     if not sentences or not all(ASKS.search(s) for s in sentences) or len(segment(asked)) > MAX_ASKED_TERMS:
         return None
+    if any(says_something(s) for s in sentences):
+        return None
     return asked
+
+
+#: where a sentence's clauses end
+_CLAUSE = re.compile(r"[，,；;：:]")
+#: the most content words a clause before a question may hold and still only lead into it ("对了，",
+#: "请问，", "By the way,")
+MAX_LEAD_TERMS = 1
+
+
+def says_something(sentence: str) -> bool:
+    """Whether a question sentence says something before it asks: a clause ahead of its last with
+    content of its own ("我很喜欢旅游和看电影，你呢？", "比赛那天早上六点半就起跑，我得几点起床啊？")."""
+    clauses = [c for c in _CLAUSE.split(sentence) if c.strip()]
+    return any(len(segment(c)) > MAX_LEAD_TERMS for c in clauses[:-1])
+
+
+#: a question asking what to do or what is good: its answer is the assistant's advice, new content
+#: of the assistant's own, not drawn from what the user said ("那我现在该怎么办？", "有什么好的推荐吗？")
+_ADVICE = re.compile(
+    r"应该|我该|我得|怎么办|怎么做|怎样才|如何|建议|推荐|能不能|可不可以|要不要|有什么好|帮我|帮忙|"
+    r"\b(?:should|recommend|suggest|advice|advise|ideas?|tips?|how (?:can|do|should|could) i|what can i)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_advice(question: str) -> bool:
+    """Whether the question asks the assistant for advice or suggestions (see ``_ADVICE``)."""
+    return bool(_ADVICE.search(question))
 
 
 def asked_only(unit: Unit) -> bool:
@@ -60,27 +89,18 @@ def asked_only(unit: Unit) -> bool:
 
 
 def without_derived_answers(hits: Sequence[Hit]) -> list[Hit]:
-    """The hits, each round in which the user only asked about themself ("我现在住在哪个城市？",
-    "What language does my backend use now?") cut to the user's question: the assistant's answer
-    there was drawn from memory (the rounds in which the user said it are the memory) or was its
-    mistake, and a model given it as memory repeats it. For a context whose question is not
-    about what the assistant said."""
-    out = []
-    for h in hits:
-        asked = asked_text(h.unit)
-        out.append(h if asked is None or not first_person(asked) else replace(h, unit=_user_part(h.unit)))
-    return out
+    """The hits without the rounds in which the user only asked about themself ("我现在住在哪个城市？",
+    "What language does my backend use now?"): the assistant's answer there was drawn from memory
+    (the rounds in which the user said it are the memory) or was its mistake, and a model given it
+    as memory repeats it; the bare question says nothing either, and a few of them ("用户: 我现在住在
+    哪个城市？ 用户: 我的后端用什么语言？") filled the section in the place of what the user said. For a
+    context whose question is not about what the assistant said."""
+    return [h for h in hits if not derived(h.unit)]
 
 
-def _user_part(unit: Unit) -> Unit:
-    """The unit with only the user's own lines (text, spans and sources)."""
-    text, spans = "", []
-    for mid, seq, label, offset, start, end in own_spans(unit):
-        if label not in USER_LABELS:
-            continue
-        text += ("\n" if text else "") + f"{label}: "
-        spans.append([mid, seq, label, offset, len(text), len(text) + end - start])
-        text += unit.text[start:end]
-    metadata = {k: v for k, v in unit.metadata.items() if k not in ("lead", "spans", "roles")}
-    ids = tuple(dict.fromkeys(str(span[0]) for span in spans))
-    return replace(unit, text=text, source_ids=ids, metadata={**metadata, "spans": spans, "roles": ["user"]})
+def derived(unit: Unit) -> bool:
+    """Whether the unit is a round in which the user only asked about themself and the assistant's
+    answer could only come from memory: first person, not a request for advice (see
+    ``asks_for_advice``: that answer is the assistant's own, and what "你建议过什么？" asks about)."""
+    asked = asked_text(unit)
+    return asked is not None and first_person(asked) and not asks_for_advice(asked)
