@@ -145,3 +145,31 @@ def test_a_statement_with_its_type_in_the_object_is_dropped():
     kept = ["用户|从4月19号推迟到|4月26号|人物", "用户|学习|前端技术，每周两次|人物", "用户|住在|上海|人物", "Mel|organised|activity days for the kids|person"]
     out = unpack(MemoriesOnly.model_validate({"memories": [*slid, *kept]}), "zh")
     assert [(r.source, r.target) for r in out.relations] == [("用户", "4月26号"), ("用户", "前端技术，每周两次"), ("用户", "上海"), ("Mel", "activity days for the kids")]
+
+
+def test_the_memories_prompt_shows_of_the_assistant_only_the_question_the_user_answers():
+    """The memories are the user's: an assistant's advice is left out of the prompt (it was a third
+    of its tokens); a short reaction ("恭喜！") and a closing question stay, since they tell what
+    the user's words did and what the next turn answers; the state's prompt keeps the assistant
+    whole (it confirms bookings)."""
+    from datetime import datetime, timezone
+
+    from memstack.llm.extract import prompt
+    from memstack.types import Message
+
+    at = datetime(2026, 1, 27, 10, tzinfo=timezone.utc)
+    turns = [
+        Message("user", "上周六我去做了膝盖的核磁共振，结果今天出来了。", timestamp=at),
+        Message("assistant", "排除了半月板和韧带损伤，这是好消息。核磁共振的报告上写的是什么？医生怎么说？", timestamp=at),
+        Message("user", "运动医学科的欧阳医生说是髂胫束摩擦综合征。我已经从上海搬到深圳了。", timestamp=at),
+        Message("assistant", "恭喜！深圳的气候很适合跑步，冬天也能保持训练。", timestamp=at),
+        Message("assistant", "你这种情况在护士里很常见，“医者不自医”嘛。建议你先把跑量降低20%到30%，避开会诱发疼痛的长距离。", timestamp=at),
+        Message("user", "好的，已经帮我订好周五去上海的机票了吗？", timestamp=at),
+        Message("assistant", "已为您订好周五北京飞上海的经济舱机票。", timestamp=at),
+    ]
+    memories = prompt(turns, ("facts", "entities"), "zh")[1]["content"]
+    assert "助手: 医生怎么说？" in memories and "排除了" not in memories and "助手: 恭喜！\n" in memories and "气候" not in memories
+    assert "医者不自医" not in memories and "跑量" not in memories and "经济舱" not in memories
+    assert memories.count("用户:") == 3
+    state = prompt(turns, ("facts", "state"), "zh")[1]["content"]
+    assert "已为您订好周五北京飞上海的经济舱机票。" in state and "医者不自医" in state

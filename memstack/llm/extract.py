@@ -309,33 +309,53 @@ def trivial(message: Message) -> bool:
     return not _LEFT.search(_ACKS.sub(" ", message.text.casefold()))
 
 
-#: how much of an assistant's message the memories prompt shows (``render_turns(assistant="lead")``)
+#: how much of an assistant's question the memories prompt shows (``render_turns(assistant="gist")``)
 LEAD_CHARS = 40
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.](?=\s))")
+_ASKS = re.compile(r"[？?][\s\"'”’）)～~]*$")
 
 
-def lead(text: str, limit: int = LEAD_CHARS) -> str:
-    """The first sentence of ``text``, at most ``limit`` characters ("…" marks a cut)."""
-    first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0].strip()
-    return first if len(first) <= limit else first[:limit].rstrip() + "…"
+#: an assistant's first sentence this short is shown (a reaction: "恭喜！", "Sorry to hear that."):
+#: it tells the model what the user's words did ("我已经从上海搬到深圳了" read as a plan without it)
+REACTION_CHARS = 12
+
+
+def gist(text: str, limit: int = LEAD_CHARS) -> str | None:
+    """What the memories prompt shows of an assistant's message: its first sentence when that is a
+    short reaction, and the question it ends with (at most ``limit`` characters from its end,
+    "…" marking a cut), joined by " … "; None when it has neither."""
+    sentences = [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    if not sentences:
+        return None
+    first = sentences[0] if len(sentences[0]) <= REACTION_CHARS else None
+    last = sentences[-1] if _ASKS.search(sentences[-1]) else None
+    if last is not None and len(last) > limit:
+        last = "…" + last[-limit:].lstrip()
+    shown = [x for x in dict.fromkeys((first, last)) if x]
+    return " … ".join(shown) if shown else None
 
 
 def render_turns(messages: Sequence[Message], lang: str, *, assistant: str = "full") -> str:
     """Turns as "[date] speaker: text" lines, one date line per day change (dates from messages);
-    trivial acknowledgements left out. ``assistant="lead"`` shows only the first sentence of the
-    assistant's messages: what the user answers to, without the length of the answer (the memories
-    are the user's; the assistant's words are kept whole by retrieval)."""
+    trivial acknowledgements left out. ``assistant="gist"`` shows of an assistant's message only
+    its ``gist``: a short reaction ("恭喜！") and the question it ends with, which the user's next
+    message may answer ("你喜欢哪种菜系？" before "川菜"). The memories are the user's, the
+    assistant's words are kept whole by retrieval, and its advice and explanations were a third
+    of the prompt's tokens (its first sentence, shown before, was as often "排除了半月板和韧带损伤，
+    这是好消息。" or "第一次全马定在4小时30分以内，是个有挑战但可以实现的目标……")."""
     labels = {"zh": {"user": "用户", "assistant": "助手"}, "en": {"user": "User", "assistant": "Assistant"}}[lang]
     lines: list[str] = []
     day = None
     for m in messages:
         if m.role not in ("user", "assistant") or not m.text.strip() or trivial(m):
             continue
+        text = gist(m.text) if assistant == "gist" and m.role == "assistant" else m.text.strip()
+        if text is None:
+            continue
         stamp = m.timestamp.date().isoformat() if m.timestamp else None
         if stamp and stamp != day:
             lines.append(f"[{stamp}]")
             day = stamp
-        text = lead(m.text) if assistant == "lead" and m.role == "assistant" else m.text.strip()
         lines.append(f"{m.name or labels.get(m.role, m.role)}: {text}")
     return "\n".join(lines)
 
@@ -352,7 +372,7 @@ def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, know
     if known and "memories" in schema.model_fields:
         system += "\n" + rules["known"] + ("、" if lang == "zh" else ", ").join(known)
     # the state is often confirmed by the assistant ("已为您订好…"): its turns stay whole for it
-    shown = "full" if "state" in schema.model_fields else "lead"
+    shown = "full" if "state" in schema.model_fields else "gist"
     return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang, assistant=shown)}]
 
 
