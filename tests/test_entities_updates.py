@@ -145,3 +145,20 @@ def test_a_bare_name_is_a_graph_node_not_a_line_of_the_entities_section(tmp_path
     text = system(mem.context(user_id="u", thread_id="t2", query="我的后端用什么？", max_tokens=2000))
     assert "使用=SpringBoot" in text
     assert "- SpringBoot" not in text
+
+
+def test_the_profile_shows_what_the_question_names_and_who_the_user_is_not_every_verb(tmp_path):
+    """A small model's profile holds every verb the user used; shown whole, "跑=…3月15号…" stood
+    before the model asked for a birthday. The profile shows the attributes the question names,
+    those that say who the user is, and a few of the most recently changed."""
+    hobbies = ["游泳", "滑雪", "钓鱼", "爬山", "下棋", "插花", "烘焙", "骑行"]
+    first = [("用户", "人物", "住在", "长沙"), ("用户", "人物", "生日", "2月13日"), ("用户", "人物", "跑", "3月15号")]
+    later = [("用户", "人物", f"学{h}", h) for h in hobbies]
+    mem = memory(tmp_path, ["entities"], [out(*first), out(*later)])
+    said(mem, (["我住在长沙，生日是2月13日，3月15号跑了30公里。", "好的"], T0), (["我在学" + "、".join(hobbies) + "。", "真丰富"], T0 + timedelta(days=3)))
+    asked = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我的生日是几月几号？", max_tokens=1000))
+    assert "生日=2月13日" in asked and "住在=长沙" in asked and "3月15号" not in asked
+    assert asked.index("生日=2月13日") < asked.index("住在=长沙")  # what the question names first
+    assert sum(f"学{h}=" in asked for h in hobbies) == 6  # a few others, the newest, not all
+    whole = system(mem.context(user_id="u", thread_id="t2", strategy="profile", max_tokens=1000))
+    assert "3月15号" in whole  # without a question, the whole profile

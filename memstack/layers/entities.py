@@ -13,16 +13,21 @@ first, then the user's own profile, then the most recently updated, within its s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..llm.grounding import normalize
+from ..text import segment
 from ..types import Message, Record
 from . import register_layer
 from .base import LayerOutput, ReadRequest, record_lines
 from .extractor import SELF_KEY, attribute_values, first_person
 
-TITLES = {"zh": "已知的实体", "en": "Known entities"}
+#: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
+#: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so
+TITLES = {"zh": "已知的实体（括号中的日期是说起的日子）", "en": "Known entities (dates: when it was said)"}
+PROFILE_TITLES = {"zh": "用户画像（括号中的日期是说起的日子）", "en": "User profile (dates: when it was said)"}
 
 
 @dataclass
@@ -49,8 +54,10 @@ class Entities:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
         ordered = rank(records, request.query or "")
+        if self.profile_only and request.query:
+            ordered = [with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) for r in ordered]
         budget = None if request.budget is None else int(request.budget * self.share)
-        title = TITLES[lang] if not self.profile_only else ("用户画像" if lang == "zh" else "User profile")
+        title = TITLES[lang] if not self.profile_only else PROFILE_TITLES[lang]
         out = record_lines(self.name, title, ordered, lambda r: render_entity(r, lang, provenance=self.provenance), budget, request.counter, what="entities", priority=35)
         return LayerOutput(messages, out.sections, out.dropped)
 
@@ -70,6 +77,49 @@ def rank(records: list[Record], query: str) -> list[Record]:
         return (not named, r.key != SELF_KEY, -(r.valid_from or r.created_at).timestamp())
 
     return sorted(records, key=key)
+
+
+#: attributes that say who the user is (a short key): shown in the profile whatever the question
+IDENTITY = re.compile(r"名|叫|姓|职业|工作|上班|职位|身份|住|家乡|老家|城市|年龄|生日|出生|^是$|\b(?:name|called|job|work|works|occupation|role|lives?|home|city|age|born|birthday|is)\b", re.IGNORECASE)
+IDENTITY_KEY_CHARS = 6
+#: question words that name no subject ("我现在住在哪里？": 现在)
+_UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
+#: the profile's other attributes shown beside those above, the most recently changed
+OTHER_ATTRIBUTES = 6
+
+
+def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OTHER_ATTRIBUTES) -> dict[str, Any]:
+    """The profile's attributes for ``query``: those whose key or values share a term with it (the
+    most shared first), then those that say who the user is (``IDENTITY``), then the ``others``
+    most recently changed. The rest are left out: a small model's profile holds every verb the
+    user used ("跑=18公里、3月15号、3公里"), and all of it put "3月15号" before the model that was
+    asked for a birthday; the retrieval section holds what the question needs of them."""
+    terms = [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
+
+    def shared(key: str, attribute: Any) -> int:
+        text = key + " " + " ".join(str(v.get("value", "")) for v in _values(attribute))
+        have = set(segment(text))
+        have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
+        return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
+
+    def changed(key: str) -> str:
+        return max((str(v.get("valid_from", "")) for v in _values(attributes[key])), default="")
+
+    scored = [(shared(k, a), i, k) for i, (k, a) in enumerate(attributes.items())]
+    named = [k for n, _i, k in sorted(scored, key=lambda x: (-x[0], x[1])) if n > 0]
+    who = [k for n, _i, k in scored if n == 0 and len(k) <= IDENTITY_KEY_CHARS and IDENTITY.search(k)]
+    rest = sorted((k for k in attributes if k not in named and k not in who), key=changed, reverse=True)[:others]
+    return {k: attributes[k] for k in [*named, *who, *(k for k in attributes if k in rest)]}
+
+
+def _values(attribute: Any) -> list[dict[str, Any]]:
+    current, before = attribute_values(attribute)
+    return [*current, *before]
+
+
+def with_attributes(record: Record, attributes: dict[str, Any]) -> Record:
+    """The record with only these attributes (in this order)."""
+    return replace(record, value={**record.value, "attributes": attributes})
 
 
 def render_entity(record: Record, lang: str, *, provenance: bool = False) -> str:
