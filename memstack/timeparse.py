@@ -18,6 +18,10 @@ of whole calendar days; weeks start on Monday. What each expression means:
   "last May" is the latest May before ``at``'s month; 5月3日/5月3号/May 3(rd)/3 May is that day of
   the latest such date up to today; 2023年5月/May 2023, 2023年5月3日/7 May 2023/May 7, 2023/
   2023-05-07, 2023年/in 2023 are what they say.
+- anchored on a date: "the week before August 3, 2023" is the 7 days before it, "the day/weekend/
+  Sunday/month before (after) DATE" the one right before (after) it, "last weekend before April 10,
+  2023" that weekend; 5月3日前一周/之前的那个周末/前一天/后的周三 likewise. Each with the date's own
+  day, on which what happened just before is often told.
 - the past N days/weeks/months/years (最近三天, 过去两周, in the last 3 days, the past week, over
   the last month) run from the start of the day that far back to the end of today.
 
@@ -279,6 +283,69 @@ EN_RULES: list[tuple[str, Resolver | None]] = [
     (rf"\b(?:tomorrow|next\s+(?:week|weekend|month|year|{WEEKDAY_NAMES}|{MONTH_NAMES})|in\s+(?:{EN_NUM})\s+{_EN_UNIT}|every\s+\w+)\b", None),
 ]
 
+# ---- a span anchored on a date: "the week before August 3, 2023", "5月3日之前的那个周末" ----------
+
+_MONTH_NC = rf"(?:{MONTH_NAMES})(?![a-z])\.?"
+_EN_DATE = (
+    rf"(?:{_MONTH_NC}\s+\d{{1,2}}(?!\d){_ORDINAL}(?:,?\s+\d{{4}})?|\d{{1,2}}{_ORDINAL}\s+(?:of\s+)?{_MONTH_NC}(?:,?\s+\d{{4}})?"
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2})"
+)
+_ZH_DATE = r"(?:\d{4}\s*年\s*)?(?:\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(?:\d{1,2}|[一二三四五六七八九十]+)\s*[日号]|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
+_ZH_ANCHORED_UNITS = {"一天": "day", "天": "day", "一周": "week", "周": "week", "一个星期": "week", "一星期": "week", "星期": "week", "周末": "weekend", "一个月": "month", "月": "month"}
+
+
+def _anchor(text: str, today: date) -> date | None:
+    """The one day a date expression names (the latest such date up to today when it has no year)."""
+    spans = _matches(text, today)
+    return spans[0][0] if len(spans) == 1 and spans[0][1] - spans[0][0] == timedelta(days=1) else None
+
+
+def _beside(anchor: date, unit: str, after: bool) -> Days:
+    """The day, 7 days, weekend, month or weekday right before (or after) ``anchor``."""
+    if unit == "day":
+        return _day(anchor + timedelta(days=1 if after else -1))
+    if unit == "week":
+        return (anchor + timedelta(days=1), anchor + timedelta(days=8)) if after else (anchor - timedelta(days=7), anchor)
+    if unit == "month":
+        return _month(*_months_back(anchor, -1 if after else 1))
+    if unit == "weekend":
+        saturday = anchor + timedelta(days=(5 - anchor.weekday()) % 7 or 7) if after else _weekend(anchor - timedelta(days=1), None)[0]
+        return saturday, saturday + timedelta(days=2)
+    weekday = _WEEKDAYS[unit] if unit in _WEEKDAYS else _ZH_WEEKDAY[unit[-1]]
+    step = (weekday - anchor.weekday() - 1) % 7 + 1 if after else -((anchor.weekday() - weekday - 1) % 7 + 1)
+    return _day(anchor + timedelta(days=step))
+
+
+def _with_anchor(anchor: date, unit: str, after: bool) -> Days:
+    """The span beside ``anchor`` and the anchor's own day: what happened the week before a day
+    is often told on that day ("Last week, we went to ...", said on August 3)."""
+    first, last = _beside(anchor, unit, after)
+    return (anchor, last) if after else (first, anchor + timedelta(days=1))
+
+
+def _en_anchored(m: re.Match[str], today: date) -> Days | None:
+    anchor = _anchor(m["date"], today)
+    return None if anchor is None else _with_anchor(anchor, m["unit"], m["dir"] == "after")
+
+
+def _zh_anchored(m: re.Match[str], today: date) -> Days | None:
+    anchor = _anchor(m["date"], today)
+    unit = m["unit"]
+    unit = _ZH_ANCHORED_UNITS.get(unit, unit)
+    return None if anchor is None else _with_anchor(anchor, unit, m["dir"] == "后")
+
+
+ANCHORED_RULES: list[tuple[str, Resolver | None]] = [
+    (
+        rf"\b(?:the\s+|last\s+|that\s+)?(?P<unit>day|week|weekend|month|{WEEKDAY_NAMES})\s+(?P<dir>before|after|prior\s+to)\s+(?:the\s+)?(?P<date>{_EN_DATE})",
+        _en_anchored,
+    ),
+    (
+        rf"(?P<date>{_ZH_DATE})\s*[之以]?(?P<dir>前|后)\s*的?\s*(?:那|这)?\s*个?\s*(?P<unit>一个星期|一星期|星期[一二三四五六日天]|周[一二三四五六日天]|一个月|一周|一天|周末|星期|周|天|月)",
+        _zh_anchored,
+    ),
+]
+
 # ---- both ----------------------------------------------------------------------------------------
 
 DATE_RULES: list[tuple[str, Resolver | None]] = [
@@ -286,7 +353,7 @@ DATE_RULES: list[tuple[str, Resolver | None]] = [
     (r"(?<![\d-])(\d{4})-(\d{1,2})(?![\d-])", lambda m, t: _checked_month(int(m[1]), int(m[2]))),
 ]
 
-_RULES = [(re.compile(pattern), resolve) for pattern, resolve in ZH_RULES + EN_RULES + DATE_RULES]
+_RULES = [(re.compile(pattern), resolve) for pattern, resolve in ZH_RULES + EN_RULES + DATE_RULES + ANCHORED_RULES]
 
 
 def _matches(text: str, today: date) -> list[Days]:

@@ -126,6 +126,16 @@ CASES = [
     ("in the last two weeks", WED, "2024-05-01", "2024-05-16"),
     ("over the past week", WED, "2024-05-08", "2024-05-16"),
     ("in the last month", WED, "2024-04-15", "2024-05-16"),
+    # ---- anchored on a date (not on the reference day) ----
+    ("What did Maria do last weekend before April 10, 2023?", WED, "2023-04-08", "2023-04-11"),
+    ("What did John do the week before August 3, 2023?", WED, "2023-07-27", "2023-08-04"),
+    ("the day after May 7, 2023", WED, "2023-05-07", "2023-05-09"),
+    ("the Sunday before 25 May 2023", WED, "2023-05-21", "2023-05-26"),
+    ("the weekend after 2023-05-03", WED, "2023-05-03", "2023-05-08"),
+    ("5月3日之前的那个周末我去了哪？", WED, "2024-04-27", "2024-05-04"),
+    ("2023年5月3日前一周", WED, "2023-04-26", "2023-05-04"),
+    ("5月3日后一天", WED, "2024-05-03", "2024-05-05"),
+    ("5月3日前的周三", WED, "2024-05-01", "2024-05-04"),
     # ---- the year wraps: Monday 2024-01-01 ----
     ("昨天", NEW_YEAR, "2023-12-31", "2024-01-01"),
     ("三天前", NEW_YEAR, "2023-12-29", "2023-12-30"),
