@@ -110,12 +110,6 @@ class SearchSettings:
     #: R@1 .729 -> .829; LoCoMo R@1 .421 -> .434, R@10 .777 -> .780 at 579 tokens (0.3 and 0.7
     #: measured too: the same or better on both)
     answer_share: float = 0.5
-    #: a hit from the same stretch of a thread as a better hit (same thread, within ``near``
-    #: rounds) ranks at this share of its score: the next rounds of one exchange repeat its
-    #: subject, and another session's mention of it is what a question across sessions needs
-    #: (1.0: off; see ``spread``)
-    diversity: float = 1.0
-    near: int = 1
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -143,8 +137,6 @@ class Searcher:
         fused, ranked = self._fused(user, query, where, span)
         weight = 1.0 if speaks_to_assistant(query) else self.settings.assistant_weight
         hits = self._hydrate(user, fused[: max(2 * k, MIN_HYDRATED)], assistant_weight=weight)
-        if self.settings.diversity < 1.0:
-            hits = spread(hits, self.settings.diversity, self.settings.near)
         if self.settings.answer_share > 0:
             hits = answers_first(hits, self.settings.answer_share)
         # a question that names a period ("the latest project in July") is not about now
@@ -358,27 +350,6 @@ def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (
     same = [anchor, *(h for h in [*hits[:window], *later] if h is not anchor and answered(h) and subject & subject_terms(h.unit))]
     newest = max(same, key=lambda h: h.unit.timestamp)
     return [newest, *(h for h in hits if h.unit.id != newest.unit.id)]
-
-
-def spread(hits: Sequence[Hit], share: float, near: int) -> list[Hit]:
-    """The hits re-ranked greedily: each next one the best by score, a hit within ``near`` rounds
-    of an already chosen hit of its thread counting at ``share`` of its score."""
-    left = list(hits)
-    out: list[Hit] = []
-    taken: dict[str, list[int]] = {}
-
-    def standing(h: Hit) -> float:
-        rounds = taken.get(h.unit.scope.thread_id or "", ())
-        close = h.unit.round is not None and any(abs(h.unit.round - r) <= near for r in rounds)
-        return h.score * (share if close else 1.0)
-
-    while left:
-        best = max(range(len(left)), key=lambda i: (standing(left[i]), -i))
-        h = left.pop(best)
-        out.append(h)
-        if h.unit.round is not None:
-            taken.setdefault(h.unit.scope.thread_id or "", []).append(h.unit.round)
-    return out
 
 
 def without_repeats(hits: Sequence[Hit]) -> list[Hit]:
