@@ -329,7 +329,8 @@ def test_extracted_facts_become_retrieval_keys_pointing_to_their_turns():
     hits = mem.search("我的职业是什么？", user_id="u")
     assert hits and stored[0].id in {i for h in hits for i in h.unit.source_ids}
     ctx = mem.context(user_id="u", thread_id="t2", strategy="retrieval", query="我的职业是什么？", max_tokens=1000)
-    assert "软件工程师" in system(ctx)
+    assert "说起来，我现在每天写代码，做的是软件工程师的工作" in system(ctx)
+    assert "用户的职业是软件工程师" not in system(ctx)  # the key's sentence beside the turn it points to only repeats it
 
 
 def test_state_can_be_kept_per_thread():

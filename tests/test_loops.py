@@ -50,8 +50,11 @@ def test_statements_are_strings_in_the_schema_and_statements_once_validated():
     assert item["type"] == "string" and item["pattern"].startswith("^")
     value = MemoriesOnly.model_validate({"memories": ["用户| 住在 |上海|人物", {"subject": "a", "subject_type": "t", "predicate": "p", "object": "o"}]})
     assert (value.memories[0].subject, value.memories[0].predicate, value.memories[0].object, value.memories[0].subject_type) == ("用户", "住在", "上海", "人物")
-    with pytest.raises(ValidationError):
-        MemoriesOnly.model_validate({"memories": ["用户|住在|上海"]})
+    three = MemoriesOnly.model_validate({"memories": ["用户|住在|上海"]}).memories[0]  # the form the prompt asks for
+    assert (three.subject, three.predicate, three.object, three.subject_type) == ("用户", "住在", "上海", "")
+    for broken in ("用户|住在", "用户|住在|上海|人物|多余"):
+        with pytest.raises(ValidationError):
+            MemoriesOnly.model_validate({"memories": [broken]})
 
 
 def test_statements_are_anchored_on_the_batchs_names_and_the_assistant_is_not_a_subject():
@@ -101,12 +104,13 @@ def test_a_statement_field_cannot_run_on_past_a_phrase():
     from memstack.llm.extract import STATEMENT_PATTERN, schema_for
 
     assert schema_for(["facts"]).model_json_schema()["properties"]["memories"]["items"]["pattern"] == STATEMENT_PATTERN
-    for fine in ("用户|做|贝果|人物", "小李|笔名|莫尔索|人物", "Li|pen name|Morsor's v2.5 book|person", "用户|预算|1000元以内，经济舱|人物"):
+    for fine in ("用户|做|贝果", "小李|笔名|莫尔索", "Li|pen name|Morsor's v2.5 book", "用户|预算|1000元以内，经济舱"):
         assert re.match(STATEMENT_PATTERN, fine), fine
     # a real answer of the local model: it closed the list inside a field and went on talking
-    ran_on = "用户|做贝果|用户类型']}。这些信息是用户在对话中提到的，可以长期记住|人物"
+    ran_on = "用户|做贝果|用户类型']}。这些信息是用户在对话中提到的，可以长期记住"
     assert not re.match(STATEMENT_PATTERN, ran_on)
-    assert not re.match(STATEMENT_PATTERN, "用户|喜欢|" + "很长的东西" * 25 + "|人物")  # an object past 100 characters
+    assert not re.match(STATEMENT_PATTERN, "用户|喜欢|" + "很长的东西" * 25)  # an object past 100 characters
+    assert not re.match(STATEMENT_PATTERN, "用户|做|贝果|人物")  # the subject's type is no longer written
 
 
 def test_a_fan_of_predicates_onto_one_object_is_dropped():

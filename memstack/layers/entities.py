@@ -26,8 +26,8 @@ from .extractor import SELF_KEY, attribute_values, first_person
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
 #: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so
-TITLES = {"zh": "已知的实体（括号中的日期是说起的日子）", "en": "Known entities (dates: when it was said)"}
-PROFILE_TITLES = {"zh": "用户画像（括号中的日期是说起的日子）", "en": "User profile (dates: when it was said)"}
+TITLES = {"zh": "已知的实体（日期是说起的日子）", "en": "Known entities (dates: when it was said)"}
+PROFILE_TITLES = {"zh": "用户画像（日期是说起的日子）", "en": "User profile (dates: when it was said)"}
 
 
 @dataclass
@@ -140,8 +140,8 @@ def render_entity(record: Record, lang: str, *, provenance: bool = False) -> str
 
 
 def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenance: bool = False) -> str:
-    """One attribute as "key=value (date)": several current values joined, each dated when their
-    dates differ; superseded values after the current one, as past:
+    """One attribute as "key=value": several current values joined, each dated when their dates
+    differ; superseded values after the current one, as past, the current one dated from then:
     "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" / "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)"."""
     current, before = attribute_values(attribute)
     current = [c for c in current if c.get("value")]
@@ -153,7 +153,9 @@ def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenan
     else:
         shown = ("、" if zh else ", ").join(c["value"] for c in current)
         day = next(iter(dates), "")
-        notes = [(f"自{day}" if zh else f"since {day}") if day and before else day] if day else []
+        # a lone value is not dated: the date is when it was said, and a small model gave it as
+        # when the thing happened ("生日=…（2026-02-10）" of a birthday said to be 大后天)
+        notes = [f"自{day}" if zh else f"since {day}"] if day and before else []
     if provenance and attribute.get("source_ids"):
         from .graph import cite
 

@@ -138,8 +138,28 @@ class Retrieval:
         second read with a larger budget fits them again without embedding the query again)."""
         key = (self.name, id(self), request.query, where)
         if key not in request.memo:
-            request.memo[key] = self.with_neighbours(self.search(request.scope, request.query, at=request.at, where=where), where)
+            hits = self.search(request.scope, request.query, at=request.at, where=where)
+            request.memo[key] = self.with_neighbours(self.turns_of_facts(request.scope.user(), hits), where)
         return request.memo[key]
+
+    def turns_of_facts(self, user: Scope, hits: list[Hit]) -> list[Hit]:
+        """Each extracted fact among the hits replaced by the round its turns begin (a fact is a key
+        pointing to its turns: its sentence is the model's paraphrase, and a wrong one, "用户的生日
+        是顾屿" of "大后天是我生日，我男朋友说要给我一个惊喜", was read as the answer); a fact whose round is
+        not found, or not a round a user message begins, stays."""
+        wanted = [f"{i}:0" for h in hits if h.unit.kind == "fact" for i in h.unit.source_ids]
+        if not wanted:
+            return hits
+        rounds = {u.id: u for u in self.store.units.get(user, list(dict.fromkeys(wanted)))}
+        out: list[Hit] = []
+        seen: set[str] = set()
+        for h in hits:
+            found = [rounds[f"{i}:0"] for i in h.unit.source_ids if f"{i}:0" in rounds] if h.unit.kind == "fact" else [h.unit]
+            for unit in found or [h.unit]:
+                if unit.id not in seen:
+                    seen.add(unit.id)
+                    out.append(Hit(unit, h.score, h.ranks) if unit is not h.unit else h)
+        return out
 
     def with_neighbours(self, hits: list[Hit], where: SearchFilter | None = None) -> list[Hit]:
         """Each hit, followed by the neighbours of a short one that ``where`` admits (the next unit
@@ -341,3 +361,4 @@ def topic_memory(
 
 register_layer("retrieval", Retrieval)
 register_layer("topic", topic_memory)
+

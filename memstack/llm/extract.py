@@ -59,33 +59,37 @@ class StateItem(BaseModel):
 
 
 class Statement(BaseModel):
-    """What the model writes for each statement: subject, its type, predicate, object."""
+    """What the model writes for each statement: subject, predicate, object (a subject type when
+    the answer has one)."""
 
     subject: str = Field(max_length=80)
-    subject_type: str = Field(max_length=40)
+    subject_type: str = Field(default="", max_length=40)
     predicate: str = Field(max_length=60)
     object: str = Field(max_length=200)
 
 
-#: one statement as the model writes it: "主体|谓词|宾语|主体类型" in one JSON string (a sentence's
-#: order first: with the type second the model renamed subjects). Keyed objects
-#: cost ~26 tokens a statement in keys, quotes and indentation for ~4 tokens of content (compact
-#: or indented, the model's own choice, ~33); the string costs ~10. Decoding is what the write side
-#: spends its time on, and one string a line also lets a loop be cut at its first repeat
-#: (``llm.loops``). Fields hold no "|", quote, backslash, newline, bracket, brace or "。": a
-#: statement is a phrase, and a model that tries to close the list early ("做贝果|用户类型']}。这些信息
-#: 是……", a real answer) would otherwise go on inside a field until its length runs out.
+#: one statement as the model writes it: "主体|谓词|宾语" in one JSON string. Keyed objects cost ~26
+#: tokens a statement in keys, quotes and indentation for ~4 tokens of content (compact or
+#: indented, the model's own choice, ~33); the string costs ~10, and ~8 without the subject's type
+#: that a fourth field used to carry ("|人物": the entities' type, mostly "用户类型" or empty of
+#: meaning): 24% fewer decoded tokens on LifeAssist-CN, 0.9 s of model time per turn where four
+#: fields took 1.05-1.08 (BENCHMARKS.md). A fourth field is still read (another model's answer).
+#: Decoding is what the write side spends its time on, and one string a line also lets a loop be
+#: cut at its first repeat (``llm.loops``). Fields hold no "|", quote, backslash, newline,
+#: bracket, brace or "。": a statement is a phrase, and a model that tries to close the list early
+#: ("做贝果|用户类型']}。这些信息是……", a real answer) would otherwise go on inside a field until its
+#: length runs out.
 _FIELD = r'[^|"\\\n\[\]{}。]'
-STATEMENT_PATTERN = rf"^{_FIELD}{{1,80}}\|{_FIELD}{{1,60}}\|{_FIELD}{{1,100}}\|{_FIELD}{{1,40}}$"
+STATEMENT_PATTERN = rf"^{_FIELD}{{1,80}}\|{_FIELD}{{1,60}}\|{_FIELD}{{1,100}}$"
 
 
 def _split_statement(value: Any) -> Any:
     if not isinstance(value, str):
         return value  # a statement object (another model's answer, or a value built in code)
     fields = [f.strip() for f in value.split("|")]
-    if len(fields) != 4:
-        raise ValueError("a statement is 'subject|predicate|object|subject type'")
-    return dict(zip(("subject", "predicate", "object", "subject_type"), fields, strict=True))
+    if len(fields) not in (3, 4):
+        raise ValueError("a statement is 'subject|predicate|object' (a fourth field, the subject's type, may follow)")
+    return dict(zip(("subject", "predicate", "object", "subject_type"), fields, strict=False))
 
 
 StatementLine = Annotated[Statement, BeforeValidator(_split_statement), WithJsonSchema({"type": "string", "pattern": STATEMENT_PATTERN})]
