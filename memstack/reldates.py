@@ -114,6 +114,17 @@ def relative_dates(text: str, said_at: datetime | date) -> list[tuple[int, int, 
     return sorted(taken)
 
 
+def resolved_days(value: Resolved) -> tuple[date, date]:
+    """The days a resolved expression covers, as [first, end): one day, a weekend's Saturday and
+    Sunday, a month or a year."""
+    kind, day = value
+    if kind == "year":
+        return day, date(day.year + 1, 1, 1)
+    if kind == "month":
+        return day, _months(day, 1)
+    return day, day + timedelta(days=2 if kind == "weekend" else 1)
+
+
 def render_resolved(value: Resolved, lang: str) -> str:
     kind, day = value
     if kind == "year":

@@ -2,7 +2,7 @@
 
 from datetime import date, datetime, timezone
 
-from memstack.reldates import annotate, relative_dates
+from memstack.reldates import annotate, relative_dates, resolved_days
 from memstack.retrieval.render import render_hits
 from memstack.types import Hit, Scope, Unit
 
@@ -37,6 +37,18 @@ def test_english_expressions():
     assert annotate("See you next Tuesday", may3, "en") == "See you next Tuesday (2023-05-09)"
     assert annotate("2 days ago it rained; tomorrow is fine", may3, "en") == "2 days ago (2023-05-01) it rained; tomorrow (2023-05-04) is fine"
     assert annotate("Last month I moved", may3, "en") == "Last month (2023-04) I moved"
+
+
+def test_the_days_an_expression_covers():
+    # what search compares with the period a question names (a day, a weekend, a month, a year)
+    days = [resolved_days(value) for _s, _e, value in relative_dates("昨天、这周末、上个月、去年", WED)]
+    assert days == [
+        (date(2026, 3, 17), date(2026, 3, 18)),
+        (date(2026, 3, 21), date(2026, 3, 23)),
+        (date(2026, 2, 1), date(2026, 3, 1)),
+        (date(2025, 1, 1), date(2026, 1, 1)),
+    ]
+    assert [resolved_days(v) for _s, _e, v in relative_dates("next month", date(2026, 12, 3))] == [(date(2027, 1, 1), date(2027, 2, 1))]
 
 
 def test_the_retrieved_section_dates_a_relative_expression_by_when_it_was_said():

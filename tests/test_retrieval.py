@@ -115,6 +115,25 @@ def test_a_period_named_gives_one_order_for_every_k(mem):
     assert day.timestamp.date().isoformat() == "2026-08-25"
 
 
+def test_what_was_said_later_about_the_period_named_is_found(mem):
+    # "上个月我把白色运动鞋洗干净了" said on 09-01 speaks of August; "我上个月洗了哪双鞋？" asked that
+    # day names August, where the user only talked of other shoes: the later round must lead
+    # (it was ranked below August's rounds, which the period list lifts). The same for a plan
+    # said before the period ("next Wednesday", said the week before last week)
+    at = datetime(2026, 9, 1, 18, tzinfo=timezone.utc)  # a Tuesday: last month = August, last week = Aug 24-30
+    user = "cleaner"
+    save(mem, user, "我这个月买了一双新的登山靴，准备九月去爬山", thread="a", at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc), reply="登山靴记得提前磨合。")
+    save(mem, user, "我的皮鞋鞋跟坏了，送去修鞋店换了鞋跟", thread="b", at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc), reply="修好了就好。")
+    save(mem, user, "上个月我终于把那双白色的阿迪达斯运动鞋洗干净了，之前一直拖着", thread="c", at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc), reply="洗干净的运动鞋看着就舒服。")
+    user_en = "cleaner-en"
+    save(mem, user_en, "I bought new hiking boots this month for a trip in September", thread="a", at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc), reply="Break them in first.")
+    save(mem, user_en, "The heel of my leather shoes broke, so I took them to a cobbler", thread="b", at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc), reply="Good that it is fixed.")
+    save(mem, user_en, "I finally cleaned my white Adidas sneakers last month, after putting it off for weeks", thread="c", at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc), reply="Clean sneakers look great.")
+    mem.flush()
+    assert "阿迪达斯" in mem.search("我上个月洗了哪双鞋？", user_id=user, at=at)[0].unit.text
+    assert "Adidas" in mem.search("Which pair of shoes did I clean last month?", user_id=user_en, at=at)[0].unit.text
+
+
 def test_forgetting_a_user_removes_units_vectors_and_cache(tmp_path):
     with Memory(tmp_path / "f.db", layers=["retrieval"]) as m:
         save(m, "gone", "我的密码提示是小狗的名字", thread="x")
