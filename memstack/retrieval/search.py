@@ -24,14 +24,14 @@ import numpy as np
 
 from ..errors import InvalidInput
 from ..providers.embeddings import Embedder
-from ..reldates import relative_dates, resolved_days
 from ..stores import UnitStore, VectorIndex
 from ..text import segment
 from ..timeparse import TimeRange, parse_time_range
 from ..types import Hit, Scope, Scored, SearchFilter, Unit
 from .asked import ASKS, ASSISTANT_LABELS, USER_LABELS, asked_only, first_person, speaks_to_assistant
 from .fusion import Fused, rrf
-from .units import LABELS, own_spans, own_text
+from .periods import said_in, speaks_of
+from .units import LABELS, own_text
 
 METHODS = ("hybrid", "bm25", "dense")
 #: vector ids "UNIT~kN" are sentence keys of unit UNIT (see the retrieval layer)
@@ -197,18 +197,7 @@ class Searcher:
         before it), in their fused order."""
         first = rrf(ranked[0], weights=dict(self.settings.weights))[: self.settings.mentions]
         by_id = {u.id: u for u in self.units.get(user, [f.id for f in first])}
-        since, until = span.since.date(), span.until.date()
-        out: list[Scored] = []
-        for f in first:
-            unit = by_id.get(f.id)
-            if unit is None or span.since <= unit.timestamp < span.until:
-                continue
-            for _start, _end, value in relative_dates(not_the_assistants(unit), unit.timestamp.astimezone(span.since.tzinfo)):
-                first_day, end_day = resolved_days(value)
-                if end_day > since and first_day < until:
-                    out.append(Scored(unit.id, f.score))
-                    break
-        return out
+        return [Scored(f.id, f.score) for f in first if (u := by_id.get(f.id)) is not None and not said_in(u, span) and speaks_of(u, span)]
 
     def _asked(self, user: Scope, rankings: dict[str, list[Scored]]) -> frozenset[str]:
         """Which of the first ``ASKED_PEEK`` candidates of each list are rounds in which the user
@@ -457,14 +446,6 @@ def assistant_only(unit: Unit) -> bool:
         return list(roles) == ["assistant"]
     spans = unit.metadata.get("spans") or []
     return bool(spans) and all(span[2] in ASSISTANT_LABELS for span in spans)
-
-
-def not_the_assistants(unit: Unit) -> str:
-    """The unit's own words (its lead-in left out) that are not the assistant's; a unit without
-    spans, its text."""
-    if not unit.metadata.get("spans"):
-        return unit.text
-    return "\n".join(unit.text[start:end] for _mid, _seq, label, _off, start, end in own_spans(unit) if label not in ASSISTANT_LABELS)
 
 
 #: runs keyword searches beside the query embedding (see ``_rank``)
