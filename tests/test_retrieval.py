@@ -118,9 +118,8 @@ def test_a_period_named_gives_one_order_for_every_k(mem):
 def test_what_was_said_later_about_the_period_named_is_found(mem):
     # "上个月我把白色运动鞋洗干净了" said on 09-01 speaks of August; "我上个月洗了哪双鞋？" asked that
     # day names August, where the user only talked of other shoes: the later round must lead
-    # (it was ranked below August's rounds, which the period list lifts). The same for a plan
-    # said before the period ("next Wednesday", said the week before last week)
-    at = datetime(2026, 9, 1, 18, tzinfo=timezone.utc)  # a Tuesday: last month = August, last week = Aug 24-30
+    # (it was ranked below August's rounds, which the period list lifts)
+    at = datetime(2026, 9, 1, 18, tzinfo=timezone.utc)  # a Tuesday: last month = August
     user = "cleaner"
     save(mem, user, "我这个月买了一双新的登山靴，准备九月去爬山", thread="a", at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc), reply="登山靴记得提前磨合。")
     save(mem, user, "我的皮鞋鞋跟坏了，送去修鞋店换了鞋跟", thread="b", at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc), reply="修好了就好。")

@@ -361,4 +361,3 @@ def topic_memory(
 
 register_layer("retrieval", Retrieval)
 register_layer("topic", topic_memory)
-

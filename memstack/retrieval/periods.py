@@ -9,20 +9,12 @@ from ..reldates import relative_dates, resolved_days
 from ..timeparse import TimeRange
 from ..types import Unit
 from .asked import ASSISTANT_LABELS
-from .units import own_spans
+from .units import own_text
 
 
 def said_in(unit: Unit, span: TimeRange) -> bool:
     """Whether the unit was said within the span."""
     return span.since <= unit.timestamp < span.until
-
-
-def not_the_assistants(unit: Unit) -> str:
-    """The unit's own words (its lead-in left out) that are not the assistant's; a unit without
-    spans, its text."""
-    if not unit.metadata.get("spans"):
-        return unit.text
-    return "\n".join(unit.text[start:end] for _mid, _seq, label, _off, start, end in own_spans(unit) if label not in ASSISTANT_LABELS)
 
 
 def speaks_of(unit: Unit, span: TimeRange) -> bool:
@@ -31,8 +23,5 @@ def speaks_of(unit: Unit, span: TimeRange) -> bool:
     The assistant's words do not count: "enjoy your weekend!" is not about the user's weekend."""
     since, until = span.since.date(), span.until.date()
     said = unit.timestamp.astimezone(span.since.tzinfo)
-    for _start, _end, value in relative_dates(not_the_assistants(unit), said):
-        first, end = resolved_days(value)
-        if end > since and first < until:
-            return True
-    return False
+    days = (resolved_days(value) for _start, _end, value in relative_dates(own_text(unit, without=ASSISTANT_LABELS), said))
+    return any(end > since and first < until for first, end in days)

@@ -4,8 +4,7 @@ relevance floor so that an unrelated question retrieves nothing.
 Steps, each a small function: find a time range in the query ("上周", "last May") relative to the
 request's ``at``; ask the keyword and vector indexes for candidates (and, when the query names a
 period, for the candidates said in it or said of a day in it, ranked among themselves as one
-more list); fuse by
-weighted reciprocal rank; keep candidates that pass the relevance floor (a lower one for a
+more list); fuse by weighted reciprocal rank; keep candidates that pass the relevance floor (a lower one for a
 first-person question that nothing passes) and stand high enough in the list that found them;
 hydrate the units, weighting the bare tail of a long answer down; break ties by recency; for a
 question about now, put the newest round on the best hit's subject first; leave out a hit whose
@@ -184,20 +183,20 @@ class Searcher:
         if self.settings.mentions > 0:
             # what was said outside the period about a day in it joins the period's candidates,
             # each retriever's list in its own scores (see ``_mentioning``)
-            mentioned = {x.id for x in self._mentioning(user, ranked, span)}
+            mentioned = self._mentioning(user, ranked, span)
             lists = {name: sorted([*items, *(x for x in ranked[0].get(name, ()) if x.id in mentioned)], key=lambda x: -x.score) for name, items in lists.items()}
         period = [Scored(f.id, f.score) for f in self._relevant((lists, floors), floors=False)]
         return self._relevant(ranked, extra={"period": period}, asked=asked), ranked
 
-    def _mentioning(self, user: Scope, ranked: tuple[dict[str, list[Scored]], dict[str, float]], span: TimeRange) -> list[Scored]:
+    def _mentioning(self, user: Scope, ranked: tuple[dict[str, list[Scored]], dict[str, float]], span: TimeRange) -> set[str]:
         """Among the first ``mentions`` candidates of the fused lists (floors aside), those said
         outside the period the query names in which the user (not the assistant: "enjoy your
         weekend") speaks of a day in it ("I finally cleaned my white sneakers last month", said
         on 05-24, for "which shoes did I clean last month?" asked the same day; "下周三发布" said
-        before it), in their fused order."""
+        before it)."""
         first = rrf(ranked[0], weights=dict(self.settings.weights))[: self.settings.mentions]
         by_id = {u.id: u for u in self.units.get(user, [f.id for f in first])}
-        return [Scored(f.id, f.score) for f in first if (u := by_id.get(f.id)) is not None and not said_in(u, span) and speaks_of(u, span)]
+        return {f.id for f in first if (u := by_id.get(f.id)) is not None and not said_in(u, span) and speaks_of(u, span)}
 
     def _asked(self, user: Scope, rankings: dict[str, list[Scored]]) -> frozenset[str]:
         """Which of the first ``ASKED_PEEK`` candidates of each list are rounds in which the user

@@ -176,11 +176,12 @@ def own_spans(unit: Unit) -> list[Span]:
     return [span for span in unit.metadata.get("spans") or [] if span[0] != lead]
 
 
-def own_text(unit: Unit) -> str:
-    """The unit's words without speaker labels or its lead-in; a unit without spans, its text."""
+def own_text(unit: Unit, *, without: frozenset[str] = frozenset()) -> str:
+    """The unit's words without speaker labels or its lead-in, and without the words of the
+    speakers labelled ``without``; a unit without spans, its text."""
     if not unit.metadata.get("spans"):
         return unit.text
-    return "\n".join(unit.text[start:end] for _mid, _seq, _label, _off, start, end in own_spans(unit))
+    return "\n".join(unit.text[start:end] for _mid, _seq, label, _off, start, end in own_spans(unit) if label not in without)
 
 
 #: sentence keys per unit at most, and the shortest sentence that gets one (characters)
