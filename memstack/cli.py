@@ -207,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
     p.add_argument("--upstream-timeout", type=float, default=60.0, help="seconds to wait for the upstream model before answering 504 (default: %(default)s)")
+    p.add_argument("--double-submit-window", type=float, default=2.0, metavar="SECONDS", help="an identical request without an Idempotency-Key this soon after an answer (or while one is answered) is a double submit: it answers the same and stores nothing; later it is a regenerate; 0: only while answering (default: %(default)s)")
     p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's line and headers may take to arrive whole, from the connection's opening (or the request's first bytes); then the connection is closed; 0: no limit (default: %(default)s)")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request body may take to arrive whole; then 408 and the connection is closed (default: %(default)s)")
     p.add_argument("--upstream-total-timeout", type=float, default=600.0, help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)")
@@ -601,6 +602,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         max_tokens=args.max_tokens,
         counter=args.tokenizer,
         upstream_timeout=args.upstream_timeout,
+        double_submit_window=args.double_submit_window,
         upstream_total_timeout=args.upstream_total_timeout,
         body_timeout=args.body_timeout,
         warm_model=True,

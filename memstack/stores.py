@@ -94,6 +94,12 @@ class StateStore(Protocol):
 
     def delete(self, scope: Scope, name: str = "state") -> bool: ...
 
+    def swap(self, scope: Scope, value: Mapping[str, Any] | None, *, expect: Mapping[str, Any] | None, name: str = "state") -> bool:
+        """Compare and set: write ``value`` (None: delete) only if the stored value equals
+        ``expect`` (None: there is none), in one step across threads and processes. Returns
+        whether it was written. Values compare as JSON (key order does not matter)."""
+        ...
+
 
 @runtime_checkable
 class CheckpointStore(Protocol):

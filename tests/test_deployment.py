@@ -410,9 +410,11 @@ def check_runs(runs: list[run_probe.Run], stored: set[str], killed_pid: int, kil
 
 def test_concurrent_copies_of_a_keyed_proxy_call_answer_what_the_thread_keeps(tmp_path):
     """A keyed chat completion sent twice at once, once to each of two servers over one SQLite
-    file, with an upstream that answers each call differently: the thread keeps one answer (a
-    double submit), both copies answer it, and a later retry with the key replays it (the copy
-    whose answer was not kept used to answer its own, and to keep it as the key's answer)."""
+    file, with an upstream that answers each call differently: the thread keeps one answer, both
+    copies answer it, and a later retry with the key replays it. The interleaving is forced: the
+    upstream holds the first copy's call until the other copy waits on its claim (before the
+    claim, a copy that came after the first one's answer was stored but before its key was
+    remembered read the request as a regenerate and kept a second answer)."""
     import concurrent.futures
 
     httpx = pytest.importorskip("httpx")
@@ -420,22 +422,38 @@ def test_concurrent_copies_of_a_keyed_proxy_call_answer_what_the_thread_keeps(tm
     from memstack.server.run import BackgroundServer
 
     calls = iter(range(1000))
+    released = threading.Event()
+
+    def answer(body: dict) -> str:
+        assert released.wait(30), "the second copy never waited"
+        return f"回答{next(calls)}"
+
     db = f"sqlite:///{tmp_path / 'shared.db'}"
-    with CannedOpenAI(lambda body: f"回答{next(calls)}", delay=0.2) as upstream:
+    with CannedOpenAI(answer) as upstream:
         apps = [create_app(config=ServerConfig(db=db, strategy="window", model=upstream.model, worker=False)) for _ in range(2)]
+
+        def waited() -> float:
+            return sum(app.state.proxy.metrics.registry.get_sample_value("memstack_proxy_copies_total", {"outcome": "waited"}) or 0 for app in apps)
+
         with BackgroundServer(apps[0]) as one, BackgroundServer(apps[1]) as two:
             for n in range(4):
-                body = {"model": "m", "user": "u", "messages": [{"role": "user", "content": f"问题{n}"}], "stream": False}
+                body = {"model": "m", "user": "u", "messages": [{"role": "user", "content": f"问题{n}"}], "stream": n % 2 == 1}
                 headers = {"X-Memstack-Thread": f"t{n}", "Idempotency-Key": f"k{n}"}
 
                 def send(url: str, body=body, headers=headers) -> str:
                     r = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
                     assert r.status_code == 200, r.text
-                    return r.json()["choices"][0]["message"]["content"]
+                    return streamed_text(r.text) if body["stream"] else r.json()["choices"][0]["message"]["content"]
 
+                released.clear()
+                before = waited()
                 with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                    answers = list(pool.map(send, [one.url, two.url]))
+                    sent = [pool.submit(send, url) for url in (one.url, two.url)]
+                    wait_for(lambda before=before: waited() > before, 30, "the second copy to wait on the first")
+                    released.set()
+                    answers = [f.result() for f in sent]
                 kept = [m["content"] for m in httpx.get(f"{one.url}/v1/users/u/threads/t{n}/messages").json()]
                 assert kept[0] == f"问题{n}" and len(kept) == 2
                 assert answers == [kept[1], kept[1]]
                 assert send(two.url) == send(one.url) == kept[1]  # retries replay the kept answer
+        assert len(upstream.requests) == 4  # one model call per request, however many copies

@@ -166,7 +166,8 @@ def test_a_regenerated_answer_replaces_the_one_it_regenerates(tmp_path):
     answers = iter(["a1", "a1'", "a2", "a3"])
     model = ScriptedModel(default=lambda messages, schema: next(answers))
     memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers="window,retrieval")
-    app = create_app(memory, ServerConfig(model=model, upstream_timeout=5, worker=False))
+    # the regenerate follows its answer at once: no double-submit window (tests/test_server_copies.py)
+    app = create_app(memory, ServerConfig(model=model, upstream_timeout=5, worker=False, double_submit_window=0))
     with BackgroundServer(app) as server:
         sdk = openai.OpenAI(base_url=f"{server.url}/v1", api_key="not-needed", max_retries=0)
         ask = lambda messages: sdk.chat.completions.create(model="m", messages=messages, user="u", extra_headers={"X-Memstack-Thread": "t"}).choices[0].message.content  # noqa: E731

@@ -505,6 +505,19 @@ class _State:
         with self._s.locked():
             return remove_file(path)
 
+    def swap(self, scope: Scope, value: Mapping[str, Any] | None, *, expect: Mapping[str, Any] | None, name: str = "state") -> bool:
+        path = self._s.state_path(scope, name)
+        data = None if value is None else dump_json(value, indent=2) + b"\n"
+        wanted = None if expect is None else json.loads(dump_json(expect))
+        with self._s.locked():  # the store's lock is a file lock: one step across processes
+            if read_document(path) != wanted:
+                return False
+            if data is None:
+                remove_file(path)
+            else:
+                write_atomically(path, data)
+            return True
+
 
 class _Profiles:
     """profiles.json at the root: {tenant: profile}."""

@@ -214,6 +214,18 @@ class _State:
         with self._s._lock:
             return self._s._state.pop((scope.key, name), None) is not None
 
+    def swap(self, scope: Scope, value: Mapping[str, Any] | None, *, expect: Mapping[str, Any] | None, name: str = "state") -> bool:
+        data = None if value is None else json_copy(value)
+        wanted = None if expect is None else json_copy(expect)
+        with self._s._lock:
+            if self._s._state.get((scope.key, name)) != wanted:
+                return False
+            if data is None:
+                self._s._state.pop((scope.key, name), None)
+            else:
+                self._s._state[(scope.key, name)] = data
+            return True
+
 
 class _Checkpoints:
     def __init__(self, store: MemoryStore) -> None:

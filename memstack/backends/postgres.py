@@ -576,6 +576,29 @@ class _State:
             cur.execute(f"DELETE FROM memstack_state WHERE {KEY_MATCH} AND name = %s", (*scope.key, name))
             return cur.rowcount > 0
 
+    def swap(self, scope: Scope, value: Mapping[str, Any] | None, *, expect: Mapping[str, Any] | None, name: str = "state") -> bool:
+        data = None if value is None else to_json(value, field="value")
+        with self._db.transaction("swapping state") as cur:
+            if expect is None:  # absent: the insert itself is the check (a concurrent one conflicts)
+                if data is None:
+                    cur.execute(f"SELECT 1 FROM memstack_state WHERE {KEY_MATCH} AND name = %s", (*scope.key, name))
+                    return cur.fetchone() is None
+                cur.execute(
+                    f"""INSERT INTO memstack_state ({KEY_COLUMNS}, name, value) VALUES (%s, %s, %s, %s, %s, %s::jsonb)
+                        ON CONFLICT (tenant, user_id, agent_id, thread_id, name) DO NOTHING""",
+                    (*scope.key, name, data),
+                )
+                return cur.rowcount > 0
+            wanted = to_json(expect, field="expect")
+            if data is None:
+                cur.execute(f"DELETE FROM memstack_state WHERE {KEY_MATCH} AND name = %s AND value = %s::jsonb", (*scope.key, name, wanted))
+            else:
+                cur.execute(
+                    f"UPDATE memstack_state SET value = %s::jsonb, updated_at = now() WHERE {KEY_MATCH} AND name = %s AND value = %s::jsonb",
+                    (data, *scope.key, name, wanted),
+                )
+            return cur.rowcount > 0
+
 
 class _Profiles:
     def __init__(self, db: _Database) -> None:

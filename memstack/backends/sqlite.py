@@ -366,6 +366,22 @@ class _State:
         with self._s.write() as db:
             return db.execute(f"DELETE FROM state WHERE {KEY} AND name = ?", (*scope.key, name)).rowcount > 0
 
+    def swap(self, scope: Scope, value: Mapping[str, Any] | None, *, expect: Mapping[str, Any] | None, name: str = "state") -> bool:
+        text = None if value is None else json.dumps(json_copy(value), ensure_ascii=False)
+        wanted = None if expect is None else json_copy(expect)
+        with self._s.write() as db:  # BEGIN IMMEDIATE: no other writer between the read and the write
+            row = db.execute(f"SELECT value FROM state WHERE {KEY} AND name = ?", (*scope.key, name)).fetchone()
+            if (None if row is None else json.loads(row[0])) != wanted:
+                return False
+            if text is None:
+                db.execute(f"DELETE FROM state WHERE {KEY} AND name = ?", (*scope.key, name))
+            else:
+                db.execute(
+                    "INSERT INTO state VALUES (?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET value = excluded.value, updated_us = excluded.updated_us",
+                    (*scope.key, name, text, _us(utcnow())),
+                )
+            return True
+
 
 class _Profiles:
     def __init__(self, store: SQLiteStore) -> None:

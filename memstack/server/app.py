@@ -73,6 +73,9 @@ class ServerConfig:
     #: (None: unbounded); an HTTP upstream gets the client's request as sent
     answer_max_tokens: int | None = DEFAULT_ANSWER_MAX_TOKENS
     upstream_timeout: float = 60.0
+    #: seconds after an answer in which an identical request without an Idempotency-Key is a double
+    #: submit (it answers the same, stores nothing) rather than a regenerate (``server.copies``)
+    double_submit_window: float = 2.0
     #: a streamed answer's whole length at most (``upstream_timeout`` bounds each wait in it)
     upstream_total_timeout: float | None = 600.0
     #: seconds a request body may take to arrive whole; then 408 and the connection is closed
@@ -113,7 +116,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.state.async_memory = async_memory = AsyncMemory(memory)
     app.state.auth = Auth(config.api_keys, default_tenant=config.tenant)
     app.state.metrics = metrics
-    app.state.proxy = proxy.Proxy(async_memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens)
+    app.state.proxy = proxy.Proxy(async_memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens, double_submit_window=config.double_submit_window)
     app.state.ready = False
     errors.install(app)
     app.include_router(api.router)

@@ -10,7 +10,7 @@ Copies of one request at once (a client that retries before the first answer cam
 server process) are settled by the store too: a REST add's messages that carry no id get ids
 made from the key (``message_ids``), so the store's append, which skips an id the thread holds,
 stores them once; a copy that stored nothing answers the messages the first one stored. (The
-proxy's copies are a double submit, which its conditional append settles.)
+proxy's copies wait on the first one's claim of the key: ``copies``.)
 """
 
 from __future__ import annotations

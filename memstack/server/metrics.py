@@ -26,6 +26,7 @@ class Metrics:
         self.latency = Histogram("memstack_http_request_seconds", "HTTP request latency", ["method", "route"], registry=self.registry)
         self.upstream = Counter("memstack_upstream_requests", "calls to the upstream chat model", ["outcome"], registry=self.registry)
         self.upstream_latency = Histogram("memstack_upstream_seconds", "upstream chat model latency", registry=self.registry, buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+        self.copies = Counter("memstack_proxy_copies", "chat completions that found a copy of themselves claimed (a retry with a key, a double submit)", ["outcome"], registry=self.registry)
         self.pending = Gauge("memstack_jobs_pending", "write-queue jobs with work left", registry=self.registry)
 
     def render(self, pending_jobs: int) -> tuple[bytes, str]:

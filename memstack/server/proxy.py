@@ -37,7 +37,7 @@ from ..aio import AsyncMemory
 from ..errors import Conflict, InvalidInput, MemstackError
 from ..replaced import REPLACES, visible
 from ..types import Message, Scope, utcnow
-from . import idempotency
+from . import copies, idempotency
 from .deps import Tenant
 from .errors import ApiError, UpstreamTimeout, error_body
 from .metrics import Metrics
@@ -51,6 +51,8 @@ log = logging.getLogger("memstack.server")
 
 #: stored messages read beyond the request's length, for answers the client has not seen
 _CONFLICT_RETRIES = 8
+#: the response header of an unkeyed request answered as a copy of an identical one (a double submit)
+DOUBLE_SUBMIT = "X-Memstack-Double-Submit"
 _TAIL_SLACK = 16
 
 
@@ -95,8 +97,12 @@ class Proxy:
     the answer's tokens (the request's ``max_tokens``, else ``completion_tokens``).
     """
 
-    def __init__(self, memory: AsyncMemory, upstream: Upstream, metrics: Metrics, *, max_tokens: int | None, completion_tokens: int = 1024) -> None:
+    def __init__(
+        self, memory: AsyncMemory, upstream: Upstream, metrics: Metrics, *, max_tokens: int | None, completion_tokens: int = 1024,
+        double_submit_window: float = copies.DEFAULT_WINDOW,
+    ) -> None:  # fmt: skip
         self.memory = memory
+        self.double_submit_window = double_submit_window
         self.upstream = upstream
         self.metrics = metrics
         self.max_tokens = max_tokens
@@ -144,12 +150,23 @@ class Proxy:
     # ---- the call ------------------------------------------------------------------------------
 
     async def answer(self, who: Who, body: ChatRequest, key: str | None = None) -> JSONResponse | StreamingResponse:
-        """The upstream's answer with memory; with an ``Idempotency-Key`` seen before in this
-        thread, the first answer again and nothing stored."""
-        if key is not None:
-            first = await self.memory.run_sync(idempotency.recall, self.memory.memory, self._scope(who), key)
-            if first is not None:
-                return self._replay(who, body, first)
+        """The upstream's answer with memory. A copy of a request being answered, or answered
+        already (the same ``Idempotency-Key`` in this thread, or without a key a double submit),
+        answers that answer again and stores nothing (``copies``)."""
+        settled = await copies.settle(
+            self.memory, self._scope(who), body.model_dump(mode="json", exclude_none=True), key,
+            window=self.double_submit_window, waiting=lambda: self.metrics.copies.labels("waited").inc(),
+        )  # fmt: skip
+        if isinstance(settled, copies.Replay):
+            self.metrics.copies.labels("replayed").inc()
+            return self._replay(who, body, settled.response, keyed=key is not None)
+        try:
+            return await self._answer(who, body, key, settled)
+        except BaseException:
+            await settled.release()
+            raise
+
+    async def _answer(self, who: Who, body: ChatRequest, key: str | None, held: copies.Held) -> JSONResponse | StreamingResponse:
         prepared = await self.prepare(who, body)
         prepared = replace(prepared, key=key)
         headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
@@ -158,7 +175,7 @@ class Proxy:
         try:
             if body.stream:
                 chunks = await self.upstream.open_stream(prepared.outgoing.messages, params)
-                return StreamingResponse(self._relay(who, chunks, prepared, started), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+                return StreamingResponse(self._relay(who, chunks, prepared, started, held), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
             answer = await self.upstream.complete(prepared.outgoing.messages, params)
         except MemstackError as exc:
             self._observe(exc, started)
@@ -167,17 +184,18 @@ class Proxy:
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
             kept = await self._store_answer(who, message.get("content") or "", message.get("tool_calls") or [], prepared)
-            if kept is not None and key is not None:  # a copy of this keyed request answered first
+            if kept is not None:  # a copy of this request answered first (its claim was lost, see copies)
                 answer = answering_with(answer, kept)
-        if key is not None:
-            await self.memory.run_sync(idempotency.remember, self.memory.memory, self._scope(who), key, answer)
+        await held.finish(answer)
         return JSONResponse(answer, headers=headers)
 
     def _scope(self, who: Who) -> Scope:
         return self.memory.scope(who.user_id, who.thread_id, tenant=who.tenant)
 
-    def _replay(self, who: Who, body: ChatRequest, answer: dict[str, Any]) -> JSONResponse | StreamingResponse:
-        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), idempotency.REPLAYED: "true"}
+    def _replay(self, who: Who, body: ChatRequest, answer: dict[str, Any], *, keyed: bool) -> JSONResponse | StreamingResponse:
+        """The answer of another copy of this request, sent again (``Idempotent-Replayed: true``
+        for a retried key, ``X-Memstack-Double-Submit: true`` for an unkeyed copy)."""
+        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), (idempotency.REPLAYED if keyed else DOUBLE_SUBMIT): "true"}
         if not body.stream:
             return JSONResponse(answer, headers=headers)
 
@@ -188,7 +206,7 @@ class Proxy:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
-    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float) -> AsyncIterator[str]:
+    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float, held: copies.Held) -> AsyncIterator[str]:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         try:
@@ -199,14 +217,19 @@ class Proxy:
             kept = None
             if prepared.store_answer:
                 kept = await self._store_answer(who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
-            if prepared.key is not None and kept is None:  # (a copy that answered first keeps its answer for the key)
-                whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)}, "finish_reason": "stop"}]}
-                await self.memory.run_sync(idempotency.remember, self.memory.memory, self._scope(who), prepared.key, whole)
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+            if calls:
+                message["tool_calls"] = [calls[i] for i in sorted(calls)]
+            whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]}
+            await held.finish(answering_with(whole, kept) if kept is not None else whole)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
             log.warning("stream for %s/%s failed: %s: %s", who.user_id, who.thread_id, type(exc).__name__, exc)
             yield f"data: {json.dumps(error_body(exc.code, str(exc)), ensure_ascii=False)}\n\n"
             return
+        finally:
+            if not held.done:  # failed, or the client went away mid-stream: a waiting copy answers instead
+                await held.release()
         yield "data: [DONE]\n\n"
 
     async def _store_answer(self, who: Who, text: str, tool_calls: list[dict[str, Any]], prepared: Prepared) -> Message | None:

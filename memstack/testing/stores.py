@@ -12,6 +12,7 @@ location, as a restarted process would)::
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -186,6 +187,29 @@ class StoreContract:
         assert store.state.delete(user) is True
         assert store.state.delete(user) is False
         assert store.state.get(user) is None and store.state.get(user, "profile") == {"n": 1}
+
+    def test_state_swap_writes_only_over_the_expected_value(self, store):
+        other = Scope(user_id="user_002", thread_id="t1")
+        assert store.state.swap(A, {"by": "w1", "n": 1}, expect=None, name="claim") is True
+        assert store.state.swap(A, {"by": "w2"}, expect=None, name="claim") is False  # taken
+        assert store.state.swap(A, {"by": "w2"}, expect={"by": "w9", "n": 1}, name="claim") is False
+        assert store.state.get(A, "claim") == {"by": "w1", "n": 1}
+        assert store.state.swap(A, {"by": "w2", "n": 2}, expect={"n": 1, "by": "w1"}, name="claim") is True  # key order is no matter
+        assert store.state.get(A, "claim") == {"by": "w2", "n": 2}
+        assert store.state.swap(other, {"by": "w3"}, expect=None, name="claim") is True  # another user's is another value
+        assert store.state.swap(A, None, expect={"by": "w1", "n": 1}, name="claim") is False
+        assert store.state.swap(A, None, expect={"by": "w2", "n": 2}, name="claim") is True  # deleted
+        assert store.state.get(A, "claim") is None and store.state.get(other, "claim") == {"by": "w3"}
+        assert store.state.swap(A, None, expect=None, name="claim") is True  # absent, as expected
+        assert store.state.swap(other, None, expect=None, name="claim") is False
+
+    def test_state_swap_lets_one_of_many_threads_win(self, store):
+        def claim(i: int) -> bool:
+            return store.state.swap(A, {"by": i}, expect=None, name="race")
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            won = [i for i, ok in enumerate(pool.map(claim, range(16))) if ok]
+        assert len(won) == 1 and store.state.get(A, "race") == {"by": won[0]}
 
     def test_state_rejects_non_json(self, store):
         with pytest.raises(InvalidInput):
