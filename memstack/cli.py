@@ -195,6 +195,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--answers", metavar="FILE", help="also write every question's context size, answer and verdict as JSON lines")
     p.set_defaults(run=cmd_bench_qa)
     _common(p)
+    p = bench.add_parser("facts", help="precision of what the model-backed layers store, against the gold statements of a development set")
+    p.add_argument("--preset", action="append", default=[], help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES))
+    p.add_argument("--layers", action="append", default=[], metavar="STACK", help="a stack of layers to test, e.g. entities,graph (repeatable)")
+    p.add_argument("--model", default="local", help="the chat model of the model-backed layers (default: %(default)s)")
+    p.add_argument("--data", help="a directory of *.jsonl conversations with gold statements, or one file (default: the checkout's bench/data/facts)")
+    p.add_argument("--limit", type=int, help="conversations at most")
+    p.add_argument("--only", action="append", default=[], metavar="ID", help="only this conversation (repeatable)")
+    p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
+    p.add_argument("--json", nargs="?", const=True, default=argparse.SUPPRESS, metavar="OUT", help="write the whole report as JSON to OUT (alone: print it instead of the table)")
+    p.set_defaults(run=cmd_bench_facts)
 
     p = sub.add_parser("serve", help="run the memory service: the REST API and the OpenAI-compatible proxy")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
@@ -579,6 +589,22 @@ def cmd_bench_qa(args: argparse.Namespace) -> None:
         for system in report["systems"].values():
             system.pop("answers")
     _emit(args, report, lambda: format_report(report))
+
+
+def cmd_bench_facts(args: argparse.Namespace) -> None:
+    from .evaluation.facts import format_report, run
+    from .evaluation.progress import Progress
+    from .evaluation.qa import systems_for
+
+    split = lambda values: [x.strip() for v in values for x in v.split(",") if x.strip()]  # noqa: E731
+    if not (args.preset or args.layers):
+        raise UsageError("name what to test: --preset or --layers (e.g. --preset personal-assistant)")
+    systems = systems_for(split(args.preset), args.layers)
+    with Progress() as progress:
+        report = run(args.data, systems, model=args.model, limit=args.limit, only=args.only, embedder=args.embedder, progress=progress)
+    if isinstance(args.json, str):
+        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+    _emit(argparse.Namespace(json=args.json is True), report, lambda: format_report(report))
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
