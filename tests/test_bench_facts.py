@@ -27,6 +27,7 @@ from memstack.evaluation.facts import (
     format_report,
     item_status,
     load_facts,
+    rescore,
     run,
     score_item,
     stored_items,
@@ -140,6 +141,7 @@ CONV = FactConversation(
         G("用户", "使用", "Tableau", "not_a_fact", "not_a_fact"),
         G("小李", "笔名", "莫尔索", "current", "other_person"),
         G("用户", "室友", "小李", "current", "other_person"),
+        G("妹妹", "专业", "临床医学", "current", "other_person", subject_aliases=["我妹妹", "林小雨"]),
     ),
     user_names=("王磊",),
 )
@@ -158,6 +160,9 @@ def test_a_right_value_is_correct_whatever_the_wording():
     assert verdict("星图项目", "使用", "Kafka", source="entity") == "correct"
     assert verdict("用户", "alias", "王磊", source="alias", key="user") == "correct"
     assert verdict("星图项目", "负责人", "张伟", source="relation") == "correct"  # a relation the other way round
+    assert verdict("用户", "妹妹的专业", "临床医学", key="user") == "correct"  # the predicate names whose it is
+    assert verdict("林小雨", "专业", "临床医学", source="entity") == "correct"
+    assert verdict("用户", "专业", "临床医学", key="user") == "misattributed"  # the sister's, not the user's
 
 
 def test_a_stale_or_inverted_value_shown_as_current_is_a_wrong_current_value():
@@ -178,6 +183,13 @@ def test_another_subjects_value_and_a_wrong_alias_are_misattributed_and_the_rest
     assert verdict("用户", "alias", "小李", source="alias", key="user") == "misattributed"  # the user is not 小李
     assert verdict("用户", "喜欢", "滑雪", key="user") == "unmatched"
     assert verdict("用户", "住在", "深", key="user") == "unmatched"  # a fragment is no value
+
+
+def test_a_correct_item_that_carries_several_gold_values_finds_them_all_for_recall():
+    conv = FactConversation("c", "en", CONV.turns, (G("用户", "trip to", "Portugal", "plan", "plan"), G("用户", "trip date", "September", "plan", "date"), G("用户", "visit", "Lisbon", "not_a_fact", "not_a_fact")))
+    v = score_item(Item("user", "plans", "trip to Portugal in September", "current", "profile", "user"), conv)
+    assert v.verdict == "correct" and len({v.gold, *v.also}) == 2
+    assert tally([conv], {"c": [v]})["overall"]["found"] == 2
 
 
 def test_a_stored_value_reads_as_negated_planned_or_past_from_its_own_words():
@@ -206,7 +218,7 @@ def test_the_tally_counts_precision_recall_and_wrong_current_values_per_category
     overall = t["overall"]
     assert (overall["stored"], overall["correct"], overall["wrong_current"], overall["unmatched"]) == (5, 2, 2, 1)
     assert overall["precision"] == 0.4
-    assert overall["gold"] == 9 and overall["found"] == 2 and overall["recall"] == round(2 / 9, 3)
+    assert overall["gold"] == 10 and overall["found"] == 2 and overall["recall"] == round(2 / 10, 3)
     assert t["by_category"]["change"]["wrong_current"] == 1 and t["by_category"]["change"]["precision"] == 0.5
     assert t["by_category"]["not_a_fact"]["traps"] == 1 and t["by_category"]["not_a_fact"]["recall"] is None
     assert t["by_category"]["unmatched"]["stored"] == 1
@@ -272,6 +284,8 @@ def test_the_run_ingests_each_conversation_into_a_fresh_store_and_scores_it(tmp_
     assert s["cost"]["model_calls"] > 0 and s["cost"]["turns"] == 8 and s["failed_jobs"] == 0
     assert all(r["conversation"] == "t1" for r in s["items"])  # the second user's store holds nothing of the first's
     assert {m["conversation"] for m in s["missed"]} >= {"t2"}
+    again = rescore(json.loads(json.dumps(report)), path)  # a saved report, scored again without ingesting
+    assert again["systems"]["entities,graph"]["overall"] == s["overall"] and again["systems"]["entities,graph"]["cost"] == s["cost"]
     table = format_report(report)
     assert "| **all** |" in table and "wrong current" in table and "entities,graph" in table
     assert run(path, systems_for(strategies=["entities"]), model=model, limit=1)["conversations"] == 1

@@ -428,12 +428,16 @@ def _item_is_user(item: Item, conv: FactConversation) -> bool:
     return item.subject_key == "user" or _is_self(item.subject) or _light(item.subject) in names
 
 
-def _subject_matches(subject: str, is_user: bool, gold: Gold) -> bool:
+def _subject_matches(subject: str, is_user: bool, gold: Gold, predicate: str = "") -> bool:
+    """Whether a stored subject is the gold's: the user for the user, else a name or alias by
+    containment; a statement on the user whose predicate names the gold's subject ("用户 | 妹妹的专业
+    | 临床医学", "user | wife's job | pediatrician") is that subject's."""
     names = [gold.subject, *gold.subject_aliases]
-    if is_user:
-        return any(_is_self(n) for n in names)
-    s = _light(subject)
     others = [_light(n) for n in names if not _is_self(n)]
+    if is_user:
+        p = _light(predicate)
+        return any(_is_self(n) for n in names) or (bool(p) and any(_size(n) >= 2 and _inside(n, p) for n in others))
+    s = _light(subject)
     return bool(s) and any(_compact(s) == _compact(n) or (_size(n) >= 2 and _inside(n, s)) or (_size(s) >= 2 and _inside(s, n)) for n in others)
 
 
@@ -454,7 +458,7 @@ class Verdict:
     def row(self, conv: FactConversation) -> dict[str, Any]:
         g = conv.gold[self.gold] if self.gold is not None else None
         out: dict[str, Any] = {"conversation": conv.id, "verdict": self.verdict, "source": self.item.source, "stored": {"subject": self.item.subject, "predicate": self.item.predicate, "object": self.item.object, "status": self.item.status, "reads_as": self.reads_as}}
-        for k in ("since", "until", "said", "thread"):
+        for k in ("subject_key", "since", "until", "said", "thread"):
             if getattr(self.item, k):
                 out["stored"][k] = getattr(self.item, k)
         if g is not None:
@@ -472,7 +476,7 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
     for i, g in enumerate(conv.gold):
         agrees = reads in COMPATIBLE[g.status]
         if score := object_score(item.object, g):
-            candidates.append((score, _subject_matches(item.subject, is_user, g), predicate_score(item.predicate, g.predicate), agrees, False, i))
+            candidates.append((score, _subject_matches(item.subject, is_user, g, item.predicate), predicate_score(item.predicate, g.predicate), agrees, False, i))
     if item.source == "relation" and not any(c[1] for c in candidates):
         # a relation written the other way round ("知识中台 —开发者→ 小李" for 小李 开发 知识中台)
         target_is_user = _is_self(item.object) or _light(item.object) in {_light(n) for n in conv.user_names}
@@ -670,6 +674,32 @@ def _system_report(system: Any, conversations: Sequence[FactConversation], verdi
         "items": rows,
         "missed": [{"conversation": c.id, "category": g.category, "gold": g.describe()} for c in conversations for i, g in enumerate(c.gold) if g.status != "not_a_fact" and (c.id, i) not in found],
     }
+
+
+def rescore(report: dict[str, Any], path: str | Path | None = None) -> dict[str, Any]:
+    """A saved report (``--json OUT``) scored again from its stored items against the set at
+    ``path`` as it is now (after the gold or the scorer changed), without ingesting anything."""
+    saved = {r["conversation"] for s in report["systems"].values() for r in (*s["items"], *s["missed"])}
+    conversations = [c for c in load_facts(path) if c.id in saved]
+    known = {c.id: c for c in conversations}
+    out = {**report, "systems": {}}
+    for name, s in report["systems"].items():
+        verdicts: dict[str, list[Verdict]] = {c.id: [] for c in conversations}
+        for r in s["items"]:
+            st = r["stored"]
+            item = Item(st["subject"], st["predicate"], st["object"], st["status"], r["source"], st.get("subject_key", ""), st.get("since", ""), st.get("until", ""), st.get("said", ""), st.get("thread", ""))
+            verdicts[r["conversation"]].append(score_item(item, known[r["conversation"]]))
+        system = _Saved(tuple(s.get("layers", ())), s.get("preset"))
+        out["systems"][name] = {**_system_report(system, conversations, verdicts, _Cost()), "cost": s["cost"], "failed_jobs": s["failed_jobs"], "errors": s.get("errors", [])}
+    return out
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """The system a saved report names: its layers and preset."""
+
+    layers: tuple[str, ...]
+    preset: str | None
 
 
 # ---- the report ------------------------------------------------------------------------------------
