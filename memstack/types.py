@@ -512,7 +512,9 @@ class Unit:
             object.__setattr__(self, "source_ids", tuple(self.source_ids))
 
 
-RECORD_KINDS: tuple[str, ...] = ("summary", "entity", "relation", "state")
+#: "rejected": a statement of the model's that the user's words did not support, kept with its
+#: reason so that the audit trail shows what was not stored and why (``layers.verify``)
+RECORD_KINDS: tuple[str, ...] = ("summary", "entity", "relation", "state", "rejected")
 
 
 @dataclass(frozen=True, slots=True)

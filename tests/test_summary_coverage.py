@@ -49,14 +49,15 @@ def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_token
     assert "知识中台" in context_text(ctx)
 
 
-def test_a_note_grounded_nowhere_does_not_claim_the_whole_batch(tmp_path):
-    # a paraphrase the turns do not support: it is shown, and the turns it does not carry stay carried
+def test_a_note_grounded_nowhere_is_not_kept_and_the_turns_stay_carried(tmp_path):
+    # a statement the user's words do not support ("enjoys hiking" of a nurse's introduction) is
+    # no note at all (layers.verify: a wrong memory is worse than none); the turns stay carried
     mem, items = summarised(tmp_path, out(("User", "person", "enjoys", "hiking")), ["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"], 2)
-    ungrounded = next(i for i in items if "hiking" in i["text"])
-    assert ungrounded["source_ids"] == []
+    assert not any("hiking" in i["text"] for i in items)
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary", query="Where do I work?", max_tokens=2000)
     text = context_text(ctx)
-    assert "Chengdu" in text and "nurse" in text and "hiking" in text
+    assert "Chengdu" in text and "nurse" in text and "hiking" not in text
+    assert [e.after["reason"] for e in mem.store.records.audit(mem.scope("u"), kind="rejected")] == ["not in the user's own words"]
 
 
 def test_turns_the_notes_carry_still_leave_the_context(tmp_path):

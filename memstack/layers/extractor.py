@@ -23,7 +23,7 @@ from ..budget import split_text
 from ..errors import InvalidInput, JobError, ModelOutputError, UsageError
 from ..llm.base import ChatModel
 from ..llm.custom import check_schema, entities_of, entity_items, extract_schema, relation_items, relations_of, to_entity
-from ..llm.extract import Batch, Extracted, extract, language, merge_notes
+from ..llm.extract import Batch, Extracted, extract, language, merge_notes, unpack
 from ..llm.extract import sentence as note_text
 from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..llm.metered import Metered
@@ -35,6 +35,7 @@ from . import register_layer
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
 from .notes import apply_updates, grounded_note, said_notes
 from .supersede import canonical, replaced, said_as_old
+from .verify import verify
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -236,6 +237,7 @@ class Extractor:
                 return
             raise JobError(f"the model's extraction stayed invalid; the batch stays queued: {exc}") from exc
         metered.commit(getattr(self.store, "usage", None), scope, self.name)
+        batch = self._verified(scope, batch)
         value = batch.extracted
         if "facts" in self.parts:
             records.apply(scope, self._summary_changes(scope, batch, value.facts), layer="summary")
@@ -249,8 +251,35 @@ class Extractor:
             records.apply(scope, self._state_changes(batch, value.state), layer=self.name)
         elif "state" in self.parts:
             user_changes += self._state_changes(batch, value.state)
+        user_changes += self._rejected_changes(batch)
         if user_changes:
             records.apply(scope.user(), user_changes, layer=self.name)
+
+    def _verified(self, scope: Scope, batch: Batch) -> Batch:
+        """The batch with only the statements the user's own words support (``verify``); the
+        others go to the audit trail as ``rejected`` records with their reasons."""
+        statements = getattr(batch.result.value, "memories", None)
+        if not statements:
+            return batch
+        me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
+        known = [n for s in statements for n in (s.subject, s.object)]
+        self_names = [*(me[0].value.get("aliases", []) if me else []), *self_introduced(batch.messages, known)]
+        checked = verify(statements, batch.messages, self_names=self_names)
+        if not checked.rejected and checked.kept == list(statements):
+            return batch
+        kept = unpack(batch.result.value.model_copy(update={"memories": checked.kept}), batch.lang)
+        extracted = replace(kept, entities=[*kept.entities, *[e for e in batch.extracted.entities if e.fields]]) if any(e.fields for e in batch.extracted.entities) else kept
+        return replace(batch, extracted=replace(extracted, state=batch.extracted.state), rejected=tuple(checked.rejected))
+
+    def _rejected_changes(self, batch: Batch) -> list[Change]:
+        out = []
+        when = batch.messages[-1].timestamp
+        users = tuple(m.id for m in batch.messages if m.role == "user") or tuple(m.id for m in batch.messages)
+        for r in batch.rejected:
+            said = f"{r.statement.subject}|{r.statement.predicate}|{r.statement.object}"
+            key = hashlib.sha256(f"{said}\x1f{users[0]}".encode()).hexdigest()[:24]
+            out.append(Change("put", "rejected", key, {"statement": said, "reason": r.reason, "quote": r.quote}, users, when))
+        return out
 
     def _extract(self, model: ChatModel, turns: list[Message], known: list[str]) -> Batch:
         """One call for the parts of memstack's schema; with an entity schema, the entities (and
@@ -455,9 +484,9 @@ class Extractor:
                 first = dict(earlier)
                 value = first if confidence <= float(first.get("confidence", 0)) else {**first, "confidence": confidence}
                 when = (known[key].valid_from if key in known else out[key].at) or when
-                if first.get("invalid_at") and not said_as_old(r.target, evidence):
+                if first.get("invalid_at") and not said_as_old(r.target, evidence) and not getattr(r, "past", False):
                     value = {k: v for k, v in value.items() if k != "invalid_at"}  # true again
-            if said_as_old(r.target, evidence):
+            if getattr(r, "past", False) or said_as_old(r.target, evidence):
                 value = {**value, "invalid_at": value.get("invalid_at") or when.isoformat()}  # "从上海搬到深圳": 上海 is past
             elif not value["alias"]:
                 for other in _superseded(value, evidence, [*known.values(), *out.values()], skip=key):
@@ -536,6 +565,8 @@ def evidence_for(r: Any, messages: Sequence[Message]) -> tuple[str, tuple[str, .
 
     def names(name: str, text: str, m: Message) -> bool:
         return (entity_key(name) == SELF_KEY and m.role == "user") or normalize(name) in normalize(text)
+
+    messages = [m for m in messages if m.role == "user"]  # the user's own words, never the assistant's
 
     for m in messages:
         for part in split_text(m.text):
@@ -662,12 +693,13 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
         k, v = canonical(attr.key), attr.value.strip()
         if not k or not v:
             continue
-        sources, _ = sentence_sources(v, batch.messages, threshold=0.3)
+        users = [m for m in batch.messages if m.role == "user"]  # the assistant's words are never the user's facts
+        sources, _ = sentence_sources(v, users, threshold=0.3)
         if not sources:
-            continue  # a value nobody said
-        when = max(m.timestamp for m in batch.messages if m.id in sources)
-        said = _sentence_naming(v, batch.messages, sources)
-        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}, said, batch.lang)
+            continue  # a value the user did not say
+        when = max(m.timestamp for m in users if m.id in sources)
+        said = _sentence_naming(v, users, sources)
+        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}, said, batch.lang, past=getattr(attr, "past", False))
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
     if e.fields:  # a developer's entity schema: its other fields as the model gave them, newest wins
@@ -701,13 +733,15 @@ def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, A
 PAST_KEPT = 5
 
 
-def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str) -> dict[str, Any]:
+def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str, *, past: bool = False) -> dict[str, Any]:
     """One attribute after a new value was said: accumulated beside the current ones, or superseding
     those it replaces (``supersede.replaced``), or recorded as past when the sentence names it as
-    the old one ("从上海搬到深圳" for 上海). Superseded values move to ``past`` with their dates."""
+    the old one ("从上海搬到深圳" for 上海) or ends it (``past``: "不再做数据分析了", ``verify``).
+    Superseded values move to ``past`` with their dates."""
+    ended = past
     current, past = attribute_values(old)
     same = [c for c in current if normalize(c["value"]) == normalize(new["value"])]
-    if said_as_old(new["value"], sentence):
+    if ended or said_as_old(new["value"], sentence):
         if not any(normalize(p["value"]) == normalize(new["value"]) for p in past):
             gone = same[0] if same else {"value": new["value"], "source_ids": new["source_ids"]}
             past.append({**gone, "until": new["valid_from"]})

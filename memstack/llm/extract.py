@@ -32,6 +32,8 @@ PARTS: tuple[str, ...] = ("facts", "entities", "relations", "state")
 class Attribute(BaseModel):
     key: str = Field(max_length=60)
     value: str = Field(max_length=200)
+    #: the user's words end this value ("不再做数据分析了", "以前住在上海"): stored as past, never current
+    past: bool = False
 
 
 class Entity(BaseModel):
@@ -51,6 +53,8 @@ class Relation(BaseModel):
     #: filled from the turns by the extractor (the sentence naming both ends): not asked of the
     #: model, whose quotes cost output tokens and drift from the text
     evidence: str = Field(default="", max_length=300)
+    #: the user's words end this relation (see Attribute.past)
+    past: bool = False
 
 
 class StateItem(BaseModel):
@@ -66,6 +70,8 @@ class Statement(BaseModel):
     subject_type: str = Field(default="", max_length=40)
     predicate: str = Field(max_length=60)
     object: str = Field(max_length=200)
+    #: set by the checks against the user's words (``layers.verify``), never asked of the model
+    past: bool = False
 
 
 #: one statement as the model writes it: "主体|谓词|宾语" in one JSON string. Keyed objects cost ~26
@@ -174,9 +180,10 @@ def sentence(s: Statement, lang: str) -> str:
     """A statement as a readable note in the conversation's language: "用户开发知识中台", and for a
     predicate that is a noun "林晓的老板是陈刚" / "User develops the platform", "Lin's boss is Chen"."""
     subject, predicate, obj = s.subject.strip(), s.predicate.strip(), s.object.strip()
+    ended = ("（已不再）" if lang == "zh" else " (no longer)") if s.past else ""
     if subject and obj and _noun_predicate(predicate, lang):
-        return f"{subject}的{predicate}是{obj}" if lang == "zh" else f"{subject}'s {predicate} is {obj}"
-    return ("" if lang == "zh" else " ").join(p for p in (subject, predicate, obj) if p)
+        return (f"{subject}的{predicate}是{obj}" if lang == "zh" else f"{subject}'s {predicate} is {obj}") + ended
+    return ("" if lang == "zh" else " ").join(p for p in (subject, predicate, obj) if p) + ended
 
 
 _OF_ZH = re.compile(r"^(.{1,30}?)的(.{1,8})$")
@@ -228,13 +235,13 @@ def unpack(value: BaseModel, lang: str) -> Extracted:
             seen[key] = s
     statements = _anchored(_without_fans(list(seen.values())))
     facts = list(dict.fromkeys(sentence(s, lang) for s in statements))
-    relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip()) for s in statements]
+    relations = [Relation(source=s.subject.strip(), relation=s.predicate.strip(), target=s.object.strip(), past=s.past) for s in statements]
     entities: dict[str, Entity] = {}
     for s in statements:
         key = s.subject.strip().casefold()
         e = entities.setdefault(key, Entity(name=s.subject.strip(), type=s.subject_type.strip()))
         if len(e.attributes) < 8:
-            e.attributes.append(Attribute(key=s.predicate.strip(), value=s.object.strip()))
+            e.attributes.append(Attribute(key=s.predicate.strip(), value=s.object.strip(), past=s.past))
     return Extracted(facts, list(entities.values()), relations, list(getattr(value, "state", [])))
 
 
@@ -413,6 +420,8 @@ class Batch:
     lang: str
     result: Structured
     extracted: Extracted
+    #: statements the user's words did not support (``layers.verify.Rejected``), for the audit trail
+    rejected: tuple[Any, ...] = ()
 
 
 def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str], *, known: Sequence[str] = (), max_tokens: int = 768, state_keys: Mapping[str, str] | None = None) -> Batch:
