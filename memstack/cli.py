@@ -20,7 +20,7 @@ from .backends import open_store
 from .errors import InvalidInput, MemstackError, NotFound, UsageError
 from .memory import Memory
 from .saved import is_record as is_saved_record
-from .types import in_range, parse_time
+from .types import RECORD_KINDS, in_range, parse_time
 from .views import plural
 
 #: the scenario presets (memstack.presets), named in --help without importing the layers
@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--user", required=True)
         p.add_argument("--agent")
         if name == "audit":
-            p.add_argument("--kind", choices=["summary", "entity", "relation", "state"])
+            p.add_argument("--kind", choices=RECORD_KINDS)
             p.add_argument("--limit", type=int, default=100)
         p.set_defaults(run=cmd_records, what=name)
 

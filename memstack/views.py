@@ -174,6 +174,14 @@ def usage(store: Store, scope: Scope) -> dict[str, Any]:
     return {"totals": totals, "calls": calls}
 
 
+def _audit_line(e: dict[str, Any]) -> str:
+    """One audit event; a rejected statement shows what the model said and why it was not kept."""
+    what = e["key"]
+    if e["kind"] == "rejected" and e.get("after"):
+        what = f"{e['after'].get('statement', '')}  -- {e['after'].get('reason', '')}"
+    return f"{e['at']}  {e['action']:<9} {e['kind']:<8} {what}  ({e['layer']})"
+
+
 VIEWS: dict[str, Callable[..., Any]] = {"entities": entities, "graph": graph, "state": state, "audit": audit, "usage": usage}
 
 
@@ -186,7 +194,7 @@ def render(what: str, data: Any) -> str:
     if what == "state":
         return "\n".join(f"{k}: {v}" for k, v in data.items()) or "(no state)"
     if what == "audit":
-        return "\n".join(f"{e['at']}  {e['action']:<9} {e['kind']:<8} {e['key']}  ({e['layer']})" for e in data) or "(no audit events)"
+        return "\n".join(_audit_line(e) for e in data) or "(no audit events)"
     if what == "usage":
         lines = [f"{name}: {plural(t['calls'], 'call')} ({t['failed']} failed), {t['prompt_tokens']} prompt + {plural(t['completion_tokens'], 'completion token')}, {t['seconds']} s" for name, t in data["totals"].items()]
         return "\n".join(lines) or "(no model calls)"
