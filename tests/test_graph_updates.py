@@ -90,7 +90,7 @@ def test_a_superseded_relation_is_kept_as_past_and_paths_follow_the_current_one(
     assert relations["蓝海科技"].value["invalid_at"].startswith("2026-05-30") and "invalid_at" not in relations["星河数据"].value
     facts = graph(mem, "我的公司在哪个城市？")
     assert "用户 —跳槽到→ 星河数据" in facts and "成都" in facts
-    assert "用户 —就职于→ 蓝海科技（依据：“我就职于蓝海科技”，已不成立：2026-03-01 至 2026-05-30）" in facts
+    assert "用户 —就职于→ 蓝海科技（此前：2026-03-01 至 2026-05-30，已不成立；“我就职于蓝海科技”）" in facts
     assert "杭州" not in facts  # the old employer is shown as past, and the path does not go on through it
     lines = facts.splitlines()
     assert lines.index(next(x for x in lines if "星河数据" in x)) < lines.index(next(x for x in lines if "蓝海科技" in x))

@@ -8,6 +8,7 @@ must be idempotent (keyed by source message ids), since a job killed mid-way run
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,23 +88,83 @@ class Writer(Protocol):
         ...
 
 
-def record_lines(layer: str, title: str, records: Sequence[Record], render: Callable[[Record], str], budget: int | None, counter: TokenCounter, *, what: str, priority: int) -> LayerOutput:
+def record_lines(layer: str, title: str, records: Sequence[Record], render: Callable[[Record], str | Sequence[str]], budget: int | None, counter: TokenCounter, *, what: str, priority: int, tail: Callable[[Callable[[str], bool]], str] | None = None) -> LayerOutput:
     """One section of ``title`` and a line per record, best first, within ``budget`` tokens (a
     record that does not fit is left out, the ones after it may still fit); its sections and what it
-    dropped (``what``: "entities", "relations"), for a LayerOutput of no messages of its own."""
+    dropped (``what``: "entities", "relations"), for a LayerOutput of no messages of its own.
+    ``render`` may give a record's line in several forms, the fullest first (with its quote, then
+    without): the first that fits is shown. ``tail``: makes a last line, given a test of whether a
+    line would still fit (e.g. the names of records too bare for a line of their own; "": none)."""
     lines = [title]
     shown: list[Record] = []
     left: list[tuple[Record, str]] = []
     for r in records:
-        line = render(r)
-        if budget is not None and counter.count("\n".join([*lines, line])) > budget:
-            left.append((r, line))
+        forms = render(r)
+        forms = [forms] if isinstance(forms, str) else list(forms)
+        line = next((f for f in forms if budget is None or counter.count("\n".join([*lines, f])) <= budget), None)
+        if line is None:
+            left.append((r, forms[-1]))
             continue
         lines.append(line)
         shown.append(r)
+    if tail is not None:
+
+        def fits(line: str) -> bool:
+            return budget is None or counter.count("\n".join([*lines, line])) <= budget
+
+        extra = tail(fits)
+        if extra and fits(extra):
+            lines.append(extra)
     dropped = [Dropped(layer, f"{len(left)} {what} over its share of the budget", tuple(i for r, _ in left for i in r.source_ids), sum(counter.count(line) for _, line in left))] if left else []
-    sections = [Section(layer, "\n".join(lines), priority=priority, source_ids=tuple(i for r in shown for i in r.source_ids))] if shown else []
+    sections = [Section(layer, "\n".join(lines), priority=priority, source_ids=tuple(i for r in shown for i in r.source_ids))] if len(lines) > 1 else []
     return LayerOutput([], sections, dropped)
+
+
+#: the longest quote of the words a model-made fact came from: characters of Chinese, words of English
+QUOTE_CHARS = 20
+QUOTE_WORDS = 12
+
+
+def short_quote(text: str, anchor: str = "") -> str:
+    """At most ``QUOTE_CHARS`` characters of Chinese (a Latin word counts two) or ``QUOTE_WORDS``
+    words of other text, of ``text``: the clause that holds ``anchor`` (the value the fact states)
+    and the clauses before it that fit, "…" where cut."""
+    text = " ".join((text or "").split()).strip().rstrip("。.！!；;，, ")
+    if not text:
+        return ""
+    cjk = sum(1 for c in text if "\u3400" <= c <= "\u9fff")
+    if cjk * 3 < len(text):  # words
+        words = text.split(" ")
+        if len(words) <= QUOTE_WORDS:
+            return text
+        first = anchor.casefold().split(" ")[0] if anchor.strip() else ""
+        at = next((i for i, w in enumerate(words) if first and first in w.casefold()), 0)
+        begin = max(0, min(at - QUOTE_WORDS // 2, len(words) - QUOTE_WORDS))
+        return ("…" if begin else "") + " ".join(words[begin : begin + QUOTE_WORDS]) + ("…" if begin + QUOTE_WORDS < len(words) else "")
+    if _width(text) <= QUOTE_CHARS:
+        return text
+    clauses = re.findall(r"[^，,；;。！!？?]+[，,；;。！!？?]?", text)
+    at = next((i for i, c in enumerate(clauses) if anchor and anchor in c), 0)
+    if _width(clauses[at]) > QUOTE_CHARS:  # one long clause: the characters up to the anchor's end
+        stop = clauses[at].find(anchor) + len(anchor) if anchor and anchor in clauses[at] else QUOTE_CHARS
+        piece = clauses[at][:stop]
+        while _width(piece) > QUOTE_CHARS:
+            piece = piece[1:]
+        cut_before = at > 0 or not clauses[at].startswith(piece)
+        return ("…" if cut_before else "") + piece.rstrip("，,；;") + ("…" if piece != text[-len(piece):] else "")
+    begin = at
+    while begin > 0 and _width("".join(clauses[begin - 1 : at + 1])) <= QUOTE_CHARS:
+        begin -= 1
+    stop = at + 1
+    while stop < len(clauses) and _width("".join(clauses[begin : stop + 1])) <= QUOTE_CHARS:
+        stop += 1
+    piece = "".join(clauses[begin:stop]).rstrip("，,；;。！! ")
+    return ("…" if begin else "") + piece + ("…" if stop < len(clauses) else "")
+
+
+def _width(text: str) -> int:
+    """Characters as a reader counts them: a Latin word or number is two."""
+    return len(re.sub(r"[A-Za-z0-9_.+#-]+", "ab", text))
 
 
 def dropped_between(layer: str, before: Sequence[Message], after: Sequence[Message], reason: str, counter: TokenCounter) -> list[Dropped]:

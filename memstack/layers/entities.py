@@ -9,11 +9,20 @@ person ("我的…", "my …") names it.
 
 The write side is the shared extractor's job; the read side shows the entities the query names
 first, then the user's own profile, then the most recently updated, within its share of the budget.
+What is stored is read as the supersession rule says it stands (``settled_attributes``: spellings
+of one predicate are one attribute, of a single-valued one only the newest said value is current),
+and as the graph's relations say it (a value whose relation is past is past), so the entity and
+graph sections agree. Every value carries the day it was said, and a short quote of the words it
+came from where one is stored (the attribute's ``evidence``, else its relation's), dropped before
+the line when the budget is short; quoted on the lines of the entities the question names (the
+others are dated only). Entities known by name only ("张三（人物）") share one line,
+so a layer that holds entities never shows nothing.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,13 +30,21 @@ from ..llm.grounding import normalize
 from ..text import segment
 from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest, record_lines
+from .base import LayerOutput, ReadRequest, record_lines, short_quote
 from .extractor import SELF_KEY, attribute_values, first_person
+from .supersede import canonical, settle
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
-#: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so
+#: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so, and a lone
+#: value's date reads "说于" / "said"; with quotes shown, they say what the quotes are
 TITLES = {"zh": "已知的实体（日期是说起的日子）", "en": "Known entities (dates: when it was said)"}
 PROFILE_TITLES = {"zh": "用户画像（日期是说起的日子）", "en": "User profile (dates: when it was said)"}
+QUOTED_TITLES = {"zh": "已知的实体（日期是说起的日子，引号内是原话）", "en": "Known entities (dates: when it was said; quotes: the words it came from)"}
+QUOTED_PROFILE_TITLES = {"zh": "用户画像（日期是说起的日子，引号内是原话）", "en": "User profile (dates: when it was said; quotes: the words it came from)"}
+#: the line of the entities known by name (and type) only
+BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
+#: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
+PRIORITY = 45
 
 
 @dataclass
@@ -44,22 +61,122 @@ class Entities:
     job: str = "extract"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        records = self.store.records.current(request.scope.user(), "entity") if hasattr(self.store, "records") else []
-        if self.profile_only:
-            records = [r for r in records if r.key == SELF_KEY]
-        # a bare name (a value that names a thing: "SpringBoot", "缓存") is a node for the graph's
-        # paths; as a line of its own ("- 缓存") it tells the model nothing and costs tokens
-        records = [r for r in records if r.value.get("attributes") or r.value.get("description") or r.key == SELF_KEY]
+        if not hasattr(self.store, "records"):
+            return LayerOutput(messages)
+        user = request.scope.user()
+        everyone = self.store.records.current(user, "entity")
+        records = [r for r in everyone if r.key == SELF_KEY] if self.profile_only else everyone
         if not records:
             return LayerOutput(messages)
+        relations = self.store.records.current(user, "relation") if any(r.value.get("attributes") for r in records) else []
+        if relations:
+            from .graph import reconcile
+
+            relations = reconcile(relations, everyone)
+        records = [as_read(r, relations) for r in records]
+        # a bare name (a value that names a thing: "SpringBoot", "张三（人物）") is a node for the
+        # graph's paths; a line of its own would cost tokens for little, so they share one line
+        rich = [r for r in records if r.value.get("attributes") or r.value.get("description") or r.key == SELF_KEY]
+        bare = [r for r in records if r not in rich]
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
-        ordered = rank(records, request.query or "")
+        ordered = rank(rich, request.query or "")
         if self.profile_only and request.query:
             ordered = [with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) for r in ordered]
         budget = None if request.budget is None else int(request.budget * self.share)
-        title = TITLES[lang] if not self.profile_only else PROFILE_TITLES[lang]
-        out = record_lines(self.name, title, ordered, lambda r: render_entity(r, lang, provenance=self.provenance), budget, request.counter, what="entities", priority=35)
+        # a name that is a value of a shown attribute ("住在=深圳") is said there already
+        stated = {normalize(str(v.get("value", ""))) for r in rich for a in (r.value.get("attributes") or {}).values() for v in _values(a)}
+        named = rank([r for r in bare if not any(normalize(n) in stated for n in names(r))], request.query or "")
+        # the quotes of the entities the question names (the others' lines are dated, not quoted:
+        # a quote costs a dozen tokens, and the graph and retrieval sections hold the turns)
+        q, me = normalize(request.query or ""), first_person(request.query or "")
+        quoted = any(asked_about(r, q, me) and _quotes(r) for r in ordered)
+        title = ((QUOTED_TITLES if quoted else TITLES) if not self.profile_only else (QUOTED_PROFILE_TITLES if quoted else PROFILE_TITLES))[lang]
+        out = record_lines(self.name, title, ordered, lambda r: entity_forms(r, lang, provenance=self.provenance, quotes=asked_about(r, q, me)), budget, request.counter, what="entities", priority=PRIORITY, tail=(lambda fits: bare_line(named, lang, fits)) if named else None)
         return LayerOutput(messages, out.sections, out.dropped)
+
+
+def _quotes(record: Record) -> bool:
+    """Whether some current value of the entity has a quote to show."""
+    return any(c.get("evidence") for a in (record.value.get("attributes") or {}).values() for c in attribute_values(a if isinstance(a, dict) else {})[0])
+
+
+def bare_line(records: list[Record], lang: str, fits: Any) -> str:
+    """One line naming entities known by name (and type, aliases) only, in the given order, as many
+    as ``fits`` lets the line hold: "- 还提到：张三（人物）、知识中台（项目）"; "" when none fits."""
+    zh = lang == "zh"
+    line = ""
+    for r in records:
+        v = r.value
+        head = v.get("name") or r.key
+        extra = [x for x in [v.get("type") or "", *(a for a in v.get("aliases", []) if a != head)] if x]
+        item = head + ((f"（{'，'.join(extra)}）" if zh else f" ({', '.join(extra)})") if extra else "")
+        candidate = (line + ("、" if zh else ", ") + item) if line else BARE[lang] + item
+        if not fits(candidate):
+            break
+        line = candidate
+    return line
+
+
+def as_read(record: Record, relations: Sequence[Record] = ()) -> Record:
+    """The entity as the rule says it stands (``settled_attributes``), each value the graph holds as
+    a past relation of it past too, and each value without a stored quote given its relation's."""
+    attributes = record.value.get("attributes") or {}
+    if not attributes:
+        return record
+    mine = [r for r in relations if r.value.get("source_key") == record.key and not r.value.get("alias")]
+    out: dict[str, Any] = {}
+    for predicate, (key, current, before) in settled_attributes(attributes).items():
+        said = [r for r in mine if normalize(canonical(str(r.value.get("relation", "")))) == predicate]
+        if said:
+            current, before = _with_relations(current, before, said)
+        out[key] = _attribute(current, before)
+    return replace(record, value={**record.value, "attributes": out})
+
+
+def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """An entity's attributes by canonical predicate (``supersede.canonical``, normalised): the name
+    first written, and the current and past values as ``supersede.settle`` says they stand, the
+    values of attributes written under two spellings of one predicate ("住在", "移居") together."""
+    groups: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for key, attribute in attributes.items():
+        current, before = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
+        _, now, then = groups.setdefault(normalize(canonical(key)), (key, [], []))
+        now += [c for c in current if c.get("value") and all(normalize(str(c["value"])) != normalize(str(x["value"])) for x in now)]
+        then += before
+    out = {}
+    for predicate, (key, now, then) in groups.items():
+        now, then = settle(canonical(key), now, then)
+        out[predicate] = (key, now, then)
+    return out
+
+
+def _with_relations(current: list[dict[str, Any]], before: list[dict[str, Any]], relations: list[Record]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Values whose relation is past (and none current) moved to ``before``, ended when it ended;
+    the current ones given their relation's quote where they have none of their own."""
+    from .graph import past, same_value
+
+    keep = []
+    for c in current:
+        match = [r for r in relations if same_value(str(r.value.get("target", "")), str(c.get("value", "")))]
+        live = [r for r in match if not past(r)]
+        if match and not live:
+            before = [*before, {**c, "until": max(str(r.value["invalid_at"]) for r in match)}]
+            continue
+        quote = next((str(r.value["evidence"]) for r in [*live, *match] if r.value.get("evidence")), "")
+        if quote and not c.get("evidence"):
+            c = {**c, "evidence": quote}
+        keep.append(c)
+    return keep, before
+
+
+def _attribute(current: list[dict[str, Any]], before: list[dict[str, Any]]) -> dict[str, Any]:
+    """Values in the stored shape of an attribute (``attribute_values`` reads it back)."""
+    out: dict[str, Any] = {"value": "、".join(str(c["value"]) for c in current), "values": current, "source_ids": sorted({i for c in current for i in c.get("source_ids", [])})}
+    if current:
+        out["valid_from"] = max(str(c.get("valid_from", "")) for c in current)
+    if before:
+        out["past"] = before
+    return out
 
 
 def names(record: Record) -> list[str]:
@@ -73,10 +190,15 @@ def rank(records: list[Record], query: str) -> list[Record]:
     me = first_person(query)
 
     def key(r: Record) -> tuple:
-        named = (me and r.key == SELF_KEY) or (any(normalize(n) in q for n in names(r)) if q else False)
-        return (not named, r.key != SELF_KEY, -(r.valid_from or r.created_at).timestamp())
+        return (not asked_about(r, q, me), r.key != SELF_KEY, -(r.valid_from or r.created_at).timestamp())
 
     return sorted(records, key=key)
+
+
+def asked_about(record: Record, query: str, me: bool) -> bool:
+    """Whether the (normalised) query names the entity, or is in the first person (``me``) and the
+    entity is the user's own."""
+    return (me and record.key == SELF_KEY) or (bool(query) and any(normalize(n) in query for n in names(record)))
 
 
 #: attributes that say who the user is (a short key): shown in the profile whatever the question
@@ -122,40 +244,75 @@ def with_attributes(record: Record, attributes: dict[str, Any]) -> Record:
     return replace(record, value={**record.value, "attributes": attributes})
 
 
-def render_entity(record: Record, lang: str, *, provenance: bool = False) -> str:
+def entity_forms(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True) -> list[str]:
+    """The entity's line with the quotes of its values, then without (for a short budget)."""
+    full = render_entity(record, lang, provenance=provenance, quotes=quotes)
+    bare = render_entity(record, lang, provenance=provenance, quotes=False)
+    return [full, bare] if bare != full else [full]
+
+
+def render_entity(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True) -> str:
+    """One entity as "- 名（类型，说于D）：键=值（…）；…": the day its unchanged values were said is
+    given once beside its name when they were all said that day (each value dated otherwise)."""
     v = record.value
+    zh = lang == "zh"
+    attrs = v.get("attributes", {})
+    day = _common_day(attrs)
     head = v.get("name") or record.key
-    if v.get("type"):
-        head += f"（{v['type']}）" if lang == "zh" else f" ({v['type']})"
+    marks = [x for x in (v.get("type") or "", (f"说于{day}" if zh else f"said {day}") if day else "") if x]
+    if marks:
+        head += f"（{'，'.join(marks)}）" if zh else f" ({', '.join(marks)})"
     aliases = [a for a in v.get("aliases", []) if a != v.get("name")]
     if aliases:
-        head += ("，又名" if lang == "zh" else ", also ") + "、".join(aliases)
-    attrs = v.get("attributes", {})
+        head += ("，又名" if zh else ", also ") + "、".join(aliases)
     details = [v["description"]] if v.get("description") else []
     if attrs:
-        details.append(("；" if lang == "zh" else "; ").join(render_attribute(k, a, lang, provenance=provenance) for k, a in attrs.items()))
+        seen: set[str] = set()  # a sentence that states several attributes is quoted once
+        details.append(("；" if zh else "; ").join(render_attribute(k, a, lang, provenance=provenance, quotes=quotes, seen=seen, day=day) for k, a in attrs.items()))
     if not details:
         return f"- {head}"
-    return f"- {head}" + ("：" if lang == "zh" else ": ") + ("；" if lang == "zh" else "; ").join(details)
+    return f"- {head}" + ("：" if zh else ": ") + ("；" if zh else "; ").join(details)
 
 
-def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenance: bool = False) -> str:
-    """One attribute as "key=value": several current values joined, each dated when their dates
-    differ; superseded values after the current one, as past, the current one dated from then:
-    "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" / "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)"."""
+def _common_day(attributes: dict[str, Any]) -> str:
+    """The day all the unchanged (no past value) attributes were said, when it is one day; else ""."""
+    days = set()
+    for attribute in attributes.values():
+        current, before = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
+        if current and not before:
+            days |= {str(c.get("valid_from", ""))[:10] for c in current if c.get("value")}
+    return next(iter(days)) if len(days) == 1 else ""
+
+
+def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenance: bool = False, quotes: bool = True, seen: set[str] | None = None, day: str = "") -> str:
+    """One attribute as "key=value", every value dated by the day it was said: several current
+    values joined, each dated when their dates differ; a lone one "说于D" / "said D" (the day it
+    was said, not the day it happened); superseded values after the current one, as past, the
+    current one dated from then: "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" /
+    "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)". ``quotes``: each
+    current value with a short quote of the words it came from, where one is stored."""
     current, before = attribute_values(attribute)
     current = [c for c in current if c.get("value")]
     zh = lang == "zh"
+    sep = "：" if zh else ": "
+
+    seen = set() if seen is None else seen
+    quoted = []
+    for c in current:
+        said = short_quote(str(c.get("evidence") or ""), str(c["value"])) if quotes else ""
+        quoted.append((f"“{said}”" if zh else f'"{said}"') if said and said not in seen else "")
+        seen.add(said)
+
     dates = {str(c.get("valid_from", ""))[:10] for c in current}
-    if len(dates) > 1:
-        shown = ("、" if zh else ", ").join(c["value"] + _paren([str(c.get("valid_from", ""))[:10]], lang) for c in current)
+    if len(dates) > 1 or (len(current) > 1 and any(quoted)):
+        shown = ("、" if zh else ", ").join(c["value"] + _paren([sep.join(x for x in (str(c.get("valid_from", ""))[:10], q) if x)], lang) for c, q in zip(current, quoted, strict=True))
         notes = []
     else:
         shown = ("、" if zh else ", ").join(c["value"] for c in current)
-        day = next(iter(dates), "")
-        # a lone value is not dated: the date is when it was said, and a small model gave it as
-        # when the thing happened ("生日=…（2026-02-10）" of a birthday said to be 大后天)
-        notes = [f"自{day}" if zh else f"since {day}"] if day and before else []
+        said_on = next(iter(dates), "")
+        said = quoted[0] if len(current) == 1 else ""
+        when = ((f"自{said_on}" if zh else f"since {said_on}") if before else (f"说于{said_on}" if zh else f"said {said_on}")) if said_on and (before or said_on != day) else ""
+        notes = [sep.join(x for x in (when, said) if x)]
     if provenance and attribute.get("source_ids"):
         from .graph import cite
 

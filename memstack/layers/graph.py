@@ -4,24 +4,37 @@ their neighbourhood up to ``hops`` relations away are rendered as facts, so a qu
 chain ("莫尔索开发的项目用什么后端？": 莫尔索 is 小李's pen name, 小李 develops 知识中台, 知识中台
 uses SpringBoot) gets the whole path. Alias relations (a pen name, "also known as") join two names
 of one entity and cost no hop. A relation that a newer one replaces (same source, a single-valued
-predicate or a change cue: ``supersede``) is kept with ``invalid_at`` in its value, rendered as no
-longer true with its dates, and never followed further. "我/my" in the query names the user.
+predicate or a change cue: ``supersede``) is kept with ``invalid_at`` in its value, rendered as past
+("此前" / "before") with its dates, and never followed further. "我/my" in the query names the user.
+
+What is stored is read as the rule says it stands (``reconcile``): of two current relations from
+one source under one single-valued predicate (its spellings: "住在", "搬到", "现居"), the newer is
+current and the older past from then; a relation an older statement superseded is current again;
+and where the entity layer holds the attribute ("李四: 住在=深圳, 此前 上海"), the relation agrees with
+it, so the graph and entity sections never say two things. Each line carries its date (when it
+was said) and a short quote of the words it came from, dropped before the line when the budget
+is short.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest, record_lines
+from .base import LayerOutput, ReadRequest, record_lines, short_quote
 from .extractor import SELF_KEY, entity_key, first_person, stem
+from .supersede import canonical, instant, settle, single_valued
 
-TITLES = {"zh": "相关的事实（知识图谱）", "en": "Related facts (knowledge graph)"}
+#: the dates are when a thing was said, the quotes the words it came from (the titles say so)
+TITLES = {"zh": "相关的事实（知识图谱；日期是说起的日子，引号内是原话）", "en": "Related facts (knowledge graph; dates: when it was said; quotes: the words it came from)"}
+#: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
+PRIORITY = 45
 
 
 @dataclass
@@ -44,13 +57,14 @@ class Graph:
         if not relations:
             return LayerOutput(messages)
         entities = self.store.records.current(user, "entity")
+        relations = reconcile(relations, entities)
         seeds = named_in(request.query, relations, entities)
         found = neighbourhood(seeds, relations, self.hops)
         if not found:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         budget = None if request.budget is None else int(request.budget * self.share)
-        out = record_lines(self.name, TITLES[lang], found, lambda r: render_relation(r, lang, provenance=self.provenance), budget, request.counter, what="relations", priority=35)
+        out = record_lines(self.name, TITLES[lang], found, lambda r: relation_forms(r, lang, provenance=self.provenance), budget, request.counter, what="relations", priority=PRIORITY)
         return LayerOutput(messages, out.sections, out.dropped)
 
 
@@ -116,24 +130,108 @@ def past(r: Record) -> bool:
     return bool(r.value.get("invalid_at"))
 
 
-def render_relation(r: Record, lang: str, *, provenance: bool = False) -> str:
-    """One relation as "- 源 —关系→ 目标（依据：“…”，日期）"; a superseded one says it is past and
-    since when ("已不成立：2026-03-01 至 2026-05-01" / "no longer true: 2026-03-01 to 2026-05-01")."""
+def render_relation(r: Record, lang: str, *, provenance: bool = False, quote: bool = True) -> str:
+    """One relation as "- 源 —关系→ 目标（2026-03-01：“原话”）"; a superseded one says it is past and
+    when it held ("（此前：2026-03-01 至 2026-05-01，已不成立；“原话”）" / " (before: 2026-03-01 to
+    2026-05-01, no longer true; "words")"). ``quote``: with the short quote of its evidence."""
     v = r.value
+    zh = lang == "zh"
     date = (r.valid_from or r.created_at).date().isoformat()
     if past(r):
         until = str(v["invalid_at"])[:10]
         if until == date:
-            date = f"已不成立，截至{until}" if lang == "zh" else f"no longer true as of {until}"
+            date = f"此前，已不成立，截至{until}" if zh else f"before, no longer true as of {until}"
         else:
-            date = f"已不成立：{date} 至 {until}" if lang == "zh" else f"no longer true: {date} to {until}"
+            date = f"此前：{date} 至 {until}，已不成立" if zh else f"before: {date} to {until}, no longer true"
     if provenance and r.source_ids:
-        date = f"{date}，{cite(r.source_ids, lang)}" if lang == "zh" else f"{date}, {cite(r.source_ids, lang)}"
+        date = f"{date}，{cite(r.source_ids, lang)}" if zh else f"{date}, {cite(r.source_ids, lang)}"
     line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"
-    evidence = (v.get("evidence") or "").strip()
-    if lang == "zh":
-        return line + (f"（依据：“{evidence}”，{date}）" if evidence else f"（{date}）")
-    return line + (f' (evidence: "{evidence}", {date})' if evidence else f" ({date})")
+    said = short_quote(v.get("evidence") or "", str(v.get("target") or "")) if quote else ""
+    if not said:
+        return line + (f"（{date}）" if zh else f" ({date})")
+    sep = ("；" if past(r) else "：") if zh else ("; " if past(r) else ": ")
+    return line + (f"（{date}{sep}“{said}”）" if zh else f' ({date}{sep}"{said}")')
+
+
+def relation_forms(r: Record, lang: str, *, provenance: bool = False) -> list[str]:
+    """The relation's line with its quote, then without (for a budget too short for the quote)."""
+    full = render_relation(r, lang, provenance=provenance)
+    bare = render_relation(r, lang, provenance=provenance, quote=False)
+    return [full, bare] if bare != full else [full]
+
+
+def same_value(a: str, b: str) -> bool:
+    """Whether two values name one thing: equal as keys or stems, or one a refinement of the other
+    ("上海" / "上海市", "星图" / "星图项目", "Atlas" / "Atlas v2"; "Go" is not "MongoDB")."""
+    x, y = entity_key(a), entity_key(b)
+    if not (x and y):
+        return False
+    if x == y or stem(x) == stem(y):
+        return True
+    short, longer = sorted((x, y), key=len)
+    if short.isascii():
+        return re.search(rf"(?<![a-z0-9]){re.escape(short)}(?![a-z0-9])", longer) is not None
+    return len(short) >= 2 and longer.startswith(short)
+
+
+def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> list[Record]:
+    """The relations as the supersession rule says they stand, whatever order they were written in:
+    per source and canonical predicate (``supersede.canonical``: "搬到" is "住在"), ``supersede.settle``
+    (of a single-valued predicate, only the newest said is current; one an older statement
+    superseded is current again); then, where the source entity holds the attribute, what it says:
+    a target it holds only as past is past (from when it ended), and for a single-valued
+    predicate a target it does not hold, said before its current value, is past from then. A
+    relation ``invalid_at`` marks as past is never made current by the entity. Returns the
+    relations, in their order, with ``invalid_at`` set or cleared in their values."""
+    from .entities import settled_attributes
+
+    groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in relations:
+        v = r.value
+        if not v.get("alias") and v.get("relation"):
+            groups[(v.get("source_key", ""), normalize(canonical(str(v["relation"]))))].append(r)
+    attributes = {e.key: settled_attributes(e.value.get("attributes") or {}) for e in entities}
+    until: dict[str, str | None] = {}
+    for (source, predicate), members in groups.items():
+        members = sorted(members, key=lambda r: ((r.valid_from or r.created_at), r.created_at))
+        now = [{"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "id": r.id} for r in members if not past(r)]
+        gone = [{"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "until": str(r.value["invalid_at"]), "id": r.id} for r in members if past(r)]
+        now, gone = settle(predicate, now, gone) if len(members) > 1 else (now, gone)
+        held = attributes.get(source, {}).get(predicate)
+        if held is not None:
+            now, gone = _agree(predicate, now, gone, held[1], held[2])
+        until.update({c["id"]: None for c in now})
+        until.update({p["id"]: p.get("until") or p.get("valid_from") for p in gone})
+    out = []
+    for r in relations:
+        if r.id not in until:
+            out.append(r)
+            continue
+        value = {k: x for k, x in r.value.items() if k != "invalid_at"}
+        if until[r.id] is not None:
+            value["invalid_at"] = until[r.id]
+        out.append(r if value == dict(r.value) else replace(r, value=value))
+    return out
+
+
+def _agree(predicate: str, now: list[dict[str, Any]], gone: list[dict[str, Any]], current: list[dict[str, Any]], before: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The current relation targets (``now``) that the entity's attribute (``current``, ``before``:
+    its settled values) holds as past, or (single-valued) does not hold and were said before its
+    current value, moved to ``gone``."""
+    latest = max((instant(c.get("valid_from")) for c in current if instant(c.get("valid_from"))), default=None)
+    keep = []
+    for c in now:
+        if any(same_value(c["value"], str(v.get("value", ""))) for v in current):
+            keep.append(c)
+            continue
+        ended = next((p for p in before if same_value(c["value"], str(p.get("value", "")))), None)
+        if ended is not None:
+            gone.append({**c, "until": ended.get("until") or (latest.isoformat() if latest else c["valid_from"])})
+        elif single_valued(predicate) and latest is not None and (instant(c["valid_from"]) or latest) < latest:
+            gone.append({**c, "until": latest.isoformat()})
+        else:
+            keep.append(c)
+    return keep, gone
 
 
 register_layer("graph", Graph)

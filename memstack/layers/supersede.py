@@ -13,18 +13,23 @@ then:
 - a value the sentence marks as the old one ("从上海搬到深圳": 上海; "no longer uses X": X) is past
   from the start, whatever its predicate.
 
-Pure functions, no I/O: the extractor applies them to entity attributes and graph relations.
+Pure functions, no I/O: the extractor applies them to entity attributes and graph relations when
+it writes, and the read side (``settle``) to what is stored, so a value an older statement
+replaced because it was applied later, or two current values of a single-valued predicate that
+were written under spellings of one predicate, are shown as the rule says: the newest current.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
+from typing import Any
 
 from ..llm.grounding import normalize
 
 #: predicate spellings -> the canonical predicate they mean (both languages)
 SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(("住在", "住", "居住在", "居住于", "住于", "居住", "家在", "定居在", "定居于", "定居", "搬到", "搬去", "搬往", "搬家到", "迁到", "迁往", "迁居", "居住地", "常住"), "住在"),
+    **dict.fromkeys(("住在", "住", "居住在", "居住于", "住于", "居住", "家在", "定居在", "定居于", "定居", "搬到", "搬去", "搬往", "搬家到", "迁到", "迁往", "迁居", "居住地", "常住", "现居", "现居于", "现住", "住到", "搬进", "搬至", "搬迁到", "搬迁至", "迁至", "迁居到", "移居", "移居到", "移居至", "搬回"), "住在"),
     **dict.fromkeys(("lives in", "live in", "living in", "lived in", "resides in", "moved to", "relocated to", "based in", "home city"), "lives in"),
     **dict.fromkeys(("工作于", "就职于", "任职于", "在职于", "供职于", "入职", "入职于", "跳槽到", "跳槽去", "工作单位", "雇主", "所在公司", "公司", "单位", "就职", "任职"), "工作单位"),
     **dict.fromkeys(("works at", "work at", "works for", "work for", "worked at", "employer", "company", "employed by", "employed at"), "works at"),
@@ -59,18 +64,36 @@ _CHANGE_CUES = re.compile(
 )
 #: a value right after these is the old one ("从上海搬到深圳", "from Java to Go", "不再使用Java")
 _OLD_BEFORE = r"(?:从|以前在|之前在|原来在|原先在|以前用|之前用|原来用|不再使用|不再用|不用|\bfrom\b|\bno longer (?:uses?|lives? in|works? (?:at|for))\b|\bused to (?:use|live in|work at|work for)\b|\bformerly\b)\s*"
-#: cue words a predicate carries that say nothing about which predicate it is
-_PREDICATE_CUES = re.compile(r"^(?:已经|现在|目前|如今|重新|也|还|改|换|新)|了$|^(?:now|currently|also) ", re.IGNORECASE)
+#: cue words a predicate carries that say nothing about which predicate it is ("已经搬到了",
+#: "上个月刚搬到", "从上海搬到": the old value before a move verb, "now lives in")
+_PREDICATE_CUES = re.compile(
+    r"^(?:已经|已|现在|目前|如今|现|当前|重新|也|还|又|再|改|换|新|刚刚|刚|最近|近来|后来|之后|随后|终于|正式|一直|全家|上个月|上周|去年|今年|前不久)"
+    r"|^从.{1,12}?(?=搬|迁|移居|跳槽|调|转|换|改)|(?:了|过|着)$"
+    r"|^(?:now|currently|also|recently|just|already|later|finally) ",
+    re.IGNORECASE,
+)
+#: a predicate that says something is not (or no longer) so is not a spelling of the one it negates
+_NEGATED = re.compile(r"不|没|未|别|\b(?:not|no longer|never|don't|doesn't|didn't|stopped|quit)\b", re.IGNORECASE)
 
 
 def canonical(predicate: str) -> str:
-    """The predicate a spelling means: its synonym group's name, else itself with change words
-    removed ("已经搬到" -> "住在", "改用" -> "使用"), else the spelling as given (stripped)."""
+    """The predicate a spelling means: its synonym group's name, else itself with change and time
+    words removed ("已经搬到了" -> "住在", "上个月刚搬到" -> "住在", "改用" -> "使用"), else the
+    spelling as given (stripped). A negated spelling ("不再住在") is never the predicate it negates."""
     text = predicate.strip()
     n = normalize(text)
-    for candidate in (n, _PREDICATE_CUES.sub("", n).strip()):
-        if candidate in SYNONYMS:
-            return SYNONYMS[candidate]
+    if n in SYNONYMS:
+        return SYNONYMS[n]
+    if _NEGATED.search(n):
+        return text
+    candidate = n
+    for _ in range(4):  # "上个月刚从上海搬到了": the cues one after another
+        shorter = _PREDICATE_CUES.sub("", candidate).strip()
+        if shorter in SYNONYMS:
+            return SYNONYMS[shorter]
+        if shorter == candidate or not shorter:
+            break
+        candidate = shorter
     return text
 
 
@@ -106,3 +129,45 @@ def replaced(predicate: str, sentence: str, current: list[str], new: str) -> lis
     # a cue naming none of several values does not say which one it replaces ("缓存改用Memcached"
     # beside SpringBoot and Redis): keep them all rather than lose the wrong one
     return named or (others if len(others) == 1 else [])
+
+
+def instant(stamp: Any) -> datetime | None:
+    """A stored time (an ISO string or a datetime) as an aware datetime; None when it is none."""
+    if isinstance(stamp, datetime):
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Stored values (``{"value", "valid_from", ...}``, past ones with ``"until"``) as the rule says
+    they stand, whatever order they were written in. For a single-valued predicate: a past value
+    that was replaced before it was said (``until`` before its ``valid_from``: an older statement
+    of the same batch applied after it) is current again, and of several current values (written
+    under two spellings of the predicate, or so restored) the newest said is current, the others
+    past from when it was said. Other predicates' values are as stored. Returns new lists: the
+    current values oldest first, the past ones by when they ended."""
+    current = [dict(c) for c in current]
+    past = [dict(p) for p in past]
+    if not single_valued(predicate):
+        return current, past
+    for p in list(past):
+        start, end = instant(p.get("valid_from")), instant(p.get("until"))
+        if start and end and end < start:
+            past.remove(p)
+            current.append({k: v for k, v in p.items() if k != "until"})
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    current.sort(key=lambda c: instant(c.get("valid_from")) or epoch)
+    if len({normalize(str(c.get("value", ""))) for c in current}) > 1:
+        newest = current[-1]
+        for c in current[:-1]:
+            if normalize(str(c.get("value", ""))) != normalize(str(newest.get("value", ""))):
+                past.append({**c, "until": newest.get("valid_from") or c.get("valid_from")})
+        current = [c for c in current if normalize(str(c.get("value", ""))) == normalize(str(newest.get("value", "")))][-1:]
+    now = {normalize(str(c.get("value", ""))) for c in current}
+    past = [p for p in past if normalize(str(p.get("value", ""))) not in now]
+    past.sort(key=lambda p: instant(p.get("until")) or epoch)
+    return current, past
