@@ -192,6 +192,33 @@ def test_a_correct_item_that_carries_several_gold_values_finds_them_all_for_reca
     assert tally([conv], {"c": [v]})["overall"]["found"] == 2
 
 
+def test_an_old_value_stored_beside_a_right_one_or_inside_an_attributes_name_is_a_wrong_current_value():
+    conv = FactConversation(
+        "c",
+        "zh",
+        CONV.turns,
+        (
+            G("用户", "住在", "上海", "past", "change"),
+            G("用户", "住在", "深圳", "current", "change"),
+            G("用户", "喜欢", "打网球", "current"),
+            G("用户", "使用", "Spark", "current", "multi_value"),
+            G("用户", "使用", "Hive", "past", "change"),
+            G("用户", "考试日期", "7月5日", "current", "date"),
+            G("用户", "quit smoking in", "February", "current", "date"),
+        ),
+    )
+
+    def v(predicate, obj):
+        return score_item(Item("用户", predicate, obj, "current", "profile", "user"), conv)
+
+    assert v("住在上海", "喜欢打网球").verdict == "wrong_current"  # the attribute's name holds 上海, now past
+    assert v("日常用", "Spark和Hive").verdict == "wrong_current"  # Hive is no longer used
+    assert v("搬家", "从上海搬到深圳").verdict == "correct"  # its own words say which one is old
+    assert v("喜欢", "打网球").verdict == "correct"
+    assert v("计划", "7月5日").verdict == "correct"  # a date of something coming, read as a plan
+    assert v("quit smoking", "February").verdict == "correct"  # the gold's predicate says "quit" too
+
+
 def test_a_stored_value_reads_as_negated_planned_or_past_from_its_own_words():
     assert item_status("current", "不再做", "数据分析") == "negated"
     assert item_status("current", "饮食", "不吃香菜") == "negated"

@@ -22,15 +22,19 @@ predicate, object, current or past):
 
 Each item is matched against the conversation's gold: the object decides (normalised equality or
 containment either way, or an alias), then the subject (the user's entity or a self name against
-用户/user, else names and aliases by containment), and the predicate only breaks ties. A stored
-value carries a status of its own (past when superseded; negated, planned or past when its
+用户/user, else names and aliases by containment; a statement on the user whose predicate names
+the person, "用户 | 妹妹的专业 | 临床医学", is that person's), and the predicate only breaks ties. A
+stored value carries a status of its own (past when superseded; negated, planned or past when its
 predicate or object says so: "不再做", "打算去", "used to"), which must agree with the gold's.
-Verdicts: **correct**; **wrong current** (a current value whose gold is past, negated, a plan or
-not a fact: the worst error, counted apart); wrong status (the other disagreements); misattributed
-(the object is another subject's, or an alias joins two people); unmatched (nothing in the gold:
-a false positive). Precision = correct / stored items; recall = gold statements (traps left out)
-that some correct item found. The matcher is this module's own (it does not reuse ``supersede``'s
-rules) so that the measure does not move with the code it measures.
+Verdicts: **correct**; **wrong current** (a value the store holds as current that reads as true or
+still planned while its gold is past, negated or not a fact, or as done while it is only planned;
+also a right value stored beside an old one it claims as current, in its object or in an
+attribute's name that swallowed it, "住在上海=喜欢打网球" after the move: the worst error, counted
+apart); wrong status (the other disagreements); misattributed (the object is another subject's,
+or an alias joins two people); unmatched (nothing in the gold: a false positive). An object of a
+trap under any subject is the trap's. Precision = correct / stored items; recall = gold statements
+(traps left out) that some correct item carries. The matcher is this module's own (it does not
+reuse ``supersede``'s rules) so that the measure does not move with the code it measures.
 """
 
 from __future__ import annotations
@@ -273,8 +277,8 @@ def object_score(stored: str, gold: Gold) -> int:
         return 3
     if any(_size(f) >= 2 and _inside(f, s) for f in forms):
         return 2
-    if _size(s) >= 2 and any(_inside(s, f) and 3 * _size(s) >= _size(f) for f in forms):
-        return 1
+    if _size(s) >= 2 and any(_inside(s, f) and 2 * len(_compact(s)) >= len(_compact(f)) for f in forms):
+        return 1  # "数据分析" of 数据分析师; not "dentist" of "dentist appointment"
     return 0
 
 
@@ -341,6 +345,31 @@ def item_status(status: str, predicate: str, obj: str) -> str:
 
 #: which stored statuses agree with a gold status
 COMPATIBLE = {"current": {"current"}, "past": {"past", "negated"}, "negated": {"negated", "past"}, "plan": {"plan"}, "not_a_fact": set()}
+#: words that say a value is the old one in a change ("从上海搬到深圳", "switched from soda"): a
+#: stored value naming an old value beside them does not claim it is current
+_CHANGE = re.compile(r"从|搬|换|改|转|迁移|推迟|提前|不再|已经不|以前|原来|之前|曾|离开|辞|退出|戒|卖|→|->|\bfrom\b|\bswitched\b|\bmoved\b|\bchanged\b|\breplaced\b|\binstead\b|\bused to\b|\bno longer\b|\bformerly\b|\bpreviously\b|\bleft\b|\bquit\b|\bgave up\b|\bmigrated\b|\bpushed back\b|\bpostponed\b")
+_DATE = re.compile(r"\d\s*(?:年|月|日|号)|\d{4}-\d{2}|\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b|五一|国庆|周[一二三四五六日]|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b")
+
+
+def agrees(reads: str, gold: Gold) -> bool:
+    """Whether a stored value's own status (``item_status``) agrees with the gold's. Besides
+    ``COMPATIBLE``: a planned date of something current ("计划 7月5日" for an exam set on 7月5日), and
+    a marker the gold's own predicate holds ("quit smoking | February" for "quit smoking in")."""
+    if reads in COMPATIBLE[gold.status]:
+        return True
+    if gold.status != "current" or reads == "current":
+        return False
+    if reads == "plan" and (gold.category == "date" or _DATE.search(_light(gold.object))):
+        return True
+    return item_status("current", gold.predicate, "") == reads
+
+
+def _shown_as_current(reads: str, gold: Gold) -> bool:
+    """A value the store holds as current that reads as true now (or as a plan still on) while
+    the gold says it is over, never was, or is only planned: a wrong current value."""
+    if gold.status in ("past", "negated", "not_a_fact"):
+        return reads in ("current", "plan")
+    return gold.status == "plan" and reads == "current"
 
 
 # ---- what the store holds -------------------------------------------------------------------------
@@ -474,15 +503,14 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
     is_user = _item_is_user(item, conv)
     candidates = []  # (object score, subject matches, predicate score, status agrees, reversed, index)
     for i, g in enumerate(conv.gold):
-        agrees = reads in COMPATIBLE[g.status]
         if score := object_score(item.object, g):
-            candidates.append((score, _subject_matches(item.subject, is_user, g, item.predicate), predicate_score(item.predicate, g.predicate), agrees, False, i))
+            candidates.append((score, _subject_matches(item.subject, is_user, g, item.predicate), predicate_score(item.predicate, g.predicate), agrees(reads, g), False, i))
     if item.source == "relation" and not any(c[1] for c in candidates):
         # a relation written the other way round ("知识中台 —开发者→ 小李" for 小李 开发 知识中台)
         target_is_user = _is_self(item.object) or _light(item.object) in {_light(n) for n in conv.user_names}
         for i, g in enumerate(conv.gold):
             if (score := object_score(item.subject, g)) and _subject_matches(item.object, target_is_user, g):
-                candidates.append((score, True, predicate_score(item.predicate, g.predicate), reads in COMPATIBLE[g.status], True, i))
+                candidates.append((score, True, predicate_score(item.predicate, g.predicate), agrees(reads, g), True, i))
     if not candidates:
         return Verdict(item, "unmatched", reads_as=reads, why="in no gold statement")
     own = [c for c in candidates if c[1]]
@@ -492,18 +520,40 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
         if item.source == "alias" and _light(g.predicate) not in _NAME_PREDICATES:
             return Verdict(item, "misattributed", best[5], f"an alias, but {g.object} is {g.subject}'s {g.predicate}, not a name", reads)
         if best[3]:
+            stale = _stale_beside(item, reads, conv, is_user, best[5], [c for c in own if not c[4]])
+            if stale is not None:
+                return Verdict(item, "wrong_current", stale[0], stale[1], reads)
             also = tuple(c[5] for c in own if c[5] != best[5] and c[3] and c[0] >= 2 and not c[4])
             return Verdict(item, "correct", best[5], reads_as=reads, also=also)
-        if reads == "current" and g.status != "current":
-            return Verdict(item, "wrong_current", best[5], f"stored as current, gold is {g.status}", reads)
+        if item.status == "current" and _shown_as_current(reads, g):
+            return Verdict(item, "wrong_current", best[5], f"stored as {'a plan still on' if reads == 'plan' else 'current'}, gold is {g.status}", reads)
         return Verdict(item, "wrong_status", best[5], f"stored as {reads}, gold is {g.status}", reads)
     best = max(candidates, key=lambda c: (conv.gold[c[5]].status == "not_a_fact", c[0], c[2]))
     g = conv.gold[best[5]]
     if g.status == "not_a_fact":  # a trap's object under any subject: the assistant's words or a question
-        if reads == "current":
+        if item.status == "current" and reads != "negated":
             return Verdict(item, "wrong_current", best[5], "not a fact (the assistant's suggestion or a question), stored as current", reads)
         return Verdict(item, "wrong_status", best[5], "not a fact, stored", reads)
     return Verdict(item, "misattributed", best[5], f"the value is {g.subject}'s, stored under {item.subject}", reads)
+
+
+def _stale_beside(item: Item, reads: str, conv: FactConversation, is_user: bool, best: int, own: Sequence[tuple]) -> tuple[int, str] | None:
+    """A right value stored beside an old or false one that the item also claims as current: in
+    its object ("日常用Spark、Airflow和Hive" after Hive was replaced; "年糕汤圆" after 汤圆 died) or in
+    its predicate, an attribute's name that swallowed a value ("住在上海=喜欢打网球" after the move).
+    Not when the item's words say which one is old ("从上海搬到深圳")."""
+    if item.status != "current" or reads != "current" or _CHANGE.search(_light(f"{item.predicate} {item.object}")):
+        return None
+    for c in own:
+        g = conv.gold[c[5]]
+        if c[5] != best and c[0] >= 2 and _shown_as_current(reads, g):
+            return c[5], f"also states {g.object} as current, gold is {g.status}"
+    p = _light(item.predicate)
+    for i, g in enumerate(conv.gold):
+        named = any(_size(f) >= 2 and _inside(f, p) for f in map(_light, (g.object, *g.aliases)))
+        if named and i != best and _shown_as_current(reads, g) and _subject_matches(item.subject, is_user, g, item.predicate):
+            return i, f"the attribute's name holds {g.object}, gold is {g.status}"
+    return None
 
 
 def score(conv: FactConversation, items: Sequence[Item]) -> list[Verdict]:
