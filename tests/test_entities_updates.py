@@ -46,7 +46,7 @@ def test_predicates_that_accumulate_keep_every_value(tmp_path):
     uses = user_entity(mem)["attributes"]["使用"]
     assert [v["value"] for v in uses["values"]] == ["SpringBoot", "Elasticsearch", "Redis"] and "past" not in uses
     ctx = mem.context(user_id="u", thread_id="t2", strategy="entities", query="我用了哪些技术？", max_tokens=1000)
-    assert "使用=SpringBoot（2026-03-01）、Elasticsearch（2026-03-02）、Redis（2026-03-03）" in system(ctx)
+    assert "使用=SpringBoot（2026-03-01：“我的后端使用SpringBoot”）、Elasticsearch（2026-03-02：“文档检索使用Elasticsearch”）、Redis（2026-03-03：“缓存使用Redis”）" in system(ctx)
 
 
 def test_a_move_supersedes_the_city_and_the_old_one_is_past_with_its_date(tmp_path):
@@ -58,7 +58,7 @@ def test_a_move_supersedes_the_city_and_the_old_one_is_past_with_its_date(tmp_pa
     history = mem.store.records.history(mem.scope("u"), "entity", "user")
     assert history[0].value["attributes"]["住在"]["value"] == "上海" and history[0].invalid_at is not None
     ctx = mem.context(user_id="u", thread_id="t2", strategy="profile", query="我现在住在哪里？", max_tokens=1000)
-    assert "住在=深圳（自2026-05-01；此前：上海，2026-03-01起）" in system(ctx)
+    assert "住在=深圳（自2026-05-01：“我已经从上海搬到深圳了”；此前：上海，2026-03-01起）" in system(ctx)
 
 
 def test_a_change_cue_replaces_a_value_that_would_otherwise_accumulate(tmp_path):
@@ -72,7 +72,7 @@ def test_english_moves_render_current_and_before(tmp_path):
     mem = memory(tmp_path, ["entities"], [out(("User", "person", "lives in", "Shanghai")), out(("User", "person", "moved to", "Shenzhen"))])
     said(mem, (["I live in Shanghai", "ok"], T0), (["I moved to Shenzhen last week", "nice"], T0 + timedelta(days=61)))
     ctx = mem.context(user_id="u", thread_id="t2", strategy="profile", query="Where do I live now?", max_tokens=1000)
-    assert "lives in=Shenzhen (since 2026-05-01; before: Shanghai, from 2026-03-01)" in system(ctx)
+    assert 'lives in=Shenzhen (since 2026-05-01: "I moved to Shenzhen last week"; before: Shanghai, from 2026-03-01)' in system(ctx)
 
 
 def test_a_new_employer_replaces_the_old_one_without_a_cue(tmp_path):

@@ -264,7 +264,10 @@ class Extractor:
         me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
         known = [n for s in statements for n in (s.subject, s.object)]
         self_names = [*(me[0].value.get("aliases", []) if me else []), *self_introduced(batch.messages, known)]
-        checked = verify(statements, batch.messages, self_names=self_names)
+        first = batch.messages[0]
+        earlier = self.store.history.read(scope, until=first.timestamp, last=len(batch.messages) + 6, roles=("user",)) if first.seq is not None else []
+        context = [m for m in earlier if m.seq is not None and m.seq < first.seq][-4:]
+        checked = verify(statements, batch.messages, self_names=self_names, context=context)
         if not checked.rejected and checked.kept == list(statements):
             return batch
         kept = unpack(batch.result.value.model_copy(update={"memories": checked.kept}), batch.lang)
@@ -699,7 +702,7 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
             continue  # a value the user did not say
         when = max(m.timestamp for m in users if m.id in sources)
         said = _sentence_naming(v, users, sources)
-        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat()}, said, batch.lang, past=getattr(attr, "past", False))
+        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat(), "evidence": said.strip()[:300]}, said, batch.lang, past=getattr(attr, "past", False))
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
     if e.fields:  # a developer's entity schema: its other fields as the model gave them, newest wins

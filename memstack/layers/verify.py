@@ -96,16 +96,18 @@ class Verified:
     rejected: list[Rejected]
 
 
-def verify(statements: Sequence[Statement], messages: Sequence[Message], *, self_names: Sequence[str] = ()) -> Verified:
+def verify(statements: Sequence[Statement], messages: Sequence[Message], *, self_names: Sequence[str] = (), context: Sequence[Message] = ()) -> Verified:
     """The statements the user's words support (tidied, ``past`` set where the words end them),
-    and those they do not, each with its reason. ``self_names``: the user's own names ("王磊")."""
+    and those they do not, each with its reason. ``self_names``: the user's own names ("王磊");
+    ``context``: the thread's turns just before these, whose topic a sentence that names no one
+    goes on with ("我正在开发知识中台。" … a batch later "缓存改用Memcached了。")."""
     # what may be the subject of a sentence: the batch's subjects (an object only is a place, a
     # thing, a value: "从上海搬到深圳" says nothing of 上海)
     names = {normalize(s.subject) for s in statements if len(normalize(s.subject)) >= 2}
     kept: list[Statement] = []
     rejected: list[Rejected] = []
     for s in statements:
-        result = check(s, messages, names=names, self_names=self_names)
+        result = check(s, messages, names=names, self_names=self_names, context=context)
         if isinstance(result, Rejected):
             rejected.append(result)
         else:
@@ -113,7 +115,7 @@ def verify(statements: Sequence[Statement], messages: Sequence[Message], *, self
     return Verified(kept, rejected)
 
 
-def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozenset(), self_names: Sequence[str] = ()) -> Statement | Rejected:  # type: ignore[assignment]
+def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozenset(), self_names: Sequence[str] = (), context: Sequence[Message] = ()) -> Statement | Rejected:  # type: ignore[assignment]
     """One statement, tidied, or why it is rejected."""
     s, past = _tidy(s)
     s = _split_swallowed(s, messages)
@@ -123,7 +125,7 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
     if _is_self(s.object, ()):  # "李四|是|用户": the user says it of themself ("我叫李四")
         said = any(m.role == "user" and _SELF.search(normalize(m.text)) and normalize(s.subject) in normalize(m.text) for m in messages)
         return s if said else Rejected(s, "the user did not say it of themself")
-    found = _clauses_saying(obj, messages)
+    found = _clauses_saying(obj, messages, " ".join(normalize(m.text) for m in context if m.role == "user"))
     if not found:
         return Rejected(s, "not in the user's own words")
     is_self = _is_self(s.subject, self_names)
@@ -176,12 +178,12 @@ def _split_swallowed(s: Statement, messages: Sequence[Message]) -> Statement:
     return s
 
 
-def _clauses_saying(obj: str, messages: Sequence[Message]) -> list[tuple[str, str, str, str]]:
+def _clauses_saying(obj: str, messages: Sequence[Message], before: str = "") -> list[tuple[str, str, str, str]]:
     """(sentence, clause, the turn's text before the object, the user's earlier turns) for each
     clause of the user's turns that says the object: whole, or most of its words (Chinese:
     characters)."""
     out = []
-    said = ""
+    said = before
     for m in messages:
         if m.role != "user":
             continue
