@@ -732,7 +732,7 @@ def rescore(report: dict[str, Any], path: str | Path | None = None) -> dict[str,
     saved = {r["conversation"] for s in report["systems"].values() for r in (*s["items"], *s["missed"])}
     conversations = [c for c in load_facts(path) if c.id in saved]
     known = {c.id: c for c in conversations}
-    out = {**report, "systems": {}}
+    out = {**report, "gold": sum(1 for c in conversations for g in c.gold if g.status != "not_a_fact"), "traps": sum(1 for c in conversations for g in c.gold if g.status == "not_a_fact"), "systems": {}}
     for name, s in report["systems"].items():
         verdicts: dict[str, list[Verdict]] = {c.id: [] for c in conversations}
         for r in s["items"]:
