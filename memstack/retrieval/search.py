@@ -28,6 +28,7 @@ from ..text import segment
 from ..timeparse import TimeRange, parse_time_range
 from ..types import Hit, Scope, Scored, SearchFilter, Unit
 from .asked import ASKS, ASSISTANT_LABELS, USER_LABELS, asked_only, first_person, speaks_to_assistant
+from .changes import change_words
 from .fusion import Fused, rrf
 from .periods import said_in, speaks_of
 from .units import LABELS, own_text
@@ -78,6 +79,8 @@ class SearchSettings:
     #: "我已经从上海搬到深圳了") comes first (1: off; see ``newest_on_subject``). LoCoMo conv-26:
     #: R@1 .430 -> .423 (one "how long has she had her current friends" question), R@5+ kept
     present_window: int = 5
+    #: a question about now also searches the words that say its kind of fact changed (``changes``)
+    change_words: bool = True
     #: a keyword hit counts as relevant when its normalised BM25 score reaches this
     bm25_floor: float = 0.0
     #: drop candidates below the floors above (off for the plain baselines of the benchmark)
@@ -216,7 +219,10 @@ class Searcher:
         if s.method in ("hybrid", "bm25"):
             # the keyword search (database work) runs while the query is embedded (model work):
             # both release the GIL, so a hybrid query costs about the slower of the two
-            keyword = _POOL.submit(self.units.keyword_search, user, query, k=s.candidates, where=where)
+            # a question about now also looks for the words that say its kind of fact changed
+            # ("现在住在哪" finds "从上海搬到深圳了": ``changes``)
+            words = f"{query} {change_words(query)}" if s.change_words and asks_about_now(query) else query
+            keyword = _POOL.submit(self.units.keyword_search, user, words, k=s.candidates, where=where)
             floors["bm25"] = s.bm25_floor
         if s.method in ("hybrid", "dense"):
             qv = self.embedder.embed_query(query)
