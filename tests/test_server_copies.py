@@ -149,8 +149,10 @@ def test_an_unkeyed_double_submit_answers_once_and_a_later_same_request_regenera
 
 
 def test_a_claim_whose_copy_died_is_taken_over_after_its_lease(tmp_path):
-    """A claim left by a killed process (its lease not renewed) holds the request back for its
-    lease only; then the next copy claims it and answers."""
+    """A claim left by a killed process (its lease not renewed) holds the request back until its
+    lease ends, then the next copy claims it and answers; a live claim is renewed and waited on
+    until its answer comes. Nothing here depends on how fast the machine is: the live claim's
+    lease is far longer than the test, and the order of events is awaited, not timed."""
     import asyncio
 
     from memstack.aio import AsyncMemory
@@ -162,20 +164,28 @@ def test_a_claim_whose_copy_died_is_taken_over_after_its_lease(tmp_path):
             dead = await settle(memory, scope, body, "k", lease=0.3)
             assert isinstance(dead, Held)
             dead._stop()  # the process died: no renewal, no release
-            started = time.monotonic()
-            taker = await settle(memory, scope, body, "k", lease=5)
-            assert isinstance(taker, Held) and 0.2 < time.monotonic() - started < 3
+            expired = dead.record["until"]
+            taker = await settle(memory, scope, body, "k", lease=60)
+            assert isinstance(taker, Held) and taker.record["claim"] != dead.record["claim"]
+            assert taker.record["until"] - 60 >= expired  # taken only once the dead claim's lease had ended
             await taker.finish({"choices": [{"message": {"role": "assistant", "content": "答"}}]})
             replay = await settle(memory, scope, {**body, "stream": True}, "k")
             assert isinstance(replay, Replay) and replay.response["choices"][0]["message"]["content"] == "答"
-            # a live claim is renewed: a copy waits for it past several leases, and answers its answer
-            live = await settle(memory, scope, body, None, lease=0.3)
-            waiter = asyncio.create_task(settle(memory, scope, body, None, lease=0.3))
-            await asyncio.sleep(1.0)
+            # a live claim: renewing it moves its lease on; a copy waits on it and answers its answer
+            live = await settle(memory, scope, body, None, lease=60)
+            before = live.record["until"]
+            assert await live.renew() and live.record["until"] >= before
+            assert memory.memory.store.state.get(scope, UNKEYED) == live.record
+            waits = asyncio.Event()
+            waiter = asyncio.create_task(settle(memory, scope, body, None, waiting=waits.set))
+            await asyncio.wait_for(waits.wait(), 30)
             assert not waiter.done()
             await live.finish({"choices": [{"message": {"role": "assistant", "content": "答2"}}]})
             assert isinstance(replay := await waiter, Replay) and replay.response["choices"][0]["message"]["content"] == "答2"
-            assert memory.memory.store.state.get(scope, UNKEYED)["request"]
+            # a claim another copy took over is lost: renewing it says so, and its answer does not overwrite
+            stale = await settle(memory, scope, {**body, "messages": [{"role": "user", "content": "新问题"}]}, None, lease=60)
+            memory.memory.store.state.put(scope, {**stale.record, "claim": "someone else"}, UNKEYED)
+            assert not await stale.renew() and stale.record is None
 
     asyncio.run(run())
 

@@ -83,15 +83,22 @@ class Held:
         if self.record is not None and self._renewer is None:
             self._renewer = asyncio.create_task(self._renew())
 
+    async def renew(self) -> bool:
+        """Hold the claim for another ``lease`` seconds; False when it was lost (this copy
+        stalled past its lease and another took it over)."""
+        if self.done or self.record is None:
+            return False
+        if await self._swap({**self.record, "until": time.time() + self.lease}):
+            return True
+        log.warning("lost the claim on %s of %s/%s (it ran past its lease)", self.name, self.scope.user_id, self.scope.thread_id)
+        self.record = None
+        return False
+
     async def _renew(self) -> None:
         until = time.monotonic() + DEFAULT_WAIT  # a stream whose relay never ran (its client left) stops renewing
         while not self.done and time.monotonic() < until:
             await asyncio.sleep(self.lease / 3)
-            if self.done or self.record is None:
-                return
-            if not await self._swap({**self.record, "until": time.time() + self.lease}):
-                log.warning("lost the claim on %s of %s/%s (it ran past its lease)", self.name, self.scope.user_id, self.scope.thread_id)
-                self.record = None
+            if not await self.renew():
                 return
 
     async def finish(self, response: dict[str, Any]) -> None:
