@@ -128,7 +128,8 @@ def test_the_profile_holds_what_was_said_and_the_audit_what_was_not(tmp_path):
     mem.run_jobs()
     me = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
     assert me["住在"]["value"] == "深圳" and [p["value"] for p in me["住在"]["past"]] == ["上海"]
-    assert me["换工作"]["value"] == "腾讯" and [p["value"] for p in me["换工作"]["past"]] == ["数据分析"]
+    # "换工作" is the predicate 工作 said as a change (``supersede.canonical``): one attribute
+    assert me["工作"]["value"] == "腾讯" and [p["value"] for p in me["工作"]["past"]] == ["数据分析"]
     assert not any("住在上海" in k or "不喜欢" in k for k in me)
     text = mem.context(user_id="u", thread_id="s3", query="我现在住在哪个城市？", max_tokens=2000).messages[0].text
     assert "住在=深圳" in text and "不喜欢" not in text

@@ -34,8 +34,8 @@ from ..types import Change, Message, Record, Scope, Unit
 from . import register_layer
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
 from .notes import apply_updates, grounded_note, said_notes
-from .supersede import canonical, replaced, said_as_old
-from .verify import verify
+from .supersede import canonical, instant, replaced, said_as_old, says_change
+from .verify import cessations, ends_value, verify
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -251,6 +251,8 @@ class Extractor:
             records.apply(scope, self._state_changes(batch, value.state), layer=self.name)
         elif "state" in self.parts:
             user_changes += self._state_changes(batch, value.state)
+        if "entities" in self.parts or "relations" in self.parts:
+            user_changes = self._ended(scope.user(), batch, user_changes)
         user_changes += self._rejected_changes(batch)
         if user_changes:
             records.apply(scope.user(), user_changes, layer=self.name)
@@ -273,6 +275,49 @@ class Extractor:
         kept = unpack(batch.result.value.model_copy(update={"memories": checked.kept}), batch.lang)
         extracted = replace(kept, entities=[*kept.entities, *[e for e in batch.extracted.entities if e.fields]]) if any(e.fields for e in batch.extracted.entities) else kept
         return replace(batch, extracted=replace(extracted, state=batch.extracted.state), rejected=tuple(checked.rejected))
+
+    def _ended(self, user: Scope, batch: Batch, pending: list[Change]) -> list[Change]:
+        """``pending`` with what the batch's user turns end ended (``verify.cessations``): after
+        "已经不去健身房了", "I quit smoking", "卡罗拉卖给了我表弟" or "从MySQL迁移到了TiDB", every
+        current value of its owner (the user, or the one the words name) that the cessation names,
+        in any attribute or relation, is past from when it was said, whether or not the model wrote
+        a statement for it. Values said after the cessation stay as they are."""
+        ended = cessations(batch.messages)
+        if not ended:
+            return pending
+        changes = {(c.kind, c.key): c for c in pending}
+        entities = {r.key: Change("put", "entity", r.key, dict(r.value), tuple(r.source_ids), r.valid_from) for r in self.store.records.current(user, "entity")}
+        entities.update({c.key: c for c in pending if c.kind == "entity" and c.value is not None})
+        relations = {r.key: Change("put", "relation", r.key, dict(r.value), tuple(r.source_ids), r.valid_from) for r in self.store.records.current(user, "relation")}
+        relations.update({c.key: c for c in pending if c.kind == "relation" and c.value is not None})
+        for c in ended:
+            at = c.message.timestamp
+            owners = _owners(c.whose, entities)
+            for key in owners:
+                e = entities.get(key)
+                if e is None:
+                    continue
+                value = dict(e.value or {})
+                attributes = dict(value.get("attributes", {}))
+                touched = False
+                for name, attribute in attributes.items():
+                    current, past = attribute_values(attribute)
+                    gone = [x for x in current if ends_value(c, name, str(x.get("value", ""))) and not _later(x.get("valid_from"), at.isoformat())]
+                    if gone:
+                        touched = True
+                        attributes[name] = _attribute([x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang)
+                if touched:
+                    value["attributes"] = attributes
+                    entities[key] = changes[("entity", key)] = Change("put", "entity", key, value, tuple(sorted({*e.source_ids, c.message.id})), batch.messages[-1].timestamp)
+            for key, r in relations.items():
+                v = dict(r.value or {})
+                if v.get("invalid_at") or v.get("alias") or (r.at and instant(r.at) and instant(r.at) > instant(at)):
+                    continue
+                forward = v.get("source_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("target", "")))
+                backward = v.get("target_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("source", "")))
+                if forward or backward:
+                    relations[key] = changes[("relation", key)] = Change("put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at)
+        return list(changes.values())
 
     def _rejected_changes(self, batch: Batch) -> list[Change]:
         out = []
@@ -492,8 +537,13 @@ class Extractor:
             if getattr(r, "past", False) or said_as_old(r.target, evidence):
                 value = {**value, "invalid_at": value.get("invalid_at") or when.isoformat()}  # "从上海搬到深圳": 上海 is past
             elif not value["alias"]:
-                for other in _superseded(value, evidence, [*known.values(), *out.values()], skip=key):
-                    out[other.key] = Change("put", "relation", other.key, {**other.value, "invalid_at": when.isoformat()}, tuple(getattr(other, "source_ids", ())), getattr(other, "valid_from", None) or getattr(other, "at", None))
+                for other in _superseded(value, evidence, [*known.values(), *out.values()], skip=key, cue=says_change(r.relation)):
+                    since = getattr(other, "valid_from", None) or getattr(other, "at", None)
+                    if since is not None and instant(since) and instant(since) > instant(when):
+                        # said after this one (batches applied out of order): it stays current
+                        value = {**value, "invalid_at": min(value.get("invalid_at") or since.isoformat(), since.isoformat())}
+                        continue
+                    out[other.key] = Change("put", "relation", other.key, {**other.value, "invalid_at": when.isoformat()}, tuple(getattr(other, "source_ids", ())), since)
             out[key] = Change("put", "relation", key, value, sources, when)
         return list(out.values())
 
@@ -592,7 +642,24 @@ def evidence_for(r: Any, messages: Sequence[Message]) -> tuple[str, tuple[str, .
     return None
 
 
-def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, skip: str) -> list[Any]:
+def _owners(whose: str, entities: dict[str, Any]) -> set[str]:
+    """The entity keys a cessation's owner words name: the user's for none ("" : "我", a dropped
+    subject), else the entities whose name or alias those words hold ("我妹妹" for 妹妹, "订单服务");
+    a bare pronoun ("他") names no entity it could be told apart by, so nothing."""
+    if not whose:
+        return {SELF_KEY}
+    words = re.sub(r"^(?:我的?|咱的?|我们的?|\bmy\s+|\bour\s+)", "", normalize(whose)).strip()
+    out = set()
+    for key, change in entities.items():
+        value = change.value or {}
+        for name in (key, value.get("name", ""), *value.get("aliases", [])):
+            n = normalize(name)
+            if len(n) >= 2 and len(words) >= 2 and (n in words or words in n):
+                out.add(key)
+    return out
+
+
+def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, skip: str, cue: bool = False) -> list[Any]:
     """The current relations (Records, or Changes of this batch) a new relation replaces: from the
     same source, with the same canonical predicate, to another target, as ``supersede.replaced``
     decides (a single-valued predicate, or a change cue in the new one's evidence)."""
@@ -604,7 +671,7 @@ def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, 
             continue
         if v.get("target_key") != value["target_key"]:
             same[o.key] = o
-    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"])))
+    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"], cue=cue)))
     return [o for o in same.values() if normalize(o.value.get("target", "")) in gone]
 
 
@@ -702,7 +769,7 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
             continue  # a value the user did not say
         when = max(m.timestamp for m in users if m.id in sources)
         said = _sentence_naming(v, users, sources)
-        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat(), "evidence": said.strip()[:300]}, said, batch.lang, past=getattr(attr, "past", False))
+        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat(), "evidence": said.strip()[:300]}, said, batch.lang, past=getattr(attr, "past", False), cue=says_change(attr.key))
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
     if e.fields:  # a developer's entity schema: its other fields as the model gave them, newest wins
@@ -736,11 +803,13 @@ def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, A
 PAST_KEPT = 5
 
 
-def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str, *, past: bool = False) -> dict[str, Any]:
+def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str, *, past: bool = False, cue: bool = False) -> dict[str, Any]:
     """One attribute after a new value was said: accumulated beside the current ones, or superseding
-    those it replaces (``supersede.replaced``), or recorded as past when the sentence names it as
-    the old one ("从上海搬到深圳" for 上海) or ends it (``past``: "不再做数据分析了", ``verify``).
-    Superseded values move to ``past`` with their dates."""
+    those it replaces (``supersede.replaced``; ``cue``: the predicate as written said the change,
+    "换导师"), or recorded as past when the sentence names it as the old one ("从上海搬到深圳" for
+    上海) or ends it (``past``: "不再做数据分析了", ``verify``). Superseded values move to ``past``
+    with their dates. A value said before one it would replace (batches applied out of order) does
+    not replace it: it is past from when the newer one was said."""
     ended = past
     current, past = attribute_values(old)
     same = [c for c in current if normalize(c["value"]) == normalize(new["value"])]
@@ -752,9 +821,27 @@ def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str,
     elif same:
         return old or {}
     else:
-        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"])))
-        past += [{**c, "until": new["valid_from"]} for c in current if normalize(c["value"]) in gone]
-        current = [c for c in current if normalize(c["value"]) not in gone] + [new]
+        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"], cue=cue)))
+        newer = sorted(str(c.get("valid_from", "")) for c in current if normalize(c["value"]) in gone and _later(c.get("valid_from"), new.get("valid_from")))
+        if newer:  # said after this one: it stays current, and this one was replaced when it was said
+            past.append({**new, "until": newer[0]})
+            gone = {normalize(c["value"]) for c in current if normalize(c["value"]) in gone and not _later(c.get("valid_from"), new.get("valid_from"))}
+            past += [{**c, "until": new["valid_from"]} for c in current if normalize(c["value"]) in gone]
+            current = [c for c in current if normalize(c["value"]) not in gone]
+        else:
+            past += [{**c, "until": new["valid_from"]} for c in current if normalize(c["value"]) in gone]
+            current = [c for c in current if normalize(c["value"]) not in gone] + [new]
+    return _attribute(current, past, lang)
+
+
+def _later(a: Any, b: Any) -> bool:
+    """Whether stored time ``a`` is after ``b`` (False when either is unknown)."""
+    x, y = instant(a) if a else None, instant(b) if b else None
+    return bool(x and y and x > y)
+
+
+def _attribute(current: list[dict[str, Any]], past: list[dict[str, Any]], lang: str) -> dict[str, Any]:
+    """An attribute's stored shape from its current and past values."""
     past = [p for p in past if all(normalize(p["value"]) != normalize(c["value"]) for c in current)][-PAST_KEPT:]
     if not current:  # only an old value was said: it is past, and nothing is known to be current
         return {"value": "", "source_ids": [], "values": [], "past": past}

@@ -29,7 +29,7 @@ from ..llm.grounding import normalize
 
 #: predicate spellings -> the canonical predicate they mean (both languages)
 SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(("住在", "住", "居住在", "居住于", "住于", "居住", "家在", "定居在", "定居于", "定居", "搬到", "搬去", "搬往", "搬家到", "迁到", "迁往", "迁居", "居住地", "常住", "现居", "现居于", "现住", "住到", "搬进", "搬至", "搬迁到", "搬迁至", "迁至", "迁居到", "移居", "移居到", "移居至", "搬回"), "住在"),
+    **dict.fromkeys(("住在", "住", "居住在", "居住于", "住于", "居住", "家在", "定居在", "定居于", "定居", "搬到", "搬去", "搬往", "搬家到", "迁到", "迁往", "迁居", "居住地", "常住", "现居", "现居于", "现住", "住到", "搬进", "搬至", "搬迁到", "搬迁至", "迁至", "迁居到", "移居", "移居到", "移居至", "搬回", "新家", "新家在"), "住在"),
     **dict.fromkeys(("lives in", "live in", "living in", "lived in", "resides in", "moved to", "relocated to", "based in", "home city"), "lives in"),
     **dict.fromkeys(("工作于", "就职于", "任职于", "在职于", "供职于", "入职", "入职于", "跳槽到", "跳槽去", "工作单位", "雇主", "所在公司", "公司", "单位", "就职", "任职"), "工作单位"),
     **dict.fromkeys(("works at", "work at", "works for", "work for", "worked at", "employer", "company", "employed by", "employed at"), "works at"),
@@ -39,7 +39,7 @@ SYNONYMS: dict[str, str] = {
     **dict.fromkeys(("date", "time", "due", "due date", "scheduled for", "postponed to", "rescheduled to", "moved up to", "pushed to"), "date"),
     **dict.fromkeys(("使用", "用", "采用", "改用", "换用", "换成", "改成用", "用的是", "使用的是", "基于"), "使用"),
     **dict.fromkeys(("uses", "use", "using", "switched to", "built with", "runs on"), "uses"),
-    **dict.fromkeys(("名字", "姓名", "名字是", "名叫", "叫", "叫做", "名为"), "名字"),
+    **dict.fromkeys(("名字", "姓名", "名字是", "名叫", "叫", "叫做", "名为", "改名", "改名为", "改名叫"), "名字"),
     **dict.fromkeys(("name", "is named", "named", "is called", "called", "name is"), "name"),
     **dict.fromkeys(("年龄", "岁数", "今年"), "年龄"),
     **dict.fromkeys(("age", "is aged"), "age"),
@@ -58,7 +58,7 @@ _SINGLE_SUFFIXES = ("时间", "日期", "截止", "期限", "地点", "deadline"
 
 #: words that say the new value replaces the old ("我已经从上海搬到深圳了", "改用Go重写", "we switched to Go")
 _CHANGE_CUES = re.compile(
-    r"改用|改成|改为|改到|改在|改去|改期|换成|换到|换了|换用|换工作|搬到|搬去|搬家|搬了|迁到|迁往|不再|不用了|跳槽|推迟|延期|延后|提前到|变成|变为|转到|转行|离职|辞职|已经[^，。！？,.!?；;]*了"
+    r"改用|改成|改为|改到|改在|改去|改期|换成|换到|换了|换用|换工作|换[\u3400-\u9fff]{1,4}了|搬到|搬去|搬家|搬了|迁到|迁往|不再|不用了|跳槽|推迟|延期|延后|提前到|变成|变为|转到|转行|离职|辞职|已经[^，。！？,.!?；;]*了"
     r"|\b(?:now|moved|switched|instead|no longer|any ?more|changed|relocated|postponed|rescheduled|pushed back|quit|left|new job)\b",
     re.IGNORECASE,
 )
@@ -74,6 +74,9 @@ _PREDICATE_CUES = re.compile(
 )
 #: a predicate that says something is not (or no longer) so is not a spelling of the one it negates
 _NEGATED = re.compile(r"不|没|未|别|\b(?:not|no longer|never|don't|doesn't|didn't|stopped|quit)\b", re.IGNORECASE)
+#: a change verb before a noun: the predicate names what changed, and the noun is the predicate
+#: ("换导师" -> 导师, "新工作" -> 工作, "new job" -> job): the value is the new one of that noun
+_CHANGE_PREFIX = re.compile(r"^(?:(?:已经|已|也|又|刚刚|刚|最近)?(?:更换了?|变更了?|换了|改了|换|改|新的|新)(?=[\u3400-\u9fff]))|^(?:(?:a|my|the) )?(?:new|changed(?: (?:my|his|her|their|the))?|switched(?: (?:my|his|her|their|the))?) ", re.IGNORECASE)
 
 
 def canonical(predicate: str) -> str:
@@ -94,7 +97,32 @@ def canonical(predicate: str) -> str:
         if shorter == candidate or not shorter:
             break
         candidate = shorter
+    noun = changed_noun(n)
+    if noun:
+        return SYNONYMS.get(noun, noun)
     return text
+
+
+def changed_noun(predicate: str) -> str:
+    """The noun a predicate says changed ("换导师", "换了导师", "新工作", "new job", "changed jobs"), or
+    "" when it is no change verb before a noun. The noun is a property or a role of two characters
+    or more in Chinese, not a verb phrase ("改变", "换算", "改进算法", "换成Go" are not one)."""
+    from ..llm.extract import _noun_predicate
+
+    n = normalize(predicate).strip()
+    m = _CHANGE_PREFIX.match(n)
+    if not m:
+        return ""
+    rest = n[m.end() :].strip().removesuffix("了").strip()
+    if rest.isascii():
+        singular = rest[:-1] if rest.endswith("s") and not rest.endswith("ss") and rest[:-1] in SYNONYMS else rest
+        return singular if singular in SYNONYMS or _noun_predicate(singular, "en") else ""
+    return rest if rest in SYNONYMS or (len(rest) >= 2 and rest[0] not in _VERB_AFTER_CHANGE and (_noun_predicate(rest, "zh") or len(rest) <= 3)) else ""
+
+
+#: what follows 换/改/新 when they are a verb of their own, not a change of a noun ("改进", "换成",
+#: "改用", "新买的"): the words after them are a verb phrase, not an attribute's name
+_VERB_AFTER_CHANGE = set("用成为到在去掉了写进善变正造开装做学买来回过好掉")
 
 
 def single_valued(predicate: str) -> bool:
@@ -115,20 +143,34 @@ def said_as_old(value: str, sentence: str) -> bool:
     return bool(v) and change_cue(sentence) and re.search(_OLD_BEFORE + re.escape(v), normalize(sentence)) is not None
 
 
-def replaced(predicate: str, sentence: str, current: list[str], new: str) -> list[str]:
+def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue: bool = False) -> list[str]:
     """Which of the ``current`` values a new value said in ``sentence`` replaces: all of them for a
-    single-valued predicate; with a change cue, those the sentence names (the only one when it
-    names none and there is one); otherwise none (the values accumulate)."""
+    single-valued predicate; with a change cue (in the sentence, or ``cue``: the predicate itself
+    said the change, "换导师"), those the change's own clause names (the only one when it names
+    none and there is one); otherwise none (the values accumulate). A value that says a change
+    itself ("婚礼推迟到明年5月", "地点改到重庆" under 计划) is a statement of its own: it replaces only
+    the values its clause names."""
     others = [c for c in current if normalize(c) != normalize(new)]
     if single_valued(predicate):
         return others
-    if not change_cue(sentence):
+    if not (cue or change_cue(sentence)):
         return []
     s = normalize(sentence)
-    named = [c for c in others if normalize(c) in s]
+    clauses = [c for c in re.split(r"[，,；;。！？!?\n]|\.(?=\s|$)", s) if c.strip()]
+    said = [c for c in clauses if change_cue(c)] or ([c for c in clauses if normalize(new) in c] if cue else [])
+    named = [c for c in others if any(normalize(c) in clause for clause in said) or said_as_old(c, sentence)]
+    if change_cue(new):
+        return named
     # a cue naming none of several values does not say which one it replaces ("缓存改用Memcached"
     # beside SpringBoot and Redis): keep them all rather than lose the wrong one
     return named or (others if len(others) == 1 else [])
+
+
+def says_change(predicate: str) -> bool:
+    """Whether a predicate itself says the change ("换导师", "改用", "switched to", "推迟到"): its
+    value is the new one, never an old value a cessation in its sentence ends."""
+    n = normalize(predicate)
+    return bool(changed_noun(n)) or bool(re.search(r"改名|新家|改用|改成|改为|改到|改在|换成|换到|换用|搬到|搬去|搬家到|迁到|迁往|推迟到|延期到|延后到|提前到|转到|转行|跳槽|变成|变为|入职|加入|\b(?:switched to|changed to|moved to|moved up to|postponed to|pushed (?:back )?to|rescheduled to|relocated to|migrated to|now)\b", n))
 
 
 def instant(stamp: Any) -> datetime | None:

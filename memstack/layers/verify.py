@@ -41,12 +41,14 @@ _SELF = re.compile(r"我|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our
 #: people a user speaks of as theirs: "我妹妹", "my wife": what follows is theirs, not the user's
 _KIN = (
     "妹妹|姐姐|哥哥|弟弟|老婆|妻子|太太|爱人|丈夫|老公|女朋友|男朋友|女友|男友|爸爸|妈妈|父亲|母亲|爸|妈|儿子|女儿|孩子|老板|上司|领导|经理|同事|朋友|室友|"
-    "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|"
+    "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|哥|姐|弟|妹|"
     r"\b(?:wife|husband|sister|brother|mom|mum|mother|dad|father|son|daughter|kid|kids|boss|manager|friend|colleague|coworker|partner|girlfriend|boyfriend|roommate|neighbou?r|teacher)\b"
 )
 _OTHER_PERSON = re.compile(rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)")
 _PRONOUN = re.compile(r"他|她|它|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
-_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]")
+#: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
+#: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
+_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]|\.(?=\s|$)")
 
 _NEG_ZH = r"不再|已经不|再也不|从不|从来不|并不|不|没有|没|别"
 _NEG_EN = r"\b(?:no longer|not|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|haven't|hasn't)\b|n't\b"
@@ -107,12 +109,136 @@ def verify(statements: Sequence[Statement], messages: Sequence[Message], *, self
     kept: list[Statement] = []
     rejected: list[Rejected] = []
     for s in statements:
-        result = check(s, messages, names=names, self_names=self_names, context=context)
-        if isinstance(result, Rejected):
-            rejected.append(result)
-        else:
-            kept.append(result)
+        shaped = shape(s, messages)
+        if isinstance(shaped, Rejected):
+            rejected.append(shaped)
+            continue
+        for part in shaped:
+            result = check(part, messages, names=names, self_names=self_names, context=context)
+            if isinstance(result, Rejected):
+                rejected.append(result)
+            else:
+                kept.append(result)
     return Verified(kept, rejected)
+
+
+def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Rejected:
+    """A statement in the shape of a relation, before its words are checked: a predicate that is a
+    clause of the user's words is split back into its verb and value or dropped, and an object
+    that lists several values ("Spark、Airflow和Hive") is one statement per value; an object that
+    is a clause ("日常用Spark") or a bare verb ("looking for") is dropped, as is a statement whose
+    subject is its object or whose predicate is only a time word ("next|Tuesday")."""
+    s, _ = _tidy(s)
+    s = _split_swallowed(s, messages)
+    if normalize(s.subject) == normalize(s.object):
+        return Rejected(s, "the subject is its own object")
+    p = normalize(s.predicate)
+    if _TIME_ONLY.fullmatch(p):
+        return Rejected(s, "the predicate is a time word, not a relation")
+    said = _said_predicate(s, messages)
+    if isinstance(said, Rejected):
+        return said
+    s = said
+    parts = _list_parts(s.object)
+    if len(parts) > 1 or normalize(parts[0]) != normalize(s.object):
+        cleaned = [_clean_part(x, s.predicate) for x in parts]
+        if any(x is None for x in cleaned):
+            return Rejected(s, "the object is a clause, not a value")
+        return [s.model_copy(update={"object": x}) for x in cleaned if x]
+    if _clean_part(s.object, s.predicate, whole=True) is None:
+        return Rejected(s, "the object is a clause, not a value")
+    if re.search(r"\b(?:for|to|at|in|on|of|with|from|about|by)$", normalize(s.object)) and s.object.isascii():
+        return Rejected(s, "the object is a verb phrase, not a value")
+    return [s]
+
+
+#: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
+_TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
+#: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
+_QUANTITY = re.compile(
+    r"[0-9０-９]|[一二两三四五六七八九十几半]\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
+    r"|\b(?:once|twice|(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) (?:times?|days?|cups?|cans?|hours?|miles?|km|glasses|bottles|packs?))\b|\b(?:every|per|a) (?:day|week|month|year|morning|night)\b",
+    re.IGNORECASE,
+)
+#: adverbs before a verb that are not part of a relation ("主要练力量", "日常用Spark")
+_ADVERBS = re.compile(r"^(?:主要|平时|日常|经常|一般|通常|常常|总是|每天都|都|也|还|又|一直|正在|目前|现在|比较|特别|非常|很)+")
+#: Chinese verbs that take a value right after them: "做前端开发" is 做 + 前端开发
+_ZH_VERBS = sorted(
+    {*(k for k in SYNONYMS if not k.isascii()), "做", "练", "学", "写", "用", "开", "养", "教", "带", "玩", "打", "弹", "吃", "喝", "读", "看", "去", "考", "管", "跑", "抽", "研究", "从事", "负责", "参加", "担任", "学习", "喜欢", "爱", "讨厌", "擅长", "开发", "主修", "攻读", "就读", "养了", "学了", "在做", "在学", "在用"},
+    key=len,
+    reverse=True,
+)
+
+
+def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Rejected:
+    """A predicate that is a stretch of the user's words said apart from the object ("每周去三次"
+    and "主要练力量" given 健身房, "做前端开发" given React of "…，主要写React"): the model put a verb
+    and its own value in the predicate and gave it an object from another clause. Split back into
+    the verb and that value ("做|前端开发", "练|力量"), the object it was given dropped; dropped
+    whole when it holds a number or a frequency ("每周去三次") or no verb it can be split at. A
+    time given as the object of a predicate said in another clause ("抽烟|每天早上" of "我每天早上都喝
+    两杯咖啡，还抽烟") is dropped: the time is said of something else."""
+    from .supersede import canonical
+
+    p = normalize(s.predicate)
+    core = _ADVERBS.sub("", p) or p
+    if p.isascii():
+        return Rejected(s, "the predicate holds a number or frequency, not a relation") if _QUANTITY.search(p) else s
+    if canonical(p) != s.predicate.strip() or len(core) < 2:
+        return s
+    obj = normalize(_DATE_NOTE.sub("", s.object))
+    clauses = [c for m in messages if m.role == "user" for c in _CLAUSE.split(normalize(m.text)) if c.strip()]
+    with_p = [c for c in clauses if core in c]
+    if not with_p or any((obj in c and c.find(obj) >= c.find(core)) or (obj not in c and overlap(obj, c) >= OBJECT_OVERLAP) for c in with_p):
+        return s  # not said as such, or said with its object after it
+    if _WHEN.match(obj) or re.match(r"^(?:每|早上|晚上|中午|下午|上午|周末|平时)", obj):
+        return Rejected(s, "the time is said of something else")
+    if len(core) < 3:
+        return s
+    if _QUANTITY.search(core):
+        return Rejected(s, "the predicate holds a number or frequency, not a relation")
+    verb = next((v for v in _ZH_VERBS if core.startswith(v) and len(core) - len(v) >= 2), None)
+    if verb is None:
+        return Rejected(s, "the predicate is a clause of the user's words, not a relation")
+    return s.model_copy(update={"predicate": verb, "object": core[len(verb) :]})
+
+
+#: what separates the values of a list ("Spark、Airflow和Hive", "Python, Go and Rust")
+_LIST_SEP = re.compile(r"\s*(?:、|，|,|；|;|/)\s*")
+_LIST_AND = re.compile(r"\s*(?:以及|和|及|与|跟|还有|\band\b|&)\s*", re.IGNORECASE)
+
+
+def _list_parts(obj: str) -> list[str]:
+    """The values an object lists: split at list commas, and at "和/and" where the object is a list
+    or both sides are names in Latin letters ("Java和MyBatis"); one part when it is no list."""
+    text = obj.strip()
+    parts = [x for x in _LIST_SEP.split(text) if x.strip()]
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        pieces = [x for x in _LIST_AND.split(part) if x.strip()]
+        listed = len(parts) > 1 and i == len(parts) - 1  # "…、Airflow和Hive"
+        latin = len(pieces) > 1 and all(re.match(r"[A-Za-z0-9]", x.strip()) for x in pieces[1:]) and re.search(r"[A-Za-z0-9]\S*$", pieces[0].strip())
+        out += [x.strip() for x in pieces] if len(pieces) > 1 and (listed or latin) and all(len(x.strip()) >= 2 for x in pieces) else [part.strip()]
+    return out or [text]
+
+
+#: an object that opens with an adverb and a verb is a clause ("日常用Spark", "主要写React")
+_CLAUSE_OBJECT = re.compile(r"^(?:日常|平时|主要|经常|一般|通常|每天|也|还|都|正在|在)+(?:使用|在用|用|写|做|学|玩|吃|喝|去)")
+_USE_VERB = re.compile(r"^(?:日常|平时|主要|经常|一般|通常|每天|也|还|都|正在|在)*(?:使用|在用|用)")
+
+
+def _clean_part(part: str, predicate: str, *, whole: bool = False) -> str | None:
+    """A listed value without the words of its predicate it opened with ("日常用Spark" under 使用 ->
+    Spark); None when it is a clause ("日常用Spark" under another predicate)."""
+    from .supersede import canonical
+
+    text = part.strip()
+    if canonical(predicate) in ("使用", "uses") and _USE_VERB.match(text) and not whole:
+        rest = _USE_VERB.sub("", text).strip()
+        return rest or None
+    if _CLAUSE_OBJECT.match(text):
+        return None
+    return text
 
 
 def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozenset(), self_names: Sequence[str] = (), context: Sequence[Message] = ()) -> Statement | Rejected:  # type: ignore[assignment]
@@ -131,11 +257,17 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
     is_self = _is_self(s.subject, self_names)
     reasons: list[str] = []
     for _sentence, clause, before, earlier in found:
+        if _CAUSE.search(_clause_tail(before)) and not _CAUSE.search(normalize(s.predicate)):
+            reasons.append("the words give it as a cause, not a value")
+            continue
+        if is_self and _POSSESSED.search(before) and not _HAS.search(normalize(s.predicate)):
+            reasons.append("the words name something of the user's, not what the user is or does")
+            continue
         if not is_self and _names_own(s.subject, clause):
             reason = None  # said of it in the same clause ("缓存使用Redis", "redis（雷迪斯）只做缓存")
         else:
             reason = _about_subject(s.subject, is_self, earlier, before, names - {obj, normalize(s.subject)}, self_names)
-        reason = reason or _asked(clause) or _polarity(s.predicate, clause, before)
+        reason = reason or _asked(clause) or _polarity(s.predicate, clause, before, obj)
         if reason == "past":
             return s.model_copy(update={"past": True})
         if reason is None:
@@ -146,6 +278,14 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
                 return s.model_copy(update={"past": past}) if past else s
         reasons.append(reason)
     return Rejected(s, reasons[0], found[0][0].strip()[:120])
+
+
+#: the object right after "my"/"我的": a thing of the user's ("my dentist appointment"), which only
+#: a predicate of having can take ("User|is|dentist" of it is no fact)
+_POSSESSED = re.compile(r"(?:\b(?:my|our)\s+|我的|我们的|咱们的)$", re.IGNORECASE)
+#: what the words give as a cause ("because of paperwork", "因为下雨"): no value of the subject
+_CAUSE = re.compile(r"(?:\bbecause of|\bdue to|\bthanks to|\bowing to|因为|由于|多亏)\s*(?:(?:the|a|an|my|our|his|her|their|some|all (?:the|that))\s+)?$", re.IGNORECASE)
+_HAS = re.compile(r"有|拥有|养|\b(?:has|have|had|owns?|owned)\b", re.IGNORECASE)
 
 
 def _tidy(s: Statement) -> tuple[Statement, bool]:
@@ -196,7 +336,10 @@ def _clauses_saying(obj: str, messages: Sequence[Message], before: str = "") -> 
                 best = max(clauses, key=lambda c: overlap(obj, c), default="")
                 if not best or overlap(obj, best) < OBJECT_OVERLAP:
                     continue
-                at = text.find(best)
+                # where the object's words start in that clause: what comes before them there
+                # (the clause's own subject: "他想五一去云南旅游") is before the object
+                first = min((best.find(ch) for ch in obj if ch.strip() and ch in best), default=0)
+                at = text.find(best) + max(0, first)
             start = max((i.end() for i in _CLAUSE.finditer(text, 0, at)), default=0)
             end = next((i.start() for i in _CLAUSE.finditer(text, at)), len(text))
             # the turn so far: a pronoun or a dropped subject in this sentence refers back into it
@@ -257,7 +400,7 @@ def _possessive(text: str, at: int) -> bool:
 
 
 #: names a sentence gives things without capitals: "星图项目", "天枢系统", "the Atlas project"
-_NAMED = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公司|集团)|\bthe \w+ (?:project|system|platform|company)\b")
+_NAMED = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公司|集团|服务|模块|网站|应用|小程序)|\bthe \w+ (?:project|system|platform|company|service|app|website)\b")
 
 
 def _bare(name: str) -> str:
@@ -268,22 +411,67 @@ def _bare(name: str) -> str:
     return bare if bare != name else ""
 
 
-def _polarity(predicate: str, clause: str, before: str) -> str | None:
+def _polarity(predicate: str, clause: str, before: str, obj: str = "") -> str | None:
     """None when the predicate and the words agree on yes or no; "past" when the words end the
-    value (a cessation the predicate does not carry); else why they disagree."""
+    value (a cessation the predicate does not carry); else why they disagree. A negation or a
+    cessation bears on the object only when it governs it: the words between them are a verb or
+    two ("不再做数据分析", "no longer drink soda"), not another value and a new verb ("quit smoking in
+    February": February is when, not what ended; "left nursing and joined a startup")."""
     tail = _clause_tail(before)
-    words_negate = bool(_NEGATION.search(_NOT_NEGATION.sub("", tail)))
-    ends = bool(_CESSATION.search(tail)) or bool(re.search(r"\b(?:any ?more)\b", clause))
     p = normalize(predicate)
-    predicate_negates = bool(_NEGATION.search(_NOT_NEGATION.sub("", p)))
     sentiment = _SENTIMENT.search(p)
     if sentiment and normalize(sentiment.group(0)) not in normalize(clause):
         return f"the words do not say {sentiment.group(0)}"
-    if predicate_negates and not words_negate and not ends:
+    scope = _scope(tail, obj)
+    if scope == "unclear":
+        return "a negation before it whose scope is unclear"
+    words_negate = scope is not None
+    ends = scope == "ends" or (words_negate and bool(re.search(r"\b(?:any ?more)\b", clause)))
+    predicate_negates = bool(_NEGATION.search(_NOT_NEGATION.sub("", p)))
+    # a predicate that says the cessation itself ("quit smoking", "戒掉") states it: it agrees
+    predicate_ends = bool(_CESSATION.search(p)) or bool(re.search(r"戒|辞职|离职|退出|卖掉|卖了", p))
+    if predicate_negates and not words_negate:
         return "the words do not negate it"
-    if (words_negate or ends) and not predicate_negates:
+    if words_negate and not (predicate_negates or predicate_ends):
         return "past" if ends else "negated in the user's words"
     return None
+
+
+#: words that start a new verb phrase or clause: a negation before them does not reach past them
+_NEW_PHRASE = re.compile(r"但是?|而是?|却|然后|现在|如今|改成?|换成?|换了|开始|转而|只是|而且|并且|还是|\b(?:and|but|then|now|instead|so|because|since|after|before|when|while|though|although|yet)\b", re.IGNORECASE)
+#: particles, prepositions and determiners that do not count as words between a verb and its object
+_LIGHT = re.compile(r"[了过着的地得在到去来再也都还就又把给跟和与向对从的一个这那些种件只位]|\b(?:the|a|an|my|our|your|his|her|their|to|in|at|on|for|with|of|any|some|this|that|these|those|going|doing|being|get|got)\b", re.IGNORECASE)
+#: an object that is a date or a time of day: said when, never what a cessation ends
+_WHEN = re.compile(
+    r"^\s*(?:\d|[一二三四五六七八九十]+月|(?:上|下|这|本)(?:个?月|周|星期|礼拜)|(?:今|明|去|前|后)(?:年|天)|昨天|大?前天|大?后天|周[一二三四五六日天末]|星期|礼拜|早上|晚上|中午|上午|下午|每天|每周|每月|月[初中底]|年[初中底]"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|last|next|this|yesterday|today|tomorrow|morning|evening|night|noon)\b)",
+    re.IGNORECASE,
+)
+
+
+def _scope(tail: str, obj: str = "") -> str | None:
+    """What the last negation or cessation of the object's clause does to the object right after
+    ``tail``: "ends" (a cessation governs it), "negates" (a negation governs it), None (none, or
+    one that governs something else), "unclear" (one with words between that may or may not be its
+    object: "不再跟王教授做推荐": dropped, since a wrong memory is worse than none)."""
+    text = _NOT_NEGATION.sub(lambda m: "\x00" * len(m.group(0)), tail)
+    marks = [(m.start(), m.end(), "ends") for m in _CESSATION.finditer(text)] + [(m.start(), m.end(), "negates") for m in _NEGATION.finditer(text)]
+    if not marks:
+        return None
+    start, end, kind = max(marks, key=lambda x: (x[1], x[2] == "ends"))
+    # a cessation word inside the match span wins ("不再" is both)
+    if kind == "negates" and any(s <= start and e >= end for s, e, k in marks if k == "ends"):
+        kind = "ends"
+    between = tail[end:]
+    if _NEW_PHRASE.search(between):
+        return None
+    rest = _LIGHT.sub(" ", between)
+    words = rest.split() if rest.isascii() else [c for c in rest if not c.isspace()]
+    if words and _WHEN.match(obj):
+        return None  # "quit smoking in February", "2月中旬戒烟": the date says when it ended
+    if len(words) <= 3:
+        return kind
+    return "unclear"
 
 
 def _clause_tail(before: str) -> str:
@@ -298,12 +486,179 @@ def _asked(clause: str) -> str | None:
     return None
 
 
+#: words that put a clause in the future without a plan word ("婚礼推迟到明年5月", "next month")
+_FUTURE = re.compile(r"明年|下个?月|下周|下星期|下礼拜|明天|后天|将来|以后|回头|定在|定于|安排在|推迟到|延期到|延后到|提前到|\b(?:will|next|tomorrow|soon|scheduled|upcoming)\b", re.IGNORECASE)
+
+
 def _mood(clause: str, before: str, predicate: str) -> tuple[str | None, str]:
-    """(why the clause states no fact, or None; the plan word the predicate must carry, or "")."""
+    """(why the clause states no fact, or None; the plan word the predicate must carry, or "").
+    A plan word in the predicate that the clause does not say, nor puts in the future ("用户|计划|
+    Iceberg" of "我们把Hive换成了Iceberg") is the model's, not the user's: dropped."""
     tail = _clause_tail(before)
     if _HYPOTHETICAL.search(tail):
         return "a supposition, not a fact", ""
+    if _PLAN_IN_PREDICATE.search(normalize(predicate)) and not (_PLAN_IN_PREDICATE.search(clause) or _PLAN.search(clause) or _FUTURE.search(clause)):
+        return "the words say no plan", ""
     plan = _PLAN.search(tail)
     if plan and not _PLAN_IN_PREDICATE.search(predicate):
         return None, plan.group(0) + ("" if not plan.group(0).isascii() else " ")
     return None, ""
+
+
+# ---- cessations: what the user's words end, whether or not the model wrote a statement for it ----
+
+
+@dataclass(frozen=True, slots=True)
+class Cessation:
+    """A value the user's words end ("已经不去健身房了": 健身房; "I quit smoking": smoking; "卡罗拉卖给
+    了我表弟": 卡罗拉; "从MySQL迁移到了TiDB": MySQL), with the words that say it and the message."""
+
+    object: str
+    #: the governed words with their verb ("去健身房", "drink soda"), to match an attribute's name
+    phrase: str
+    quote: str
+    message: Message
+    #: whose value it ends: "" for the user's, else the words that name its owner ("他们", "订单服务")
+    whose: str = ""
+
+
+#: words that end what follows them (a cessation's object is the words right after it)
+_ENDS_ZH = re.compile(
+    r"不再|已经不|已不|再也不|没再|戒掉了?|戒了|戒(?=[\u3400-\u9fff])|辞掉了?|辞去了?|辞了|离开了?|退出了?|放弃了?|停掉了?|停用了?|卸载了?|退掉了?|卖掉了?|取消了?"
+    r"|不(?=[去做用玩吃喝抽养学开住练跑打弹看读写上参][^，。！？；]*了)"
+)
+_ENDS_EN = re.compile(r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|dropped|cancel(?:l)?ed|uninstalled)\b", re.IGNORECASE)
+#: a thing disposed of, named before the verb ("卡罗拉卖给了我表弟", "把卡罗拉卖了")
+_DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
+#: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y"
+_FROM_ZH = re.compile(r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到)")
+_SWAP_ZH = re.compile(r"把([^，。！？；把]{1,30}?)(?:全部|都|也)?(?:换成|换为|改成|改为|迁移到|迁到|替换成|替换为|切换到|升级到|升级成)")
+_FROM_EN = re.compile(r"\b(?:switched|moved|migrated|changed|went|upgraded|transferred)\s+from\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+to\b|\breplaced\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+with\b", re.IGNORECASE)
+#: where an English cessation's object ends
+_EN_STOP = re.compile(r"\s+(?:in|at|on|since|because|and|but|for|last|this|after|when|a|an|any|anymore|any more|altogether|completely|entirely|now|so|then|years?|months?|weeks?|ago)\b.*$", re.IGNORECASE)
+_ZH_LEAD = re.compile(r"^(?:了|掉|再|去|在|用|使用|做|玩|吃|喝|抽|养|学|开|住|练|跑|打|弹|看|读|写|上|参加|跟|和)+")
+_ZH_TAIL = re.compile(r"(?:了|啦|吧|呢|了吧|的|这件事|这个习惯)+$")
+
+
+def cessations(messages: Sequence[Message]) -> list[Cessation]:
+    """What the user's turns end: the object right after a cessation ("不再", "已经不…了", "戒",
+    "退出", "no longer", "quit", "stopped", "sold"), a thing disposed of named before its verb
+    ("卡罗拉卖给了我表弟"), and the old value of a change said with "从…到"/"把…换成"/"from … to".
+    A negation without an end ("我不吃香菜") ends nothing: it never held. Questions and suppositions
+    end nothing either. Each says whose value it ends: the user's, unless the words before it in
+    its sentence name someone or something else last ("我妹妹已经不住在杭州了", "他们…不去云南了")."""
+    out: list[Cessation] = []
+    for m in messages:
+        if m.role != "user":
+            continue
+        for sentence in split_text(m.text):
+            text = normalize(sentence)
+            if _HYPOTHETICAL.search(text) or text.rstrip().endswith(("?", "？")):
+                continue
+            at = 0
+            for clause in _CLAUSE.split(text):
+                start = text.find(clause, at)
+                at = start + len(clause)
+                if not clause.strip() or _asked(clause):
+                    continue
+                for obj, phrase, where in _ended_in(clause):
+                    parts = [x.strip() for x in _list_parts(obj) if x.strip()]
+                    owner = _owner(text[: start + where])
+                    for part in parts:
+                        if not _WHEN.match(part):
+                            out.append(Cessation(part, phrase if len(parts) == 1 else part, sentence.strip()[:200], m, owner))
+    return out
+
+
+def _owner(before: str) -> str:
+    """Whose value a cessation after ``before`` ends: "" for the user's (the last one named is
+    "我/I", or no one: a dropped subject), else the words of the last other one named."""
+    anchors = [(x.end(), "") for x in _SELF.finditer(before) if not _possessive(before, x.start())]
+    anchors += [(x.end(), x.group(0)) for x in _OTHER_PERSON.finditer(before)]
+    anchors += [(x.end(), x.group(0)) for x in _NAMED.finditer(before)]
+    return max(anchors, default=(0, ""))[1]
+
+
+def _ended_in(clause: str) -> list[tuple[str, str, int]]:
+    """(object, governed phrase, where the cessation starts) of each cessation in one clause."""
+    found: list[tuple[str, str, int]] = []
+    for pattern in (_FROM_ZH, _SWAP_ZH):
+        for m in pattern.finditer(clause):
+            found.append((m.group(1).strip(), m.group(1).strip(), m.start()))
+    for m in _FROM_EN.finditer(clause):
+        value = (m.group(1) or m.group(2) or "").strip()
+        if value:
+            found.append((value, value, m.start()))
+    for m in _DISPOSED.finditer(clause):
+        value = _TIME_WORDS.sub("", re.sub(r"^(?:我们?|已经|也|都|还)+", "", m.group(1).split("把")[-1].strip())).strip()
+        value = re.sub(r"^(?:我们?|已经|也|都|还)+", "", value).strip()
+        if len(value) >= 2:
+            found.append((value, value, m.start()))
+    if found:
+        return found
+    zh = list(_ENDS_ZH.finditer(clause))
+    if zh:
+        phrase = _ZH_TAIL.sub("", clause[zh[-1].end() :]).strip()
+        obj = _ZH_LEAD.sub("", phrase).strip()
+        if obj and not _NEW_PHRASE.search(phrase):
+            found.append((obj, phrase, zh[-1].start()))
+    en = list(_ENDS_EN.finditer(clause))
+    if en:
+        phrase, obj = _en_object(clause[en[-1].end() :])
+        if obj and len(obj.split()) <= 4:
+            found.append((obj, phrase, en[-1].start()))
+    return found
+
+
+_EN_VERB = re.compile(r"^(?:work|live|drink|eat|play|use|go|went|smoke|take|do|see|visit|attend|run|own|have|drive|teach|study|date|watch|read|write|wear|ride|practi[cs]e|train|follow|buy|cook|grow|keep|date|volunteer|coach|sing)(?:s|es|ed|d|ing)?$|^(?:going|doing|being|having|smoking|drinking|eating|playing|using|working|living|running|driving|teaching|dating)$", re.IGNORECASE)
+_EN_FILL = re.compile(r"^(?:(?:my|our|the|a|an|to|at|in|on|for|with|from|of|any|some)\s+)+", re.IGNORECASE)
+
+
+def _en_object(after: str) -> tuple[str, str]:
+    """(the governed phrase, its object) of the words after an English cessation: a verb first is
+    dropped ("drink soda" -> soda, "works at Google" -> Google, "going to the gym" -> gym) unless
+    nothing but a time is left ("smoking in February" -> smoking)."""
+    words = after.strip(" .!").split()
+    if not words:
+        return "", ""
+    verb = words[0] if _EN_VERB.match(words[0]) else ""
+    rest = _EN_FILL.sub("", " ".join(words[1:] if verb else words) + " ").strip()
+    obj = "" if not rest or _WHEN.match(rest) else _EN_STOP.sub("", " " + rest).strip(" .!")
+    if not obj:
+        return verb, verb
+    return (f"{verb} {obj}" if verb else obj), obj
+
+
+
+def stem_words(text: str) -> set[str]:
+    """English words as stems ("smoking", "smokes", "smoke" -> "smok"; "nursing", "nurse" -> "nurs")."""
+    out = set()
+    for w in re.findall(r"[a-z]+", text.casefold()):
+        for suffix in ("ing", "ers", "er", "es", "ed", "s", "e"):
+            if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+                w = w[: -len(suffix)]
+                break
+        out.add(w)
+    return out - {"the", "a", "an", "my", "our", "to", "at", "in", "of", "for", "and"}
+
+
+def ends_value(c: Cessation, predicate: str, value: str) -> bool:
+    """Whether a cessation ends a stored value: the value names its object (or its object the
+    value), or the value's predicate is the verb and its object ("抽烟" for 戒烟, "smokes" for "quit
+    smoking"). A predicate that itself negates or ends ("no longer drink", "戒烟", "退出") states the
+    cessation: never ended by it."""
+    p, v, o = normalize(predicate), normalize(_DATE_NOTE.sub("", value)), normalize(c.object)
+    if not v or not o:
+        return False
+    if _NEGATION.search(_NOT_NEGATION.sub("", p)) or _CESSATION.search(p) or re.search(r"戒|辞职|离职|退出|卖掉|卖了", p):
+        return False
+    if o.isascii() and v.isascii():
+        ov, vv = stem_words(o), stem_words(v)
+        if ov and vv and (vv <= ov or ov <= vv):
+            return True
+        pv = stem_words(p)
+        return len(ov) == 1 and bool(ov & pv) and not vv & ov and len(stem_words(c.phrase)) == 1
+    if (len(o) >= 2 and o in v) or (len(v) >= 2 and v in o) or v == o:
+        return True
+    # "抽烟=每天早上" for 戒烟: the predicate is a verb and the ended object
+    return len(p) <= len(o) + 2 and p.endswith(o) and p != o

@@ -1,0 +1,311 @@
+"""The rules that keep a stale or inverted value from standing as current (issue 27, `bench facts`):
+each rule follows from how people speak, and each is tested here in Chinese and English with
+sentences written for these tests (none from ``bench/data/facts``).
+
+- a new value said under another spelling of its attribute ("换教练", "new manager") is that
+  attribute's new value and supersedes the old one;
+- a cessation ends every current value of its owner that it names ("已经不去游泳馆了", "I gave up
+  tennis", "自行车卖给了同事", "migrated from Jenkins to …"), even with no statement written for it;
+- an attribute's name that holds a number, a frequency or a value of its own is no relation;
+- an object that lists values is one value each; one that is a clause or a bare verb is dropped;
+- a negation or cessation ends only what it governs (the object right after it), never the new
+  value of the next sentence, nor the date it was said with;
+- a value said earlier never supersedes one said later, whatever order the batches are applied in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from chats import statements, system, turns_from
+
+from memstack import Memory
+from memstack.layers.extractor import _update_attribute, attribute_values
+from memstack.layers.supersede import canonical, replaced, says_change
+from memstack.layers.verify import Rejected, cessations, check, ends_value, shape, verify
+from memstack.llm.extract import Statement
+from memstack.testing import ScriptedModel
+from memstack.types import Message
+
+T0 = datetime(2026, 9, 7, 9, 0, tzinfo=timezone.utc)
+turns = turns_from(T0)
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def st(subject: str, predicate: str, obj: str) -> Statement:
+    return Statement(subject=subject, predicate=predicate, object=obj)
+
+
+def memory(tmp_path, layers, answers):
+    return Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=layers, options={"model": ScriptedModel(answers), "batch_messages": 2})
+
+
+def said(mem, *batches, thread="t"):
+    for texts, start in batches:
+        mem.add(turns(texts, start), user_id="u", thread_id=thread)
+        assert mem.run_jobs().failed == 0
+
+
+def me(mem):
+    return mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
+
+
+def values(attribute):
+    now, before = attribute_values(attribute)
+    return [v["value"] for v in now], [v["value"] for v in before]
+
+
+# ---- 1. a change verb before a noun: the noun is the attribute ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spelling", "attribute"),
+    [("换教练", "教练"), ("换了教练", "教练"), ("新教练", "教练"), ("换手机", "手机"), ("new manager", "manager"), ("new coach", "coach"), ("changed jobs", "job"), ("new job", "job"), ("新家", "住在"), ("改名", "名字")],
+)
+def test_a_change_verb_before_a_noun_is_that_nouns_attribute(spelling, attribute):
+    assert canonical(spelling) == attribute
+    assert says_change(spelling)  # its value is the new one
+
+
+@pytest.mark.parametrize("word", ["改变", "换算", "新闻", "changes", "newsletter"])
+def test_words_that_only_begin_like_a_change_are_left_alone(word):
+    assert canonical(word) == word
+
+
+def test_a_new_coach_supersedes_the_old_one_though_the_model_spelt_the_attribute_as_the_change(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "教练", "张教练")), statements(("用户", "人物", "换教练", "刘教练"))])
+    said(mem, (["我在健身，教练是张教练。", "好的"], T0), (["我换教练了，现在跟刘教练练拳击。", "好的"], T0 + timedelta(days=30)))
+    assert values(me(mem)["教练"]) == (["刘教练"], ["张教练"])
+
+
+def test_an_english_new_coach_supersedes_the_old_one(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("User", "person", "coach", "Tom")), statements(("User", "person", "new coach", "Priya"))])
+    said(mem, (["My swimming coach is Tom.", "ok"], T0), (["I have a new coach now, Priya.", "ok"], T0 + timedelta(days=30)))
+    assert values(me(mem)["coach"]) == (["Priya"], ["Tom"])
+
+
+# ---- 2. a cessation ends what it names, written as a statement or not --------------------------
+
+
+@pytest.mark.parametrize(
+    ("said_text", "ended"),
+    [
+        ("我已经不去游泳馆了，改成在小区里跑步。", "游泳馆"),
+        ("上个月我把自行车卖给了同事。", "自行车"),
+        ("日志已经从Elasticsearch迁移到了Loki。", "elasticsearch"),
+        ("我们把Jenkins换成了GitLab CI。", "jenkins"),
+        ("I gave up tennis after the injury.", "tennis"),
+        ("I don't eat meat anymore.", "meat"),
+        ("We switched from Jenkins to GitHub Actions.", "jenkins"),
+        ("I stopped going to the climbing gym.", "climbing gym"),
+    ],
+)
+def test_a_cessation_names_the_object_it_governs(said_text, ended):
+    assert [c.object for c in cessations([user(said_text)])] == [ended]
+
+
+@pytest.mark.parametrize("said_text", ["我不吃香菜。", "如果我不再上班了会怎样？", "I don't like cilantro.", "Should I quit my job?"])
+def test_a_plain_negation_a_supposition_or_a_question_ends_nothing(said_text):
+    assert cessations([user(said_text)]) == []
+
+
+def test_a_cessation_of_someone_else_is_theirs():
+    (c,) = cessations([user("我哥已经不住在成都了。")])
+    assert c.object == "成都" and c.whose == "我哥"
+    (c,) = cessations([user("My wife no longer works at the bank.")])
+    assert c.object == "bank" and c.whose == "my wife"
+
+
+def test_what_a_cessation_ends_a_value_or_the_attribute_that_names_it():
+    (quit,) = cessations([user("I quit drinking in March.")])
+    assert ends_value(quit, "drinks", "on weekends")  # the attribute is the thing quit
+    assert not ends_value(quit, "quit drinking", "March")  # the statement of the quitting itself
+    (stop,) = cessations([user("我已经不喝奶茶了，改喝白开水。")])
+    assert ends_value(stop, "喝", "每天一杯奶茶") and not ends_value(stop, "喝", "白开水")
+    assert ends_value(stop, "喝奶茶", "下午") and not ends_value(stop, "不再喝", "奶茶")
+
+
+def test_a_cessation_with_no_statement_for_it_ends_the_value_in_the_profile_and_the_graph(tmp_path):
+    mem = memory(tmp_path, ["profile", "graph"], [statements(("用户", "人物", "每周去", "游泳馆")), statements()])
+    said(mem, (["我办了游泳馆的卡，每周去游泳馆。", "好的"], T0), (["我已经不去游泳馆了，改成在小区里跑步。", "也不错"], T0 + timedelta(days=40)))
+    assert values(me(mem)["每周去"]) == ([], ["游泳馆"])
+    (relation,) = mem.store.records.current(mem.scope("u"), "relation")
+    assert relation.value["target"] == "游泳馆" and relation.value["invalid_at"].startswith("2026-10-17")
+
+
+def test_an_english_cessation_ends_the_attribute_it_names(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("User", "person", "plays", "tennis"), ("User", "person", "drinks", "beer")), statements(("User", "person", "drinks", "kombucha"))])
+    said(mem, (["I play tennis and I drink beer on weekends.", "ok"], T0), (["I gave up tennis. And I no longer drink beer. I switched to kombucha.", "ok"], T0 + timedelta(days=40)))
+    attributes = me(mem)
+    assert values(attributes["plays"]) == ([], ["tennis"])
+    assert values(attributes["drinks"]) == (["kombucha"], ["beer"])
+
+
+def test_a_thing_sold_is_no_longer_the_users(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "骑", "捷安特自行车")), statements()])
+    said(mem, (["我上下班骑一辆捷安特自行车。", "好的"], T0), (["捷安特自行车卖给了我同事。", "好的"], T0 + timedelta(days=40)))
+    assert values(me(mem)["骑"]) == ([], ["捷安特自行车"])
+
+
+def test_someone_elses_cessation_leaves_the_users_value(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "住在", "成都")), statements()])
+    said(mem, (["我住在成都。", "好的"], T0), (["我哥已经不住在成都了，他去了重庆。", "好的"], T0 + timedelta(days=40)))
+    assert values(me(mem)["住在"]) == (["成都"], [])
+
+
+def test_a_value_said_after_the_cessation_stays_current(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(), statements(("用户", "人物", "喝", "奶茶"))])
+    said(mem, (["我已经不喝奶茶了。", "好的"], T0), (["最近又开始喝奶茶了。", "好的"], T0 + timedelta(days=40)))
+    assert values(me(mem)["喝"]) == (["奶茶"], [])
+
+
+# ---- 3 and 4. attribute names and objects in the shape of a relation ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "words", "reason"),
+    [
+        (st("用户", "每周排练两次", "乐队"), "我在乐队里主要弹吉他，每周排练两次。", "the predicate holds a number"),
+        (st("用户", "养了三条狗", "旺财"), "我养了三条狗，最大的叫旺财。", "the predicate holds a number"),
+        (st("user", "runs three times a week", "park"), "I run three times a week, usually in the park.", "the predicate holds a number"),
+        (st("用户", "嗓子哑了", "乐队"), "我在乐队里唱歌，最近嗓子哑了。", "the predicate is a clause"),
+        (st("用户", "喝茶", "每天下午"), "我每天下午都去散步，也喝茶。", "the time is said of something else"),
+    ],
+)
+def test_a_predicate_that_is_a_clause_of_the_words_is_no_relation(statement, words, reason):
+    got = shape(statement, [user(words)])
+    assert isinstance(got, Rejected) and got.reason.startswith(reason), got
+
+
+@pytest.mark.parametrize(
+    ("statement", "words", "shaped"),
+    [
+        (st("用户", "主要弹吉他", "乐队"), "我在乐队里主要弹吉他，每周排练两次。", ("弹", "吉他")),
+        (st("用户", "做后端开发", "Go"), "我在一家游戏公司做后端开发，平时写Go。", ("做", "后端开发")),
+        (st("用户", "喜欢吃", "火锅"), "我喜欢吃火锅。", ("喜欢吃", "火锅")),  # the object is right after it: a relation
+    ],
+)
+def test_a_predicate_that_swallowed_its_value_is_split_back_into_verb_and_value(statement, words, shaped):
+    (got,) = shape(statement, [user(words)])
+    assert (got.predicate, got.object) == shaped
+
+
+@pytest.mark.parametrize(
+    ("statement", "objects"),
+    [
+        (st("用户", "使用", "Python、Go和Rust"), ["Python", "Go", "Rust"]),
+        (st("用户", "使用", "平时用Figma、Sketch"), ["Figma", "Sketch"]),
+        (st("user", "uses", "Figma and Sketch"), ["Figma", "Sketch"]),
+        (st("用户", "去过", "杭州和平饭店"), ["杭州和平饭店"]),  # not a list: one name
+    ],
+)
+def test_an_object_that_lists_values_is_one_statement_each(statement, objects):
+    assert [s.object for s in shape(statement, [user("x")])] == objects
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        (st("用户", "做后端", "平时用Go、Java"), "the object is a clause"),
+        (st("user", "agent", "looking for"), "the object is a verb phrase"),
+        (st("user", "next", "Friday"), "the predicate is a time word"),
+        (st("小白", "是", "小白"), "the subject is its own object"),
+    ],
+)
+def test_an_object_that_is_no_value_is_dropped(statement, reason):
+    got = shape(statement, [user("x")])
+    assert isinstance(got, Rejected) and got.reason.startswith(reason), got
+
+
+# ---- 5. a negation ends what it governs, not the new value beside it ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "words", "past"),
+    [
+        (st("user", "is", "teacher"), "I left my job at the bank. I'm now a teacher.", False),
+        (st("user", "eats", "tofu"), "I stopped eating meat. I eat tofu now.", False),
+        (st("user", "quit band", "May"), "I quit my band in May.", False),  # when it ended: no value ended
+        (st("user", "eats", "meat"), "I stopped eating meat. I eat tofu now.", True),
+        (st("用户", "骑", "自行车"), "我不再开车上班了，改成骑自行车。", False),
+        (st("用户", "开", "车"), "我不再开车上班了，改成骑自行车。", True),
+        (st("用户", "戒烟", "去年冬天"), "我去年冬天戒烟了。", False),
+    ],
+)
+def test_a_cessation_ends_only_the_object_it_governs(statement, words, past):
+    got = check(statement, [user(words)])
+    assert not isinstance(got, Rejected), got
+    assert got.past is past
+
+
+def test_a_negation_with_other_words_between_is_dropped_when_its_scope_is_unclear():
+    got = check(st("用户", "做", "销售"), [user("我不想再跟着王经理他们做销售了。")])
+    assert isinstance(got, Rejected)
+
+
+@pytest.mark.parametrize(
+    ("statement", "words", "reason"),
+    [
+        (st("用户", "计划", "TiDB"), "我们把MySQL换成了TiDB。", "the words say no plan"),
+        (st("user", "plans", "Austin"), "I moved to Austin in June.", "the words say no plan"),
+        (st("user", "is", "accountant"), "My accountant is Lisa.", "the words name something of the user's"),
+        (st("用户", "是", "牙医"), "我的牙医姓李。", "the words name something of the user's"),
+        (st("user", "uses", "storm"), "My flight got cancelled because of the storm.", "the words give it as a cause"),
+        (st("用户", "有", "加班"), "因为加班，我没去聚会。", "the words give it as a cause"),
+    ],
+)
+def test_what_the_words_do_not_state_of_the_user_is_dropped(statement, words, reason):
+    got = check(statement, [user(words)])
+    assert isinstance(got, Rejected) and got.reason.startswith(reason), got
+
+
+def test_a_plan_word_the_words_put_in_the_future_is_kept_as_a_plan():
+    got = check(st("用户", "计划", "搬到杭州"), [user("我明年搬到杭州。")])
+    assert not isinstance(got, Rejected) and got.predicate == "计划"
+    got = check(st("user", "plans", "Lisbon"), [user("We're going to Lisbon next month.")])
+    assert not isinstance(got, Rejected)
+
+
+def test_a_project_or_service_named_in_the_sentence_owns_its_stack():
+    got = verify([st("用户", "使用", "Redis")], [user("我们组的支付服务用Go写的，缓存是Redis。")])
+    assert not got.kept and got.rejected[0].reason.startswith("the words say it of")
+
+
+# ---- 6. a value said earlier never supersedes one said later ------------------------------------
+
+
+def test_an_older_value_applied_later_does_not_supersede_a_newer_one():
+    newer = _update_attribute(None, "住在", {"value": "广州", "source_ids": ["b"], "valid_from": "2026-06-01T00:00:00+00:00"}, "我搬到广州了", "zh")
+    both = _update_attribute(newer, "住在", {"value": "厦门", "source_ids": ["a"], "valid_from": "2026-01-01T00:00:00+00:00"}, "我住在厦门", "zh")
+    assert values(both) == (["广州"], ["厦门"])
+    assert both["past"][0]["until"].startswith("2026-06-01")
+
+
+def test_batches_applied_out_of_order_keep_the_newest_current(tmp_path):
+    mem = memory(tmp_path, ["profile", "graph"], [statements(("User", "person", "lives in", "Denver")), statements(("User", "person", "lives in", "Austin"))])
+    said(mem, (["I moved to Denver.", "ok"], T0 + timedelta(days=90)), thread="later")
+    said(mem, (["I live in Austin.", "ok"], T0), thread="earlier")
+    assert values(me(mem)["lives in"]) == (["Denver"], ["Austin"])
+    current = {r.value["target"]: r.value.get("invalid_at") for r in mem.store.records.current(mem.scope("u"), "relation")}
+    assert current["Denver"] is None and current["Austin"] is not None
+
+
+def test_replaced_names_only_what_the_change_clause_names():
+    assert replaced("使用", "我们把Hive换成了Iceberg，Airflow还在用。", ["Spark", "Airflow", "Hive"], "Iceberg") == ["Hive"]
+    assert replaced("计划", "地点也改到厦门了", ["婚礼推迟到明年"], "地点改到厦门") == []  # the value says its own change
+    assert replaced("教练", "我换教练了，现在跟刘教练练", ["张教练"], "刘教练", cue=True) == ["张教练"]
+
+
+# ---- 7. a relative date carries its calendar date ------------------------------------------------
+
+
+def test_a_relative_date_in_a_value_carries_its_calendar_date(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "体检时间", "下周四上午"))])
+    said(mem, (["我体检定在下周四上午。", "好的"], T0))  # said on Monday 2026-09-07
+    assert me(mem)["体检时间"]["value"] == "下周四（2026-09-17）上午"
+    text = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我哪天体检？", max_tokens=1000))
+    assert "2026-09-17" in text
