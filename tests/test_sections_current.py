@@ -246,7 +246,8 @@ def test_a_short_budget_drops_the_quotes_before_the_facts(tmp_path):
 def test_model_made_sections_yield_to_the_retrieved_turns(tmp_path):
     # the shares add up to more than the memory room beside a long conversation: a section must go
     # or shrink, and it is the model-made one, never the raw turns that retrieval found
-    facts = [("用户", "人物", f"喜欢{i}", f"运动{i}") for i in range(8)]
+    # eight attributes (a digit in a predicate makes it a count, ``verify``: the names are letters)
+    facts = [("用户", "人物", f"喜欢{'甲乙丙丁戊己庚辛'[i]}", f"运动{i}") for i in range(8)]
     options = {"model": ScriptedModel([out(*facts)], default=out()), "batch_messages": 2, "k": 4, "entities.share": 0.3, "retrieval.share": 0.3}
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["window", "entities", "retrieval"], options=options)
     texts = ["我喜欢" + "、".join(f"运动{i}" for i in range(8)) + "。"] + [f"第{i}个周末我去深圳湾跑步了，跑了{i + 5}公里。" for i in range(1, 6)] + [f"今天第{i}次聊天，说点别的事情，天气不错，心情也很好。" for i in range(8)]

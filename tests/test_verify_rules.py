@@ -96,6 +96,7 @@ def test_an_english_new_coach_supersedes_the_old_one(tmp_path):
     [
         ("我已经不去游泳馆了，改成在小区里跑步。", "游泳馆"),
         ("上个月我把自行车卖给了同事。", "自行车"),
+        ("思域上周卖掉了，现在坐地铁。", "思域"),
         ("日志已经从Elasticsearch迁移到了Loki。", "elasticsearch"),
         ("我们把Jenkins换成了GitLab CI。", "jenkins"),
         ("I gave up tennis after the injury.", "tennis"),
@@ -108,7 +109,10 @@ def test_a_cessation_names_the_object_it_governs(said_text, ended):
     assert [c.object for c in cessations([user(said_text)])] == [ended]
 
 
-@pytest.mark.parametrize("said_text", ["我不吃香菜。", "如果我不再上班了会怎样？", "I don't like cilantro.", "Should I quit my job?"])
+@pytest.mark.parametrize(
+    "said_text",
+    ["我不吃香菜。", "如果我不再上班了会怎样？", "今天太累，不去健身房了。", "I don't like cilantro.", "Should I quit my job?", "I left my keys at the office.", "I dropped my kids at school."],
+)
 def test_a_plain_negation_a_supposition_or_a_question_ends_nothing(said_text):
     assert cessations([user(said_text)]) == []
 
@@ -129,10 +133,25 @@ def test_what_a_cessation_ends_a_value_or_the_attribute_that_names_it():
     assert ends_value(stop, "喝奶茶", "下午") and not ends_value(stop, "不再喝", "奶茶")
 
 
+def test_a_cessation_ends_the_thing_it_names_not_a_name_that_begins_with_it():
+    (moved,) = cessations([user("我去年离开了北京。")])
+    assert ends_value(moved, "住在", "北京") and not ends_value(moved, "毕业于", "北京大学")
+    (short,) = cessations([user("我现在不做推荐了。")])
+    assert ends_value(short, "做", "推荐系统")  # the same verb: the name said short
+    (chess,) = cessations([user("I stopped playing chess.")])
+    assert ends_value(chess, "plays", "chess online") and not ends_value(chess, "likes", "chess boxing")
+    (job,) = cessations([user("我辞掉了北京的工作。")])
+    assert not ends_value(job, "住在", "北京")
+    (sold,) = cessations([user("I sold my old Toyota.")])
+    assert ends_value(sold, "drives", "Toyota") and ends_value(sold, "drives", "an old Toyota")
+    (gym,) = cessations([user("I stopped going to the gym.")])
+    assert ends_value(gym, "has", "membership at the gym") and not ends_value(gym, "likes", "gym class playlists")
+
+
 def test_a_cessation_with_no_statement_for_it_ends_the_value_in_the_profile_and_the_graph(tmp_path):
     mem = memory(tmp_path, ["profile", "graph"], [statements(("用户", "人物", "每周去", "游泳馆")), statements()])
     said(mem, (["我办了游泳馆的卡，每周去游泳馆。", "好的"], T0), (["我已经不去游泳馆了，改成在小区里跑步。", "也不错"], T0 + timedelta(days=40)))
-    assert values(me(mem)["每周去"]) == ([], ["游泳馆"])
+    assert values(me(mem)["去"]) == ([], ["游泳馆"])  # ("每周去": the frequency is no part of the name)
     (relation,) = mem.store.records.current(mem.scope("u"), "relation")
     assert relation.value["target"] == "游泳馆" and relation.value["invalid_at"].startswith("2026-10-17")
 
@@ -170,7 +189,7 @@ def test_a_value_said_after_the_cessation_stays_current(tmp_path):
     ("statement", "words", "reason"),
     [
         (st("用户", "每周排练两次", "乐队"), "我在乐队里主要弹吉他，每周排练两次。", "the predicate holds a number"),
-        (st("用户", "养了三条狗", "旺财"), "我养了三条狗，最大的叫旺财。", "the predicate holds a number"),
+        (st("用户", "每周排练两次", "乐队"), "我在乐队里弹吉他，每周排练两次。", "the predicate holds a number"),
         (st("user", "runs three times a week", "park"), "I run three times a week, usually in the park.", "the predicate holds a number"),
         (st("用户", "嗓子哑了", "乐队"), "我在乐队里唱歌，最近嗓子哑了。", "the predicate is a clause"),
         (st("用户", "喝茶", "每天下午"), "我每天下午都去散步，也喝茶。", "the time is said of something else"),
@@ -186,6 +205,9 @@ def test_a_predicate_that_is_a_clause_of_the_words_is_no_relation(statement, wor
     [
         (st("用户", "主要弹吉他", "乐队"), "我在乐队里主要弹吉他，每周排练两次。", ("弹", "吉他")),
         (st("用户", "做后端开发", "Go"), "我在一家游戏公司做后端开发，平时写Go。", ("做", "后端开发")),
+        (st("用户", "养了三条狗", "旺财"), "我养了三条狗，最大的叫旺财。", ("养", "狗")),  # the count left out
+        (st("用户", "每周去两次", "游泳馆"), "我办了游泳馆的卡，每周去两次。", ("去", "游泳馆")),  # the verb of its object
+        (st("用户", "开一辆黑色的凯美瑞", "上班"), "我开一辆黑色的凯美瑞上班。", ("开", "黑色的凯美瑞")),
         (st("用户", "喜欢吃", "火锅"), "我喜欢吃火锅。", ("喜欢吃", "火锅")),  # the object is right after it: a relation
     ],
 )
@@ -213,6 +235,8 @@ def test_an_object_that_lists_values_is_one_statement_each(statement, objects):
         (st("用户", "做后端", "平时用Go、Java"), "the object is a clause"),
         (st("user", "agent", "looking for"), "the object is a verb phrase"),
         (st("user", "next", "Friday"), "the predicate is a time word"),
+        (st("user", "drink tea", "now"), "the object is a time word"),
+        (st("用户", "是", "上海一家银行做柜员"), "the object is a clause"),
         (st("小白", "是", "小白"), "the subject is its own object"),
     ],
 )
@@ -268,6 +292,12 @@ def test_a_plan_word_the_words_put_in_the_future_is_kept_as_a_plan():
     assert not isinstance(got, Rejected) and got.predicate == "计划"
     got = check(st("user", "plans", "Lisbon"), [user("We're going to Lisbon next month.")])
     assert not isinstance(got, Rejected)
+
+
+def test_the_user_as_an_object_is_only_a_name_or_an_identity():
+    assert not isinstance(check(st("小周", "是", "用户"), [user("我叫小周，在杭州工作。")]), Rejected)
+    got = check(st("杭州", "很热闹", "用户"), [user("我叫小周，在杭州工作。")])
+    assert isinstance(got, Rejected) and got.reason.startswith("the user is no value")
 
 
 def test_a_project_or_service_named_in_the_sentence_owns_its_stack():

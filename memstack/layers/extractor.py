@@ -265,7 +265,7 @@ class Extractor:
             return batch
         me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
         known = [n for s in statements for n in (s.subject, s.object)]
-        self_names = [*(me[0].value.get("aliases", []) if me else []), *self_introduced(batch.messages, known)]
+        self_names = [*(me[0].value.get("aliases", []) if me else []), *self_introduced(batch.messages, known, subjects=[x.subject for x in statements])]
         first = batch.messages[0]
         earlier = self.store.history.read(scope, until=first.timestamp, last=len(batch.messages) + 6, roles=("user",)) if first.seq is not None else []
         context = [m for m in earlier if m.seq is not None and m.seq < first.seq][-4:]
@@ -492,7 +492,7 @@ class Extractor:
                 canonical, alias = b, a
             out[entity_key(alias)] = (alias, canonical)
             resolve.add(resolve.key([canonical]), {"name": canonical, "aliases": [alias]})
-        for name in self_introduced(batch.messages, [n for e in entities for n in (e.name, *e.aliases)] + [x for r in relations for x in (r.source, r.target)]):
+        for name in self_introduced(batch.messages, [n for e in entities for n in (e.name, *e.aliases)] + [x for r in relations for x in (r.source, r.target)], subjects=[e.name for e in entities]):
             if entity_key(name) != SELF_KEY and resolve.find(name) in (None, SELF_KEY):
                 out[entity_key(name)] = (name, "用户")
                 resolve.add(SELF_KEY, {"name": "用户", "aliases": [name]})
@@ -713,10 +713,13 @@ def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[
     return out
 
 
-def self_introduced(messages: Sequence[Message], names: Sequence[str]) -> list[str]:
+def self_introduced(messages: Sequence[Message], names: Sequence[str], *, subjects: Sequence[str] = ()) -> list[str]:
     """Names the user gives themself in their own turns ("我叫小李，是一名程序员", "my name is Li
-    Lei"): the extracted name the introduction starts with, or a short name standing alone."""
+    Lei"): the extracted name the introduction starts with, or a short name standing alone. "I'm
+    Daniel." counts when the name stands alone in its sentence and the batch's statements have it
+    as a subject (``subjects``): "I'm Canadian." names no one."""
     known = sorted({n.strip() for n in names if n.strip() and entity_key(n) != SELF_KEY}, key=len, reverse=True)
+    own = {normalize(n) for n in subjects if n.strip() and entity_key(n) != SELF_KEY}
     out: list[str] = []
     for m in messages:
         if m.role != "user":
@@ -728,7 +731,15 @@ def self_introduced(messages: Sequence[Message], names: Sequence[str]) -> list[s
                 name = said  # "我叫李四。": a short name standing alone
             if name and name not in out:
                 out.append(name)
+        for match in _I_AM_NAME.finditer(m.text):
+            said = match.group(1).strip()
+            if normalize(said) in own and said not in out:
+                out.append(said)
     return out
+
+
+#: "I'm Daniel." / "I am Sarah Chen," at a sentence's start: a name that stands alone after it
+_I_AM_NAME = re.compile(r"(?:^|(?<=[.!?])\s+)(?:I'm|I am|I’m)\s+([A-Z][a-z]+(?: [A-Z][a-z]+)?)\s*(?=[.,!;]|$)")
 
 
 def _bare_name(text: str) -> bool:

@@ -48,7 +48,7 @@ _OTHER_PERSON = re.compile(rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:
 _PRONOUN = re.compile(r"他|她|它|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
 #: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
-_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]|\.(?=\s|$)")
+_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]|(?<!\b[a-z])(?<!\bst)(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bjr)(?<!\bsr)(?<!\bvs)(?<!\bmrs)(?<!\betc)(?<!\binc)(?<!\bltd)(?<!\bco)(?<!\bprof)\.(?=\s|$)", re.IGNORECASE)
 
 _NEG_ZH = r"不再|已经不|再也不|从不|从来不|并不|不|没有|没|别"
 _NEG_EN = r"\b(?:no longer|not|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|haven't|hasn't)\b|n't\b"
@@ -145,13 +145,19 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         if any(x is None for x in cleaned):
             return Rejected(s, "the object is a clause, not a value")
         return [s.model_copy(update={"object": x}) for x in cleaned if x]
-    if _clean_part(s.object, s.predicate, whole=True) is None:
+    if _clean_part(s.object, s.predicate, whole=True) is None or _INNER_VERB.search(normalize(s.object)):
         return Rejected(s, "the object is a clause, not a value")
+    if _ADVERB_OBJECT.fullmatch(normalize(s.object)):
+        return Rejected(s, "the object is a time word, not a value")
     if re.search(r"\b(?:for|to|at|in|on|of|with|from|about|by)$", normalize(s.object)) and s.object.isascii():
         return Rejected(s, "the object is a verb phrase, not a value")
     return [s]
 
 
+#: a clause copied as an object: a light verb between two stretches of words ("南京一家设计公司做UI设计师")
+_INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!法|事|客|人|户|品|意|具|途|处)[\u3400-\u9fffA-Za-z0-9]{2}")
+#: objects that are only an adverb of time or aspect ("User|drink water|now")
+_ADVERB_OBJECT = re.compile(r"now|currently|then|still|already|though|anymore|any more|again|too|also|现在|目前|如今|已经|还|也|又|仍然|依然|了")
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
 _TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
@@ -186,21 +192,28 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
         return Rejected(s, "the predicate holds a number or frequency, not a relation") if _QUANTITY.search(p) else s
     if canonical(p) != s.predicate.strip() or len(core) < 2:
         return s
-    obj = normalize(_DATE_NOTE.sub("", s.object))
-    clauses = [c for m in messages if m.role == "user" for c in _CLAUSE.split(normalize(m.text)) if c.strip()]
-    with_p = [c for c in clauses if core in c]
-    if not with_p or any((obj in c and c.find(obj) >= c.find(core)) or (obj not in c and overlap(obj, c) >= OBJECT_OVERLAP) for c in with_p):
-        return s  # not said as such, or said with its object after it
-    if _WHEN.match(obj) or re.match(r"^(?:每|早上|晚上|中午|下午|上午|周末|平时)", obj):
-        return Rejected(s, "the time is said of something else")
-    if len(core) < 3:
-        return s
-    if _QUANTITY.search(core):
-        return Rejected(s, "the predicate holds a number or frequency, not a relation")
-    verb = next((v for v in _ZH_VERBS if core.startswith(v) and len(core) - len(v) >= 2), None)
+    counted = len(core) >= 3 and _QUANTITY.search(core) is not None
+    if not counted:  # a count in a predicate makes it a clause wherever its object was said
+        obj = normalize(_DATE_NOTE.sub("", s.object))
+        clauses = [c for m in messages if m.role == "user" for c in _CLAUSE.split(normalize(m.text)) if c.strip()]
+        with_p = [c for c in clauses if core in c]
+        if not with_p or any((obj in c and c.find(obj) >= c.find(core)) or (obj not in c and overlap(obj, c) >= OBJECT_OVERLAP) for c in with_p):
+            return s  # not said as such, or said with its object after it
+        if _WHEN.match(obj) or re.match(r"^(?:每|早上|晚上|中午|下午|上午|周末|平时)", obj):
+            return Rejected(s, "the time is said of something else")
+        if len(core) < 3:
+            return s
+    else:  # "开一辆白色的思域" is 开 + 白色的思域; "每周去三次" holds nothing but the count
+        core = _QUANTITY.sub("", core)
+    if counted and core.strip("了过着") in _ZH_VERBS:  # "每周去三次|健身房": the verb, of its object
+        return s.model_copy(update={"predicate": core.strip("了过着")})
+    verb = next((v for v in _ZH_VERBS if core.startswith(v) and len(core) - len(v) >= (1 if counted else 2)), None)
     if verb is None:
-        return Rejected(s, "the predicate is a clause of the user's words, not a relation")
-    return s.model_copy(update={"predicate": verb, "object": core[len(verb) :]})
+        return Rejected(s, "the predicate holds a number or frequency, not a relation" if counted else "the predicate is a clause of the user's words, not a relation")
+    value = re.sub(r"^[了过着]", "", core[len(verb) :]).strip()
+    if not value or _QUANTITY.search(value) or _WHEN.match(value):
+        return Rejected(s, "the predicate holds a number or frequency, not a relation")
+    return s.model_copy(update={"predicate": verb.removesuffix("了"), "object": value})
 
 
 #: what separates the values of a list ("Spark、Airflow和Hive", "Python, Go and Rust")
@@ -249,6 +262,10 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
     if not obj:
         return Rejected(s, "empty object")
     if _is_self(s.object, ()):  # "李四|是|用户": the user says it of themself ("我叫李四")
+        from .extractor import is_alias
+
+        if not (is_alias(s.predicate) or normalize(s.predicate) in {"是", "就是", "即", "is", "am", "are"}):
+            return Rejected(s, "the user is no value of another: only a name or an identity")
         said = any(m.role == "user" and _SELF.search(normalize(m.text)) and normalize(s.subject) in normalize(m.text) for m in messages)
         return s if said else Rejected(s, "the user did not say it of themself")
     found = _clauses_saying(obj, messages, " ".join(normalize(m.text) for m in context if m.role == "user"))
@@ -527,7 +544,11 @@ _ENDS_ZH = re.compile(
     r"不再|已经不|已不|再也不|没再|戒掉了?|戒了|戒(?=[\u3400-\u9fff])|辞掉了?|辞去了?|辞了|离开了?|退出了?|放弃了?|停掉了?|停用了?|卸载了?|退掉了?|卖掉了?|取消了?"
     r"|不(?=[去做用玩吃喝抽养学开住练跑打弹看读写上参][^，。！？；]*了)"
 )
-_ENDS_EN = re.compile(r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|dropped|cancel(?:l)?ed|uninstalled)\b", re.IGNORECASE)
+_ENDS_EN = re.compile(r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|cancel(?:l)?ed|uninstalled)\b", re.IGNORECASE)
+#: a "不…了" that is about one day, not a habit ended ("今天不去健身房了")
+_ONE_OFF = re.compile(r"今天|今晚|明天|这次|这回|这周|本周|周末|下午|晚上|暂时")
+#: time words inside a phrase ("思域上周卖掉了": 思域)
+_TIME_ANYWHERE = re.compile(r"上上?个?(?:月|周|星期|礼拜)|下个?(?:月|周)|这个?(?:月|周)|本(?:月|周)|去年|今年|前年|上周[一二三四五六日天末]?|昨天|前天|今天|刚刚|刚才|最近|前不久|\d{1,4}年(?:\d{1,2}月)?|\d{1,2}月(?:\d{1,2}[日号])?")
 #: a thing disposed of, named before the verb ("卡罗拉卖给了我表弟", "把卡罗拉卖了")
 _DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
 #: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y"
@@ -561,7 +582,7 @@ def cessations(messages: Sequence[Message]) -> list[Cessation]:
                 at = start + len(clause)
                 if not clause.strip() or _asked(clause):
                     continue
-                for obj, phrase, where in _ended_in(clause):
+                for obj, phrase, where in _ended_in(clause, text):
                     parts = [x.strip() for x in _list_parts(obj) if x.strip()]
                     owner = _owner(text[: start + where])
                     for part in parts:
@@ -579,7 +600,7 @@ def _owner(before: str) -> str:
     return max(anchors, default=(0, ""))[1]
 
 
-def _ended_in(clause: str) -> list[tuple[str, str, int]]:
+def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
     """(object, governed phrase, where the cessation starts) of each cessation in one clause."""
     found: list[tuple[str, str, int]] = []
     for pattern in (_FROM_ZH, _SWAP_ZH):
@@ -590,19 +611,19 @@ def _ended_in(clause: str) -> list[tuple[str, str, int]]:
         if value:
             found.append((value, value, m.start()))
     for m in _DISPOSED.finditer(clause):
-        value = _TIME_WORDS.sub("", re.sub(r"^(?:我们?|已经|也|都|还)+", "", m.group(1).split("把")[-1].strip())).strip()
+        value = _TIME_ANYWHERE.sub("", re.sub(r"^(?:我们?|已经|也|都|还)+", "", m.group(1).split("把")[-1].strip())).strip()
         value = re.sub(r"^(?:我们?|已经|也|都|还)+", "", value).strip()
         if len(value) >= 2:
             found.append((value, value, m.start()))
     if found:
         return found
-    zh = list(_ENDS_ZH.finditer(clause))
+    zh = [m for m in _ENDS_ZH.finditer(clause) if not (m.group(0) == "不" and _ONE_OFF.search(sentence or clause))]
     if zh:
         phrase = _ZH_TAIL.sub("", clause[zh[-1].end() :]).strip()
         obj = _ZH_LEAD.sub("", phrase).strip()
         if obj and not _NEW_PHRASE.search(phrase):
             found.append((obj, phrase, zh[-1].start()))
-    en = list(_ENDS_EN.finditer(clause))
+    en = [m for m in _ENDS_EN.finditer(clause) if not (m.group(0) == "left" and re.match(r"\s+(?:my|our|the|his|her)\s+\w+(?:\s+\w+)?\s+(?:at|in|on|with|behind)\b", clause[m.end() :]))]
     if en:
         phrase, obj = _en_object(clause[en[-1].end() :])
         if obj and len(obj.split()) <= 4:
@@ -643,22 +664,41 @@ def stem_words(text: str) -> set[str]:
 
 
 def ends_value(c: Cessation, predicate: str, value: str) -> bool:
-    """Whether a cessation ends a stored value: the value names its object (or its object the
-    value), or the value's predicate is the verb and its object ("抽烟" for 戒烟, "smokes" for "quit
-    smoking"). A predicate that itself negates or ends ("no longer drink", "戒烟", "退出") states the
-    cessation: never ended by it."""
+    """Whether a cessation ends a stored value: the value is the thing it ended, or that thing's
+    head ("卡罗拉" of "2015年的卡罗拉", "篮球队" of "公司的篮球队"), or is said of it ("健身房的会员",
+    "membership at the gym"); or the value's predicate is the verb and its object ("抽烟" for 戒烟,
+    "smokes" for "quit smoking"). A name that only begins with it is another thing ("北京大学" is
+    not ended by "离开北京", nor "Beijing" by "quit my Beijing job"). A predicate that itself negates
+    or ends ("no longer drink", "戒烟", "退出") states the cessation: never ended by it."""
     p, v, o = normalize(predicate), normalize(_DATE_NOTE.sub("", value)), normalize(c.object)
     if not v or not o:
         return False
     if _NEGATION.search(_NOT_NEGATION.sub("", p)) or _CESSATION.search(p) or re.search(r"戒|辞职|离职|退出|卖掉|卖了", p):
         return False
     if o.isascii() and v.isascii():
-        ov, vv = stem_words(o), stem_words(v)
-        if ov and vv and (vv <= ov or ov <= vv):
+        ov, vv = _stems(o), _stems(v)
+        if not ov or not vv:
+            return False
+        if ov == vv or (set(vv) <= set(ov) and vv[-1] == ov[-1]) or (set(ov) <= set(vv) and (vv[-1] == ov[-1] or re.search(r"\b(?:of|at|in|with|for)\s+(?:the\s+|a\s+|my\s+)?" + re.escape(o.split()[0]), v))):
             return True
-        pv = stem_words(p)
-        return len(ov) == 1 and bool(ov & pv) and not vv & ov and len(stem_words(c.phrase)) == 1
-    if (len(o) >= 2 and o in v) or (len(v) >= 2 and v in o) or v == o:
+        pv, said = stem_words(p), _stems(c.phrase)
+        if len(said) > len(ov) and said[0] in pv and set(ov) <= set(vv):
+            return True  # "stopped playing chess" for "plays=chess club": the same verb, a longer name
+        return len(ov) == 1 and ov[0] in pv and ov[0] not in vv and len(said) == 1
+    if v == o or o.endswith(v) and len(v) >= 2 or v.endswith(o) and len(o) >= 2 or (len(o) >= 2 and (v.startswith(o + "的") or "的" + o in v)):
         return True
+    phrase = normalize(c.phrase)
+    if p and phrase.startswith(p) and len(phrase) > len(p) and len(o) >= 2 and (v.startswith(o) or o.startswith(v)):
+        return True  # "不做推荐了" for "做=推荐系统": the same verb, the name said short
     # "抽烟=每天早上" for 戒烟: the predicate is a verb and the ended object
     return len(p) <= len(o) + 2 and p.endswith(o) and p != o
+
+
+def _stems(text: str) -> list[str]:
+    """The stems of an English phrase's words, in order (see ``stem_words``)."""
+    out = []
+    for w in re.findall(r"[a-z0-9]+", text.casefold()):
+        stem = next(iter(stem_words(w)), "")
+        if stem:
+            out.append(stem)
+    return out
