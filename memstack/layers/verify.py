@@ -176,6 +176,10 @@ _ZH_VERBS = sorted(
 )
 
 
+#: verbs whose object a clause says ("…还是吃的", "也喝茶"): 是/有/在 are left out ("特别是游泳")
+_OWN_VERBS = set("做练学写开养教带玩打弹吃喝读看去考管跑抽买卖骑")
+
+
 def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Rejected:
     """A predicate that is a stretch of the user's words said apart from the object ("每周去三次"
     and "主要练力量" given 健身房, "做前端开发" given React of "…，主要写React"): the model put a verb
@@ -202,6 +206,12 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
         if _WHEN.match(obj) or re.match(r"^(?:每|早上|晚上|中午|下午|上午|周末|平时)", obj):
             return Rejected(s, "the time is said of something else")
         if len(core) < 3:
+            # "吃素|鸡蛋和牛奶" of "我开始吃素了，不过鸡蛋和牛奶还是吃的": the object's own clause has
+            # its own verb; it is that verb's object (the predicate's, when it is that verb)
+            rest = [c.replace(obj, " ") for c in clauses if obj in c and core not in c]
+            verbs = {v for c in rest for v in _OWN_VERBS if v in c}
+            if rest and verbs:
+                return s.model_copy(update={"predicate": core[0]}) if core[0] in verbs else Rejected(s, "the object is said with another verb")
             return s
     else:  # "开一辆白色的思域" is 开 + 白色的思域; "每周去三次" holds nothing but the count
         core = _QUANTITY.sub("", core)
