@@ -345,3 +345,11 @@ def test_a_relative_date_in_a_value_carries_its_calendar_date(tmp_path):
     assert me(mem)["体检时间"]["value"] == "下周四（2026-09-17）上午"
     text = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我哪天体检？", max_tokens=1000))
     assert "2026-09-17" in text
+
+
+def test_a_relative_date_the_model_capitalised_is_dated_from_the_turn_that_said_it():
+    from memstack.llm.extract import dated
+
+    said = Message(role="user", content="My haircut is next Friday.", timestamp=T0)  # Monday 2026-09-07
+    (got,) = dated([st("User", "haircut", "Next Friday")], [said], "en")
+    assert got.object == "Next Friday (2026-09-18)"

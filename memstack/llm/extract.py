@@ -452,7 +452,7 @@ def dated(statements: Sequence[Statement], messages: Sequence[Message], lang: st
             spans = relative_dates(text, messages[-1].timestamp) if text else []
             if not spans:
                 continue
-            said = next((m for m in reversed(messages) if m.timestamp and all(text[a:b] in m.text for a, b, _ in spans)), None)
+            said = next((m for m in reversed(messages) if m.timestamp and all(text[a:b].casefold() in m.text.casefold() for a, b, _ in spans)), None)
             if said is not None:
                 update[field] = annotate(text, said.timestamp, lang)[: _MAX_CHARS[field]]
         out.append(s.model_copy(update=update) if update else s)
