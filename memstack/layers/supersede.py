@@ -13,6 +13,11 @@ then:
 - a value the sentence marks as the old one ("从上海搬到深圳": 上海; "no longer uses X": X) is past
   from the start, whatever its predicate.
 
+A change verb before a noun ("换导师", "新工作", "new job") is that noun's predicate said as a change
+(``changed_noun``): the value is its new one. The cue replaces what the change's own clause names
+("把Hive换成了Iceberg，Airflow还在用": Hive, not Airflow), and a value that says a change itself
+("地点改到重庆" under 计划) replaces only what it names.
+
 Pure functions, no I/O: the extractor applies them to entity attributes and graph relations when
 it writes, and the read side (``settle``) to what is stored, so a value an older statement
 replaced because it was applied later, or two current values of a single-valued predicate that

@@ -22,6 +22,19 @@ the assistant's: its suggestions and questions are not the user's facts)
 Predicates are tidied: time words are not part of a relation ("上个月（2026年4月）搬到" -> "搬到";
 "以前住" -> "住", past); a predicate that swallowed its own value ("住在上海|招商银行", a real one)
 is split back ("住在|上海") and the object it was given dropped.
+
+Before its words are checked a statement is put in the shape of a relation (``shape``): a
+predicate that is a stretch of the user's words said apart from its object ("做前端开发|React" of
+"…做前端开发，主要写React") is split into its verb and value, one with a count in it ("每周去三次",
+"开一辆白色的思域") loses the count or is dropped; an object that lists values ("Spark、Airflow和Hive")
+is one statement each; an object that is a clause, a bare verb or a time adverb, a predicate that
+is only a time word ("next|Tuesday"), and a subject that is its own object are dropped. A
+negation or cessation bears only on what it governs, the object right after it ("不再做数据分析";
+not "quit smoking in February": the date is when; not the next sentence's new value).
+
+``cessations`` reads what the user's turns end, whether or not the model wrote a statement for
+it ("已经不去健身房了", "I quit smoking", "卡罗拉卖给了我表弟", "从MySQL迁移到了TiDB"); the extractor
+ends every current value of the owner that one names (``ends_value``).
 """
 
 from __future__ import annotations
