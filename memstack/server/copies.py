@@ -36,10 +36,11 @@ from typing import Any
 from ..aio import AsyncMemory
 from ..errors import Conflict
 from ..types import Scope
+from .idempotency import PREFIX
 
 log = logging.getLogger("memstack.server")
 
-KEYED = "idempotency:"
+KEYED = PREFIX
 UNKEYED = "proxy:request"
 #: seconds after an answer in which an identical unkeyed request is a double submit, not a regenerate
 DEFAULT_WINDOW = 2.0

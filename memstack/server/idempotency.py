@@ -27,7 +27,8 @@ from ..types import Message, Scope
 HEADER = "Idempotency-Key"
 #: the response header of an answer replayed for a retried key
 REPLAYED = "Idempotent-Replayed"
-_PREFIX = "idempotency:"
+#: the state name a key's answer (or a copy's claim of it, ``copies``) is kept under, after this
+PREFIX = "idempotency:"
 _KEY = re.compile(r"[\x21-\x7e]{1,128}")
 
 
@@ -42,12 +43,12 @@ def checked(key: str | None) -> str | None:
 
 def recall(memory: Memory, scope: Scope, key: str) -> Any | None:
     """What the first request with ``key`` answered in the scope's thread, or None."""
-    kept = memory.store.state.get(scope, name=_PREFIX + key)
+    kept = memory.store.state.get(scope, name=PREFIX + key)
     return None if kept is None else kept.get("response")
 
 
 def remember(memory: Memory, scope: Scope, key: str, response: Any) -> None:
-    memory.store.state.put(scope, {"response": response}, name=_PREFIX + key)
+    memory.store.state.put(scope, {"response": response}, name=PREFIX + key)
 
 
 def message_ids(key: str, count: int) -> list[str]:

@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -74,8 +74,6 @@ class Prepared:
     replaces: tuple[str, ...] = ()
     #: the seq of the message the answer follows (see ``Proxy._store_answer``)
     answers: int | None = None
-    #: the request's Idempotency-Key
-    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,14 +159,13 @@ class Proxy:
             self.metrics.copies.labels("replayed").inc()
             return self._replay(who, body, settled.response, keyed=key is not None)
         try:
-            return await self._answer(who, body, key, settled)
+            return await self._answer(who, body, settled)
         except BaseException:
             await settled.release()
             raise
 
-    async def _answer(self, who: Who, body: ChatRequest, key: str | None, held: copies.Held) -> JSONResponse | StreamingResponse:
+    async def _answer(self, who: Who, body: ChatRequest, held: copies.Held) -> JSONResponse | StreamingResponse:
         prepared = await self.prepare(who, body)
-        prepared = replace(prepared, key=key)
         headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
         params = body.params()
         started = time.perf_counter()
