@@ -47,6 +47,7 @@ from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
 from ..types import Message
+from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS
 
 #: words that name the speaker
@@ -285,7 +286,6 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
     if not obj:
         return Rejected(s, "empty object")
     if _is_self(s.object, ()):  # "李四|是|用户": the user says it of themself ("我叫李四")
-        from .extractor import is_alias
 
         if not (is_alias(s.predicate) or normalize(s.predicate) in {"是", "就是", "即", "is", "am", "are"}):
             return Rejected(s, "the user is no value of another: only a name or an identity")
@@ -389,8 +389,6 @@ def _clauses_saying(obj: str, messages: Sequence[Message], before: str = "") -> 
 
 
 def _is_self(subject: str, self_names: Sequence[str]) -> bool:
-    from .extractor import SELF_KEY, entity_key
-
     return entity_key(subject) == SELF_KEY or normalize(subject) in {normalize(n) for n in self_names}
 
 
@@ -444,8 +442,6 @@ _NAMED = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公�
 
 
 def _bare(name: str) -> str:
-    from .extractor import entity_key, stem
-
     key = entity_key(name)
     bare = stem(key)
     return bare if bare != name else ""
