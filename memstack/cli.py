@@ -167,8 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks")
     bench = p.add_subparsers(dest="bench", required=True)
     p = bench.add_parser("recall", help="recall of evidence per token on a public benchmark file")
-    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn"])
-    p.add_argument("--data", required=True, help="the benchmark file (.json or .json.gz)")
+    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
+    p.add_argument("--data", help="the benchmark file (.json or .json.gz); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)")
+    p.add_argument("--translated", action="store_true", help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)")
     p.add_argument("--method", default="default", choices=["default", "hybrid", "bm25", "dense"])
     p.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default: %(default)s)")
     p.add_argument("--limit", type=int, help="questions at most")
@@ -178,8 +179,9 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
     p = bench.add_parser("qa", help="answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines")
-    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn"])
-    p.add_argument("--data", required=True, help="the benchmark file (.json or .json.gz); MemoryBank-CN format files may carry answer_keywords")
+    p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
+    p.add_argument("--data", help="the benchmark file (.json or .json.gz; MemoryBank-CN format files may carry answer_keywords); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)")
+    p.add_argument("--translated", action="store_true", help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)")
     p.add_argument("--preset", action="append", default=[], help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES))
     p.add_argument("--strategy", action="append", default=[], help="a stack of layers to test, e.g. window,retrieval (repeatable)")
     p.add_argument("--baselines", default="none,full,oracle", help="baselines in the same run, comma-separated, or '' for none (default: %(default)s)")
@@ -566,7 +568,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> None:
     if not ks or min(ks) < 1:
         raise InvalidInput("--k: give positive cut-offs, e.g. 1,5,10")
     with Progress() as progress:
-        report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=progress, db=args.reuse, only=args.only)
+        report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=progress, db=args.reuse, only=args.only, translated=args.translated)
     _emit(args, report, lambda: format_report(report))
 
 
@@ -579,7 +581,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> None:
     if args.max_tokens < 1:
         raise InvalidInput("--max-tokens must be positive", field="max_tokens")
     with Progress() as progress:
-        report = run(args.dataset, args.data, systems, model=args.model, judge=args.judge, max_tokens=args.max_tokens, limit=args.limit, per_type=args.per_type, only=args.only, reuse=args.reuse, embedder=args.embedder, thread=args.thread, progress=progress)
+        report = run(args.dataset, args.data, systems, model=args.model, judge=args.judge, max_tokens=args.max_tokens, limit=args.limit, per_type=args.per_type, only=args.only, reuse=args.reuse, embedder=args.embedder, thread=args.thread, translated=args.translated, progress=progress)
     if args.answers:
         with open(args.answers, "w", encoding="utf-8") as f:
             for name, system in report["systems"].items():

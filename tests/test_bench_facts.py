@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from openai_stub import CannedOpenAI
@@ -33,7 +33,9 @@ from memstack.evaluation.facts import (
     stored_items,
     tally,
 )
+from memstack.evaluation.datasets import load
 from memstack.evaluation.qa import systems_for
+from memstack.retrieval.units import language
 from memstack.testing import ScriptedModel
 from memstack.types import Change
 
@@ -87,6 +89,9 @@ GOOD = {
 }
 
 
+QUESTION = {"question": "我现在住在哪个城市？", "translation": "Which city do I live in now?", "type": "knowledge-update", "keywords": ["深圳|shenzhen"], "answer": "深圳", "evidence": [1]}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -101,6 +106,12 @@ GOOD = {
         ({"gold": [{**GOOD["gold"][0], "status": "not_a_fact"}]}, "not_a_fact"),
         ({"gold": [GOOD["gold"][0], GOOD["gold"][0]]}, "twice"),
         ({"gold": [{**GOOD["gold"][0], "colour": "red"}]}, "unknown fields"),
+        ({"questions": [{**QUESTION, "type": "trivia"}]}, "type must be"),
+        ({"questions": [{**QUESTION, "evidence": [2]}]}, "evidence"),
+        ({"questions": [{**QUESTION, "evidence": []}]}, "evidence"),
+        ({"questions": [{**QUESTION, "keywords": ["深圳|"]}]}, "alternatives"),
+        ({"questions": [{**QUESTION, "translation": ""}]}, "translation"),
+        ({"questions": [{**QUESTION, "hint": "x"}]}, "unknown fields"),
     ],
 )
 def test_the_loader_refuses_a_bad_line_naming_file_and_line(tmp_path, change, message):
@@ -117,6 +128,32 @@ def test_the_loader_reads_a_directory_and_refuses_a_missing_one(tmp_path):
         load_facts(tmp_path / "nowhere")
     with pytest.raises(InvalidInput, match="given twice"):
         load_facts(_write(tmp_path, [GOOD, GOOD]))
+
+
+def test_the_questions_become_a_bench_data_set_asked_a_day_later_in_either_language(tmp_path):
+    path = _write(tmp_path, [{**GOOD, "questions": [QUESTION]}])
+    (conv,) = load("facts", path)
+    assert [s.id for s in conv.sessions] == ["d1-2026-03-01", "d2-2026-05-10"]
+    assert [(t.key, t.role) for s in conv.sessions for t in s.turns] == [("t0", "user"), ("t0", "assistant"), ("t1", "user"), ("t1", "assistant")]
+    (q,) = conv.questions
+    assert (q.text, q.category, q.evidence, q.keywords) == ("我现在住在哪个城市？", "knowledge-update", frozenset({"t1"}), ("深圳|shenzhen",))
+    assert q.at == datetime(2026, 5, 11, 20, 0, tzinfo=timezone(timedelta(hours=8)))
+    (other,) = load("facts", path, translated=True)
+    assert other.questions[0].text == "Which city do I live in now?" and other.questions[0].translation == "我现在住在哪个城市？"
+    with pytest.raises(InvalidInput, match="no question of facts has a translation"):
+        load("facts", _write(tmp_path, [GOOD]), translated=True)
+
+
+def test_the_bundled_questions_cover_the_kinds_that_wrong_memories_break_in_both_languages():
+    convs = load_facts(DEFAULT_DATA)
+    questions = [(c.lang, q) for c in convs for q in c.questions]
+    assert all(c.questions for c in convs) and len(questions) >= 70
+    for lang in ("zh", "en"):
+        kinds = Counter(q.type for lg, q in questions if lg == lang)
+        assert {"knowledge-update", "negation", "other-person", "plan", "single-hop", "temporal"} <= set(kinds), (lang, kinds)
+    # every question's translation is in the other language, and a keyword's alternatives cover both
+    for lang, q in questions:
+        assert (language(q.text), language(q.translation)) == (lang, "en" if lang == "zh" else "zh"), q.text
 
 
 # ---- the scorer ----------------------------------------------------------------------------------

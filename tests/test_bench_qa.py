@@ -82,6 +82,14 @@ def test_a_number_matches_only_as_a_whole_number():
     assert not judge_answer(_question("7公里", "多跑了几公里？"), "多跑了17公里")["correct"]
 
 
+def test_a_latin_word_matches_only_as_a_whole_word():
+    assert keywords_match("订单服务现在用Go重写了", ["go|golang"]) and keywords_match("It is written in Go.", ["go|golang"])
+    assert not keywords_match("It is going well with MongoDB", ["go|golang"])
+    assert keywords_match("文档检索用的是ES", ["elasticsearch|es"]) and not keywords_match("it uses Solr", ["elasticsearch|es"])
+    assert keywords_match("跑了7 km", ["7km"])  # whitespace in the answer still does not count
+    assert keywords_match("React Native and Supabase", ["react native", "supabase"])
+
+
 def test_token_f1_counts_chinese_characters_and_english_words():
     assert token_f1("The answer is Paris", "Paris") == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))  # 'the' dropped
     assert token_f1("青城山", "青城山") == 1.0

@@ -202,3 +202,42 @@ def test_a_round_asking_for_advice_keeps_the_advice_and_one_asking_about_the_use
     shown = memory_of(m.context(user_id="runner", thread_id="new", query="我住在哪个城市？", at=later))
     assert "你住在杭州" not in shown and "我现在住在哪个城市？" not in shown
     m.close()
+
+
+# ---- across languages: the question in one language, the memory in the other ----------------------
+
+ENGLISH = [
+    (datetime(2026, 3, 2, 9, tzinfo=TZ), "I'm Sarah Chen. I live in Boston and work as a nurse at Mass General.", "Nice to meet you, Sarah!"),
+    (datetime(2026, 4, 6, 9, tzinfo=TZ), "My son Leo is 8 and plays soccer on Saturdays.", "Fun! Does he play in a local league?"),
+    (datetime(2026, 6, 14, 9, tzinfo=TZ), "I moved to Denver last month.", "Big change! How are you finding the altitude?"),
+]
+
+
+@pytest.fixture(scope="module")
+def english(mem):
+    for n, (at, said, reply) in enumerate(ENGLISH):
+        mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="sarah", thread_id=f"e{n}", at=at)
+    mem.flush()
+    return mem
+
+
+@pytest.mark.parametrize(("question", "user", "answer"), [("What is my name?", "wangwu", "王五"), ("Which city do I work in?", "wangwu2", "杭州"), ("What is my cat called?", "short", "咪咪"), ("Which book am I reading?", "short", "三体")])
+def test_an_english_question_finds_what_was_said_in_chinese(mem, question, user, answer):
+    hits = mem.search(question, user_id=user, at=T0 + timedelta(days=1))
+    assert any(answer in h.unit.text for h in hits[:2]), [h.unit.text.splitlines()[0] for h in hits]
+
+
+def test_an_english_question_about_now_finds_the_chinese_update_first(mem):
+    hits = mem.search("Which city do I live in now?", user_id="mover", at=datetime(2026, 5, 20, tzinfo=TZ))
+    assert hits and "深圳" in hits[0].unit.text, [h.unit.text.splitlines()[0] for h in hits]
+
+
+@pytest.mark.parametrize(("question", "answer"), [("我叫什么名字？", "Sarah"), ("我儿子几岁了？", "Leo"), ("我现在住在哪个城市？", "Denver")])
+def test_a_chinese_question_finds_what_was_said_in_english(english, question, answer):
+    hits = english.search(question, user_id="sarah", at=datetime(2026, 6, 20, tzinfo=TZ))
+    assert hits and answer in hits[0].unit.text, [h.unit.text.splitlines()[0] for h in hits]
+
+
+@pytest.mark.parametrize("question", ["What is the capital of Australia?", "Explain quantum entanglement.", "Write a haiku about autumn."])
+def test_an_unrelated_question_in_the_other_language_still_finds_nothing(mem, question):
+    assert mem.search(question, user_id="short", at=T0 + timedelta(days=1)) == []

@@ -1,4 +1,4 @@
-"""Loading public memory benchmarks (LoCoMo, LongMemEval, MemoryBank-CN) into one shape.
+"""Loading memory benchmarks (LoCoMo, LongMemEval, MemoryBank-CN, the project's fact set) into one shape.
 
 Each loader turns a file of that benchmark's format (``.json`` or ``.json.gz``) into
 Conversations: a user's dated sessions of messages, each message tagged with the benchmark's turn
@@ -12,14 +12,15 @@ import gzip
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInput
+from .facts import FactConversation, load_facts
 
-DATASETS = ("locomo", "longmemeval", "memorybank-cn")
+DATASETS = ("locomo", "longmemeval", "memorybank-cn", "facts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,8 @@ class Question:
     #: answer keywords: each entry a "|"-separated set of alternatives, one of which a correct
     #: answer contains (MemoryBank-CN format's optional ``answer_keywords``)
     keywords: tuple[str, ...] = ()
+    #: the same question in another language, where the data set gives one (``translated``)
+    translation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,16 +70,29 @@ def read_json(path: str | Path) -> Any:
         raise InvalidInput(f"cannot read {path}: {exc}") from exc
 
 
-def load(dataset: str, path: str | Path) -> list[Conversation]:
+def load(dataset: str, path: str | Path | None, *, translated: bool = False) -> list[Conversation]:
+    """The conversations of a benchmark file (for ``facts``, a directory of them or None for the
+    checkout's own); ``translated``: each question asked in its other language (questions without
+    a translation left out), to measure cross-lingual search."""
     loaders = {"locomo": load_locomo, "longmemeval": load_longmemeval, "memorybank-cn": load_memorybank}
-    if dataset not in loaders:
+    if dataset != "facts" and dataset not in loaders:
         raise InvalidInput(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}", field="dataset")
-    try:
-        return loaders[dataset](read_json(path))
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        if isinstance(exc, InvalidInput):
-            raise
-        raise InvalidInput(f"{path} is not a {dataset} file: {type(exc).__name__}: {exc}") from exc
+    if dataset == "facts":
+        out = from_facts(load_facts(path))
+    elif path is None:
+        raise InvalidInput(f"give the {dataset} file", field="data")
+    else:
+        try:
+            out = loaders[dataset](read_json(path))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            if isinstance(exc, InvalidInput):
+                raise
+            raise InvalidInput(f"{path} is not a {dataset} file: {type(exc).__name__}: {exc}") from exc
+    if translated:
+        out = [Conversation(c.id, c.sessions, tuple(replace(q, text=q.translation, translation=q.text) for q in c.questions if q.translation)) for c in out]
+        if not any(c.questions for c in out):
+            raise InvalidInput(f"no question of {dataset} has a translation", field="translated")
+    return out
 
 
 # ---- LoCoMo -----------------------------------------------------------------------------------
@@ -187,6 +203,28 @@ def load_memorybank(data: dict[str, Any]) -> list[Conversation]:
         keywords = tuple(k for k in keywords if k.strip())
         by_user[user].append(Question(f"{user}#{i}", q["question"], frozenset(q["evidence"]), str(q.get("type", "")), last + timedelta(hours=2), str(q.get("answer", "")) or None, keywords))
     return [Conversation(user, tuple(sessions), tuple(by_user[user])) for user, sessions, _ in out]
+
+
+# ---- the fact set (bench/data/facts) ------------------------------------------------------------
+
+#: a fact set question is asked this long after the conversation's last turn
+FACTS_ASKED_AFTER = timedelta(days=1)
+
+
+def from_facts(conversations: list[FactConversation]) -> list[Conversation]:
+    """One conversation per fact conversation, a day a session (the threads ``bench facts`` uses);
+    a user turn and its reply share the key ``t<index>``, which the questions' evidence names."""
+    out = []
+    for c in conversations:
+        index = {id(t): i for i, t in enumerate(c.turns)}
+        sessions = tuple(
+            Session(name, turns[0].at, tuple(Turn(f"t{index[id(t)]}", role, text) for t in turns for role, text in (("user", t.user), ("assistant", t.assistant))))
+            for name, turns in c.sessions()
+        )
+        at = c.turns[-1].at + FACTS_ASKED_AFTER
+        questions = tuple(Question(f"{c.id}#{i}", q.text, frozenset(f"t{n}" for n in q.evidence), q.type, at, q.answer, q.keywords, q.translation) for i, q in enumerate(c.questions))
+        out.append(Conversation(c.id, sessions, questions))
+    return out
 
 
 def iter_questions(conversations: list[Conversation]) -> Iterator[tuple[Conversation, Question]]:

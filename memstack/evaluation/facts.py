@@ -102,6 +102,25 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
+class FactQuestion:
+    """A question a later session asks about the conversation (``bench qa --dataset facts``)."""
+
+    text: str
+    #: the same question in the other language (``--translated``: cross-lingual search)
+    translation: str
+    #: knowledge-update, past, negation, other-person, plan, single-hop, multi-value, multi-hop, temporal
+    type: str
+    #: each entry a "|"-separated set of alternatives in both languages, one of which a right answer holds
+    keywords: tuple[str, ...]
+    answer: str
+    #: the indices of the user turns (with their replies) that hold the answer
+    evidence: tuple[int, ...]
+
+
+QUESTION_TYPES = ("knowledge-update", "past", "negation", "other-person", "plan", "single-hop", "multi-value", "multi-hop", "temporal")
+
+
+@dataclass(frozen=True, slots=True)
 class FactConversation:
     id: str
     lang: str
@@ -110,6 +129,7 @@ class FactConversation:
     #: the names the user gives themself ("我叫王磊"): a stored subject with one of them is the user
     user_names: tuple[str, ...] = ()
     note: str = ""
+    questions: tuple[FactQuestion, ...] = ()
 
     def sessions(self) -> list[tuple[str, list[Turn]]]:
         """The turns by day, in order: one thread each (``d1-2026-03-01``, ...)."""
@@ -192,7 +212,29 @@ def _conversation(obj: Any) -> FactConversation:
     note = obj.get("note", "")
     if not isinstance(note, str):
         raise InvalidInput(f"{cid}: note must be a string")
-    return FactConversation(cid, lang, tuple(turns), tuple(gold), _strings(obj.get("user_names", []), f"{cid}: user_names"), note)
+    raw_questions = obj.get("questions", [])
+    if not isinstance(raw_questions, list):
+        raise InvalidInput(f"{cid}: questions must be a list")
+    questions = tuple(_question(q, f"{cid} question {i}", len(turns)) for i, q in enumerate(raw_questions))
+    return FactConversation(cid, lang, tuple(turns), tuple(gold), _strings(obj.get("user_names", []), f"{cid}: user_names"), note, questions)
+
+
+def _question(q: Any, what: str, turns: int) -> FactQuestion:
+    if not isinstance(q, dict):
+        raise InvalidInput(f"{what} is not an object")
+    unknown = set(q) - {"question", "translation", "type", "keywords", "answer", "evidence"}
+    if unknown:
+        raise InvalidInput(f"{what}: unknown fields {', '.join(sorted(unknown))}")
+    kind = q.get("type")
+    if kind not in QUESTION_TYPES:
+        raise InvalidInput(f"{what}: type must be one of {', '.join(QUESTION_TYPES)}")
+    evidence = q.get("evidence")
+    if not isinstance(evidence, list) or not evidence or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < turns for i in evidence):
+        raise InvalidInput(f"{what}: evidence must be a non-empty list of turn indices below {turns}")
+    keywords = _strings(q.get("keywords"), f"{what}: keywords")
+    if not keywords or any(not all(alt.strip() for alt in k.split("|")) for k in keywords):
+        raise InvalidInput(f"{what}: keywords must be non-empty '|'-separated alternatives")
+    return FactQuestion(_text(q, "question", what), _text(q, "translation", what), kind, keywords, _text(q, "answer", what), tuple(sorted(set(evidence))))
 
 
 def _gold(g: Any, what: str, said: str) -> Gold:

@@ -125,16 +125,37 @@ def normalize_answer(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def _compact(text: str) -> tuple[str, frozenset[int]]:
+    """``normalize_answer(text)`` and the positions in it where whitespace was taken out."""
+    out: list[str] = []
+    breaks = set()
+    for i, piece in enumerate(unicodedata.normalize("NFKC", text).casefold().split()):
+        if i:
+            breaks.add(sum(map(len, out)))
+        out.append(piece)
+    return "".join(out), frozenset(breaks)
+
+
+def _latin(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
 def contains(answer: str, part: str) -> bool:
     """Whether the normalised ``answer`` holds the normalised ``part``, a number only as a whole
-    number: "7公里" is not in "增加了17公里", "3月1日" is not in "3月11日"."""
-    got, part = normalize_answer(answer), normalize_answer(part)
+    number ("7公里" is not in "增加了17公里", "3月1日" is not in "3月11日") and a Latin word only as a
+    whole word ("go" is not in "going", "es" not in "uses"; "7km" is in "7 km")."""
+    got, breaks = _compact(answer)
+    part = normalize_answer(part)
     if not part:
         return False
     start = got.find(part)
     while start >= 0:
         end = start + len(part)
-        if not (part[0].isdigit() and start > 0 and got[start - 1].isdigit()) and not (part[-1].isdigit() and end < len(got) and got[end].isdigit()):
+        before = got[start - 1] if start > 0 and start not in breaks else ""
+        after = got[end] if end < len(got) and end not in breaks else ""
+        cut_number = (part[0].isdigit() and before.isdigit()) or (part[-1].isdigit() and after.isdigit())
+        cut_word = (part[0].isascii() and part[0].isalpha() and _latin(before)) or (part[-1].isascii() and part[-1].isalpha() and _latin(after))
+        if not cut_number and not cut_word:
             return True
         start = got.find(part, start + 1)
     return False
@@ -291,15 +312,18 @@ def run(
     reuse: str | Path | None = None,
     embedder: str | None = None,
     thread: str = "new",
+    translated: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingest, ask, answer and judge every question for every system; returns the report.
 
     ``thread``: ask in a new thread (a later session: what memory carries across sessions) or in
-    the thread of the last session before the question (a conversation that goes on)."""
+    the thread of the last session before the question (a conversation that goes on).
+    ``translated``: ask each question in its other language (the fact set has both), so English
+    questions meet Chinese memory and Chinese questions English memory."""
     if thread not in THREADS:
         raise InvalidInput(f"thread must be one of {', '.join(THREADS)}", field="thread")
-    conversations = _select(load(dataset, path), only, limit, per_type)
+    conversations = _select(load(dataset, path, translated=translated), only, limit, per_type)
     chat = get_chat_model(model)
     count = functools.lru_cache(maxsize=65536)(chat.count_tokens)
     grader = get_chat_model(judge) if judge is not None else None
@@ -326,7 +350,7 @@ def run(
             finally:
                 if memory is not None:
                     memory.close()
-    return _report(dataset, systems, tallies, chat, grader, max_tokens, questions, thread)
+    return {**_report(dataset, systems, tallies, chat, grader, max_tokens, questions, thread), "translated": translated}
 
 
 def _select(conversations: list[Conversation], only: Sequence[str], limit: int | None, per_type: int | None) -> list[Conversation]:
@@ -486,7 +510,7 @@ def format_report(report: dict[str, Any]) -> str:
     """A markdown table: a row per system, overall accuracy, by question type, tokens, costs."""
     systems = report["systems"]
     types = sorted({t for s in systems.values() for t in s["by_type"]})
-    lines = [f"{report['dataset']}: {report['questions']} questions, model {report['model']}, judge {report['judge']}, max_tokens {report['max_tokens']}"]
+    lines = [f"{report['dataset']}: {report['questions']} questions, model {report['model']}, judge {report['judge']}, max_tokens {report['max_tokens']}" + (", questions translated" if report.get("translated") else "")]
     head = ["system", "accuracy", "of oracle", *types, "F1", "context tokens (mean / p95)", "write tokens per turn", "ingest s", "answer ms p50"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
