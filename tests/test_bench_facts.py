@@ -16,6 +16,7 @@ from openai_stub import CannedOpenAI
 
 from memstack import Memory
 from memstack.errors import InvalidInput
+from memstack.evaluation.datasets import load
 from memstack.evaluation.facts import (
     CATEGORIES,
     DEFAULT_DATA,
@@ -33,7 +34,6 @@ from memstack.evaluation.facts import (
     stored_items,
     tally,
 )
-from memstack.evaluation.datasets import load
 from memstack.evaluation.qa import systems_for
 from memstack.retrieval.units import language
 from memstack.testing import ScriptedModel
