@@ -31,7 +31,10 @@ def settings_from(spec: str) -> dict[str, object]:
             out["weights"] = tuple(weights.items())
         elif name in {f.name for f in dataclasses.fields(default)}:
             kind = type(getattr(default, name))
-            out[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+            if value.lower() == "none":  # an optional setting turned off (cross_margin=none)
+                out[name] = None
+            else:
+                out[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
         else:
             raise SystemExit(f"no search setting {name!r}; known: {', '.join(f.name for f in dataclasses.fields(default))}")
     return out
