@@ -203,7 +203,8 @@ def test_each_fact_line_carries_its_date_and_a_short_quote(tmp_path):
     assert "相关的事实（知识图谱；日期是说起的日子，引号内是原话）" in text
     fact = line_of(section(text, "相关的事实"), "张伟", "星图项目")
     quote = re.search(r"“(.*?)”", fact).group(1)
-    assert "2026-03-01" in fact and "星图项目" in quote and len(quote.strip("…")) <= 20 and long_turn not in text
+    assert "上个月（2026年2月）" in quote  # a relative date in a quote carries its calendar date
+    assert "2026-03-01" in fact and "星图项目" in quote and len(re.sub(r"（.*?）", "", quote).strip("…")) <= 20 and long_turn not in text
     person = line_of(section(text, "已知的实体"), "张伟")
     assert person.startswith("- 张伟（人物，说于2026-03-01）：负责=星图项目（“")
 
@@ -217,7 +218,8 @@ def test_each_fact_line_carries_its_date_and_a_short_quote_in_english(tmp_path):
     assert "Related facts (knowledge graph; dates: when it was said; quotes: the words it came from)" in text
     fact = line_of(section(text, "Related facts"), "Dana", "Atlas")
     quote = re.search(r'"(.*?)"', fact).group(1)
-    assert "2026-03-01" in fact and "Atlas" in quote and len(quote.strip("…").split()) <= 12
+    assert "last month (2026-02)" in quote  # a relative date in a quote carries its calendar date
+    assert "2026-03-01" in fact and "Atlas" in quote and len(re.sub(r" \(.*?\)", "", quote).strip("…").split()) <= 12
     assert line_of(section(text, "Known entities"), "Dana").startswith('- Dana (person, said 2026-03-01): leads=the Atlas project ("')
 
 

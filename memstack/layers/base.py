@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from ..reldates import annotate
 from ..tokens import TokenCounter
 from ..types import Dropped, Message, Record, Scope, Section
 
@@ -123,6 +124,21 @@ def record_lines(layer: str, title: str, records: Sequence[Record], render: Call
 #: the longest quote of the words a model-made fact came from: characters of Chinese, words of English
 QUOTE_CHARS = 20
 QUOTE_WORDS = 12
+
+
+def dated_quote(text: str, anchor: str, said: str | datetime | None, lang: str) -> str:
+    """``short_quote`` with the calendar date after each relative expression, dated from the day
+    the words were said ("我上周五（2026-03-06）去医院体检了"): beside the date a fact was said, a
+    bare "上周五" was read as that date ("2026-03-12"), as in the retrieved turns and the summary's
+    quotes. ``said``: a datetime or an ISO string; unreadable or missing leaves the quote bare."""
+    quote = short_quote(text, anchor)
+    if not quote or not said:
+        return quote
+    try:
+        when = said if isinstance(said, datetime) else datetime.fromisoformat(str(said))
+    except ValueError:
+        return quote
+    return annotate(quote, when, lang)
 
 
 def short_quote(text: str, anchor: str = "") -> str:

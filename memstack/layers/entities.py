@@ -30,7 +30,7 @@ from ..llm.grounding import normalize
 from ..text import segment
 from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest, record_lines, short_quote
+from .base import LayerOutput, ReadRequest, dated_quote, record_lines
 from .extractor import SELF_KEY, attribute_values, first_person
 from .supersede import canonical, settle
 
@@ -80,8 +80,10 @@ class Entities:
         bare = [r for r in records if r not in rich]
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
         ordered = rank(rich, request.query or "")
-        if self.profile_only and request.query:
-            ordered = [with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) for r in ordered]
+        if request.query:  # the user's own attributes: those the question needs (see ``relevant_attributes``)
+            ordered = [with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) if r.key == SELF_KEY else r for r in ordered]
+            # left with nothing to say (no attribute, description or other name), the user's line goes
+            ordered = [r for r in ordered if r.key != SELF_KEY or r.value.get("attributes") or r.value.get("description") or [a for a in r.value.get("aliases", []) if a != r.value.get("name")]]
         budget = None if request.budget is None else int(request.budget * self.share)
         # a name that is a value of a shown attribute ("住在=深圳") is said there already
         stated = {normalize(str(v.get("value", ""))) for r in rich for a in (r.value.get("attributes") or {}).values() for v in _values(a)}
@@ -206,23 +208,43 @@ IDENTITY = re.compile(r"名|叫|姓|职业|工作|上班|职位|身份|住|家�
 IDENTITY_KEY_CHARS = 6
 #: question words that name no subject ("我现在住在哪里？": 现在)
 _UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
-#: the profile's other attributes shown beside those above, the most recently changed
+#: the profile's other attributes shown beside those above: those that changed (a past value
+#: beside the current one), the most recently changed first
 OTHER_ATTRIBUTES = 6
+
+
+def query_terms(query: str) -> list[str]:
+    """The question's words that can name something (not "现在", "now")."""
+    return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
+
+
+def shared_terms(terms: Sequence[str], text: str) -> int:
+    """How many of ``terms`` the text holds: as words, as Chinese characters of its words (a one-character term), or
+    as a substring (a longer term)."""
+    have = set(segment(text))
+    have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
+    return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
+
+
+def mentions_terms(query: str, text: str) -> bool:
+    """Whether ``text`` shares a term with the question (``shared_terms``)."""
+    return shared_terms(query_terms(query), text) > 0
 
 
 def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OTHER_ATTRIBUTES) -> dict[str, Any]:
     """The profile's attributes for ``query``: those whose key or values share a term with it (the
-    most shared first), then those that say who the user is (``IDENTITY``), then the ``others``
-    most recently changed. The rest are left out: a small model's profile holds every verb the
-    user used ("跑=18公里、3月15号、3公里"), and all of it put "3月15号" before the model that was
-    asked for a birthday; the retrieval section holds what the question needs of them."""
-    terms = [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
+    most shared first), then those that say who the user is (``IDENTITY``), then up to ``others``
+    that changed, the most recently changed first (what the turns say twice, the old value and
+    the new, and where the raw turns mislead most). The rest are left out: a small model's
+    profile holds every verb the user used ("跑=18公里、3月15号、3公里"), and all of it put "3月15号"
+    before the model that was asked for a birthday; an unrelated line the question does not name
+    ("计划=聚会（“…今年想在家里办个小聚会”）" for "我表姐的婚礼是哪一天？") drew the model to the
+    sentence beside it and to its date (the fact set's questions: see BENCHMARKS.md). The
+    retrieval section holds what the question needs of them."""
+    terms = query_terms(query)
 
     def shared(key: str, attribute: Any) -> int:
-        text = key + " " + " ".join(str(v.get("value", "")) for v in _values(attribute))
-        have = set(segment(text))
-        have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
-        return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
+        return shared_terms(terms, key + " " + " ".join(str(v.get("value", "")) for v in _values(attribute)))
 
     def changed(key: str) -> str:
         return max((str(v.get("valid_from", "")) for v in _values(attributes[key])), default="")
@@ -230,7 +252,8 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     scored = [(shared(k, a), i, k) for i, (k, a) in enumerate(attributes.items())]
     named = [k for n, _i, k in sorted(scored, key=lambda x: (-x[0], x[1])) if n > 0]
     who = [k for n, _i, k in scored if n == 0 and len(k) <= IDENTITY_KEY_CHARS and IDENTITY.search(k)]
-    rest = sorted((k for k in attributes if k not in named and k not in who), key=changed, reverse=True)[:others]
+    moved = [k for k in attributes if k not in named and k not in who and attribute_values(attributes[k])[1]]
+    rest = sorted(moved, key=changed, reverse=True)[:others]
     return {k: attributes[k] for k in [*named, *who, *(k for k in attributes if k in rest)]}
 
 
@@ -299,7 +322,7 @@ def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenan
     seen = set() if seen is None else seen
     quoted = []
     for c in current:
-        said = short_quote(str(c.get("evidence") or ""), str(c["value"])) if quotes else ""
+        said = dated_quote(str(c.get("evidence") or ""), str(c["value"]), c.get("valid_from"), lang) if quotes else ""
         quoted.append((f"“{said}”" if zh else f'"{said}"') if said and said not in seen else "")
         seen.add(said)
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
-from .base import LayerOutput, ReadRequest, record_lines, short_quote
+from .base import LayerOutput, ReadRequest, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
 from .supersede import canonical, instant, settle, single_valued
 
@@ -59,7 +59,7 @@ class Graph:
         entities = self.store.records.current(user, "entity")
         relations = reconcile(relations, entities)
         seeds = named_in(request.query, relations, entities)
-        found = neighbourhood(seeds, relations, self.hops)
+        found = pertinent(neighbourhood(seeds, relations, self.hops), request.query, seeds - {SELF_KEY} if first_person(request.query) else seeds)
         if not found:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
@@ -81,6 +81,33 @@ def named_in(query: str, relations: Iterable[Record], entities: Iterable[Record]
             if key and _mentions(q, name):
                 seeds.add(key)
     return seeds
+
+
+def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
+    """Of the relations reached, those the question needs: every relation when the question names
+    its entities (``named``, the seeds other than the user's own entity); for what is reached
+    from the user alone (a question in the first person), those that share a term with the
+    question, say who the user is (``IDENTITY``: name, job, home...) or changed (a superseded one
+    and its successors), and the relations that lead to them. The user's other relations ("用户
+    —计划→ 聚会" for "我表姐的婚礼是哪一天？") drew the small model to their sentences and dates;
+    the retrieval section holds what the question needs of them (``entities.relevant_attributes``
+    decides the same for the profile)."""
+    from .entities import IDENTITY, mentions_terms
+
+    if named or not found:
+        return found
+    # a superseded relation's successors: the same source's relations said the day it ended
+    ended = {(r.value.get("source_key"), str(r.value["invalid_at"])[:10]) for r in found if past(r)}
+    moved = {r.id for r in found if (r.value.get("source_key"), (r.valid_from or r.created_at).date().isoformat()) in ended}
+    keep = {r.id for r in found if past(r) or r.id in moved or IDENTITY.search(str(r.value.get("relation", ""))) or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")}
+    ends = {k for r in found if r.id in keep for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
+    while True:  # the paths from the user to what is kept
+        more = [r for r in found if r.id not in keep and {r.value.get("source_key"), r.value.get("target_key")} & ends]
+        if not more:
+            break
+        keep |= {r.id for r in more}
+        ends |= {k for r in more for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
+    return [r for r in found if r.id in keep]
 
 
 def _mentions(query: str, name: str) -> bool:
@@ -146,7 +173,7 @@ def render_relation(r: Record, lang: str, *, provenance: bool = False, quote: bo
     if provenance and r.source_ids:
         date = f"{date}，{cite(r.source_ids, lang)}" if zh else f"{date}, {cite(r.source_ids, lang)}"
     line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"
-    said = short_quote(v.get("evidence") or "", str(v.get("target") or "")) if quote else ""
+    said = dated_quote(v.get("evidence") or "", str(v.get("target") or ""), r.valid_from or r.created_at, lang) if quote else ""
     if not said:
         return line + (f"（{date}）" if zh else f" ({date})")
     sep = ("；" if past(r) else "：") if zh else ("; " if past(r) else ": ")
