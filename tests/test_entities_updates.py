@@ -114,6 +114,14 @@ def test_the_rule_that_decides_accumulate_or_replace():
     assert replaced("使用", "服务已经全部改用Go重写了", ["Java"], "Go") == ["Java"]
     assert replaced("使用", "我们把缓存从Redis换成了Memcached", ["SpringBoot", "Redis"], "Memcached") == ["Redis"]
     assert replaced("使用", "缓存改用Memcached", ["SpringBoot", "Redis"], "Memcached") == []  # which one? keep both
+    # ... unless the values' own words say: the one whose clause names what the change names before its cue
+    said_once = "后端使用SpringBoot，文档检索使用Elasticsearch，缓存使用Redis。"
+    evidence = dict.fromkeys(["SpringBoot", "Elasticsearch", "Redis"], said_once)
+    assert replaced("使用", "缓存改用Memcached了。", list(evidence), "Memcached", evidence=evidence) == ["Redis"]
+    assert replaced("使用", "我们把缓存换成了Memcached。", list(evidence), "Memcached", evidence=evidence) == ["Redis"]
+    assert replaced("使用", "我们改用Memcached了。", list(evidence), "Memcached", evidence=evidence) == []  # no topic: keep all
+    both = dict.fromkeys(["Firebase", "React Native"], "Our app is built with React Native and uses Firebase for the backend.")
+    assert replaced("uses", "Our backend now uses Supabase.", list(both), "Supabase", evidence=both) == []  # one clause names both
     assert said_as_old("上海", "我已经从上海搬到深圳了") and not said_as_old("深圳", "我已经从上海搬到深圳了")
     assert not said_as_old("北京", "明天从北京出发")  # no change said: not an old value
     assert said_as_old("Java", "We no longer use Java") and said_as_old("Shanghai", "I moved from Shanghai to Shenzhen")

@@ -84,3 +84,15 @@ def test_a_switch_said_as_a_change_supersedes_a_value_that_otherwise_accumulates
     text = "\n".join(summary_lines(mem))
     assert "服务改用Go（现在的情况；此前：Java）" in text
     assert "服务使用Java（过去的情况：2026-04-01起改为 服务改用Go）" in text
+
+
+def test_a_change_that_names_only_its_topic_supersedes_the_value_said_of_that_topic(tmp_path):
+    """The articles' 知识中台: "缓存改用Memcached了" beside 使用 SpringBoot, Elasticsearch and Redis.
+    The change names none of them; the words each was said in do ("…，缓存使用Redis")."""
+    model = ScriptedModel([out(("知识中台", "项目", "使用", "SpringBoot"), ("知识中台", "项目", "使用", "Elasticsearch"), ("知识中台", "项目", "使用", "Redis")), out(("知识中台", "项目", "改用", "Memcached"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "知识中台后端使用SpringBoot，文档检索使用Elasticsearch，缓存使用Redis。", datetime(2026, 11, 2, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "缓存改用Memcached了。", datetime(2026, 11, 9, 9, tzinfo=timezone.utc).isoformat())
+    text = "\n".join(summary_lines(mem))
+    assert "知识中台使用Redis（过去的情况" in text, text
+    assert "知识中台使用SpringBoot（过去" not in text and "知识中台使用Elasticsearch（过去" not in text, text

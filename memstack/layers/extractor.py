@@ -621,7 +621,7 @@ def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, 
             continue
         if v.get("target_key") != value["target_key"]:
             same[o.key] = o
-    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"], cue=cue)))
+    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"], cue=cue, evidence={o.value.get("target", ""): str(o.value.get("evidence") or "") for o in same.values()})))
     return [o for o in same.values() if normalize(o.value.get("target", "")) in gone]
 
 
@@ -782,7 +782,7 @@ def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str,
     elif same:
         return old or {}
     else:
-        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"], cue=cue)))
+        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"], cue=cue, evidence={c["value"]: str(c.get("evidence") or "") for c in current})))
         newer = sorted(str(c.get("valid_from", "")) for c in current if normalize(c["value"]) in gone and _later(c.get("valid_from"), new.get("valid_from")))
         if newer:  # said after this one: it stays current, and this one was replaced when it was said
             past.append({**new, "until": newer[0]})

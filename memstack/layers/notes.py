@@ -27,6 +27,7 @@ from ..llm.extract import trivial
 from ..llm.grounding import normalize, sentence_sources
 from ..reldates import annotate
 from ..types import Message
+from .base import short_quote
 from .supersede import canonical, replaced
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
@@ -49,6 +50,11 @@ def grounded_note(text: str, messages: Sequence[Message], statement: Any = None)
     note: dict[str, Any] = {"text": text, "at": max(stamps).isoformat(), "source_ids": list(sources)}
     if statement is not None:
         note.update(subject=statement.subject.strip(), predicate=statement.predicate.strip(), object=statement.object.strip())
+        # the words the object was said in, for a later change that names only their topic
+        # ("缓存改用Memcached" replaces 使用Redis of "…，缓存使用Redis", see ``superseded``)
+        said = short_quote(" ".join(m.text for m in messages if m.id in sources), note["object"])
+        if said and normalize(note["object"]) in normalize(said):
+            note["said"] = said
     return note
 
 
@@ -88,14 +94,30 @@ def supersedes(new: dict[str, Any], old: dict[str, Any], said: str = "") -> bool
     """``new`` replaces ``old``: same subject, same canonical predicate, and the rule of
     ``supersede`` (a single-valued predicate, or a change cue in ``said``, the turn the new note
     came from) says the old object is replaced."""
+    return bool(superseded(new, [old], said))
+
+
+def _rival(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Same subject and canonical predicate, another object (not a refinement: "上海" / "上海浦东")."""
     if not (new.get("subject") and old.get("subject")) or _subject(new) != _subject(old):
         return False
     if canonical(new.get("predicate", "")) != canonical(old.get("predicate", "")):
         return False
     a, b = normalize(new.get("object", "")), normalize(old.get("object", ""))
-    if not (a and b) or a in b or b in a:  # "上海" / "上海浦东" is a refinement, not a change
-        return False
-    return bool(replaced(new["predicate"], said or new["text"], [old["object"]], new["object"]))
+    return bool(a and b) and a not in b and b not in a
+
+
+def superseded(new: dict[str, Any], olds: Sequence[dict[str, Any]], said: str = "", words: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Which of ``olds`` the note ``new`` replaces, all weighed together as ``supersede.replaced``
+    does: a change cue that names none of several values ("缓存改用Memcached" beside 使用 SpringBoot
+    and 使用 Redis) replaces the one whose own words name what it names (``words``: message id ->
+    text, for the turns the old notes came from), else none of them, never all."""
+    rivals = [o for o in olds if _rival(new, o)]
+    if not rivals:
+        return []
+    evidence = {str(o["object"]): " ".join([str(o.get("said", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals}
+    gone = {normalize(x) for x in replaced(new["predicate"], said or new["text"], [str(o["object"]) for o in rivals], new["object"], evidence=evidence)}
+    return [o for o in rivals if normalize(str(o["object"])) in gone]
 
 
 def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], messages: Sequence[Message] = ()) -> list[dict[str, Any]]:
@@ -108,9 +130,8 @@ def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]
     for j in range(len(items), len(out)):
         n = out[j]
         said = " ".join(text.get(i, "") for i in n.get("source_ids", []))
-        for old in out[:j]:
-            if old.get("superseded_at") or old.get("at", "") > n["at"] or not supersedes(n, old, said):
-                continue
+        live = [old for old in out[:j] if not old.get("superseded_at") and old.get("at", "") <= n["at"]]
+        for old in superseded(n, live, said, text):
             old["superseded_at"], old["superseded_by"] = n["at"], n["text"]
             n["replaces"] = [*n.get("replaces", []), old.get("object") or old["text"]]
     return out

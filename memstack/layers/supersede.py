@@ -148,13 +148,15 @@ def said_as_old(value: str, sentence: str) -> bool:
     return bool(v) and change_cue(sentence) and re.search(_OLD_BEFORE + re.escape(v), normalize(sentence)) is not None
 
 
-def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue: bool = False) -> list[str]:
+def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue: bool = False, evidence: dict[str, str] | None = None) -> list[str]:
     """Which of the ``current`` values a new value said in ``sentence`` replaces: all of them for a
     single-valued predicate; with a change cue (in the sentence, or ``cue``: the predicate itself
     said the change, "换导师"), those the change's own clause names (the only one when it names
-    none and there is one); otherwise none (the values accumulate). A value that says a change
-    itself ("婚礼推迟到明年5月", "地点改到重庆" under 计划) is a statement of its own: it replaces only
-    the values its clause names."""
+    none and there is one; else the one whose own words, in ``evidence``: value -> the sentence
+    it was said in, name what the change names before its cue: "缓存改用Memcached了" replaces
+    Redis of "…，缓存使用Redis", not SpringBoot of "后端使用SpringBoot"); otherwise none (the
+    values accumulate). A value that says a change itself ("婚礼推迟到明年5月", "地点改到重庆" under
+    计划) is a statement of its own: it replaces only the values its clause names."""
     others = [c for c in current if normalize(c) != normalize(new)]
     if single_valued(predicate):
         return others
@@ -166,9 +168,34 @@ def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue
     named = [c for c in others if any(normalize(c) in clause for clause in said) or said_as_old(c, sentence)]
     if change_cue(new):
         return named
-    # a cue naming none of several values does not say which one it replaces ("缓存改用Memcached"
-    # beside SpringBoot and Redis): keep them all rather than lose the wrong one
-    return named or (others if len(others) == 1 else [])
+    if named or len(others) == 1:
+        return named or others
+    # a cue naming none of several values ("缓存改用Memcached" beside SpringBoot and Redis): the one
+    # whose own clause names the change's topic, when exactly one does; else keep them all rather
+    # than lose the wrong one
+    topics = [t for t in (_topic(c) for c in said) if t]
+    if not topics or not evidence:
+        return []
+    hit = [c for c in others if any(t in clause for t in topics for clause in _clauses_with(evidence.get(c, ""), c))]
+    return hit if len(hit) == 1 else []
+
+
+#: words before a change cue that say who or when, not what changed ("我们把", "现在", "已经")
+_TOPIC_NOISE = re.compile(r"^(?:(?:我们|我|咱们|他们|他|她|公司|团队|现在|目前|已经|最近|也|又|都|就|还|把|将)+)|(?:把|将|也|又|都|已经|现在|就)+$|\b(?:we|i|our|my|the|have|has|now|also|just)\b", re.IGNORECASE)
+
+
+def _topic(clause: str) -> str:
+    """What a change clause names before its cue ("缓存" of "缓存改用memcached了"; "" when only a
+    subject or a time is there)."""
+    m = _CHANGE_CUES.search(clause)
+    head = _TOPIC_NOISE.sub("", clause[: m.start()] if m else "").strip()
+    return head if (len(head) >= 2 if not head.isascii() else len(head) >= 3) else ""
+
+
+def _clauses_with(sentence: str, value: str) -> list[str]:
+    """The clauses of ``sentence`` (normalised) that hold ``value``."""
+    v = normalize(value)
+    return [c for c in re.split(r"[，,；;。！？!?\n]|\.(?=\s|$)", normalize(sentence)) if v and v in c]
 
 
 def says_change(predicate: str) -> bool:
