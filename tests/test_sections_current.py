@@ -257,3 +257,26 @@ def test_model_made_sections_yield_to_the_retrieved_turns(tmp_path):
     for budget in range(350, 650, 50):
         ctx = mem.context(user_id="u", thread_id="t", strategy="window,entities,retrieval", query="我周末去哪里跑步？", max_tokens=budget)
         assert ctx.sections.get("memory:retrieval") and "深圳湾" in system(ctx), budget
+
+
+def test_a_question_gets_the_users_facts_it_needs_not_every_one(tmp_path):
+    """The fact set's 我表姐的婚礼是哪一天？: "计划=聚会（…今年想在家里办个小聚会）", shown though the
+    question does not name it, drew the small model to the sentence beside it (the birthday) and
+    its date. For a question, the user's own facts are those it names, those that say who the
+    user is, and, for a question about now or before, those that changed."""
+    mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "住在", "上海"), ("用户", "人物", "计划", "聚会")), out(("用户", "人物", "搬到", "深圳"), ("用户", "人物", "喜欢", "网球"))])
+    add(mem, turns(("我住在上海，今年想在家里办个小聚会。", D1)), turns(("我已经从上海搬到深圳了，周末还是喜欢打网球。", D2)))
+    wedding = context(mem, "entities,graph", "我表姐的婚礼是哪一天？")
+    assert "计划" not in wedding and "网球" not in wedding  # (聚会 is in the quote of 上海's sentence)
+    assert "深圳" in line_of(section(wedding, "已知的实体"), "用户")  # who the user is: where they live
+    tennis = context(mem, "entities,graph", "我喜欢什么运动？")
+    assert "喜欢=网球" in tennis and "计划" not in tennis
+    now = context(mem, "entities,graph", "我现在的计划是什么？")
+    assert "计划=聚会" in now  # named
+
+
+def test_a_relative_date_in_a_facts_quote_carries_its_calendar_date(tmp_path):
+    mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "去", "医院体检"))])
+    add(mem, turns(("我上周五去医院体检了，结果一切正常。", datetime(2026, 3, 12, 9, tzinfo=timezone.utc))))
+    text = context(mem, "entities,graph", "我是哪天去医院体检的？")
+    assert "我上周五（2026-03-06）去医院体检了" in text

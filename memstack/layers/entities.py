@@ -213,6 +213,16 @@ _UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最�
 OTHER_ATTRIBUTES = 6
 
 
+#: a question about how things stand now or stood before: where what changed is worth showing
+_NOW_OR_BEFORE = re.compile(r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b", re.IGNORECASE)
+
+
+def asks_about_change(query: str) -> bool:
+    """Whether the question asks how things stand now or stood before ("我现在住在哪里？", "我以前在
+    哪家公司？", "Do I still ...?"): the user's changed facts are shown for it even unnamed."""
+    return bool(_NOW_OR_BEFORE.search(query))
+
+
 def query_terms(query: str) -> list[str]:
     """The question's words that can name something (not "现在", "now")."""
     return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
@@ -233,9 +243,10 @@ def mentions_terms(query: str, text: str) -> bool:
 
 def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OTHER_ATTRIBUTES) -> dict[str, Any]:
     """The profile's attributes for ``query``: those whose key or values share a term with it (the
-    most shared first), then those that say who the user is (``IDENTITY``), then up to ``others``
-    that changed, the most recently changed first (what the turns say twice, the old value and
-    the new, and where the raw turns mislead most). The rest are left out: a small model's
+    most shared first), then those that say who the user is (``IDENTITY``), then, for a question
+    about now or before (``asks_about_change``), up to ``others`` that changed, the most recently
+    changed first (what the turns say twice, the old value and the new, and where the raw turns
+    mislead most). The rest are left out: a small model's
     profile holds every verb the user used ("跑=18公里、3月15号、3公里"), and all of it put "3月15号"
     before the model that was asked for a birthday; an unrelated line the question does not name
     ("计划=聚会（“…今年想在家里办个小聚会”）" for "我表姐的婚礼是哪一天？") drew the model to the
@@ -252,7 +263,7 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     scored = [(shared(k, a), i, k) for i, (k, a) in enumerate(attributes.items())]
     named = [k for n, _i, k in sorted(scored, key=lambda x: (-x[0], x[1])) if n > 0]
     who = [k for n, _i, k in scored if n == 0 and len(k) <= IDENTITY_KEY_CHARS and IDENTITY.search(k)]
-    moved = [k for k in attributes if k not in named and k not in who and attribute_values(attributes[k])[1]]
+    moved = [k for k in attributes if k not in named and k not in who and attribute_values(attributes[k])[1]] if asks_about_change(query) else []
     rest = sorted(moved, key=changed, reverse=True)[:others]
     return {k: attributes[k] for k in [*named, *who, *(k for k in attributes if k in rest)]}
 

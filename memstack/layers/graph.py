@@ -87,19 +87,20 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     """Of the relations reached, those the question needs: every relation when the question names
     its entities (``named``, the seeds other than the user's own entity); for what is reached
     from the user alone (a question in the first person), those that share a term with the
-    question, say who the user is (``IDENTITY``: name, job, home...) or changed (a superseded one
-    and its successors), and the relations that lead to them. The user's other relations ("用户
+    question, say who the user is (``IDENTITY``: name, job, home...) or, for a question about now
+    or before, changed (a superseded one and its successors), and the relations that lead to them. The user's other relations ("用户
     —计划→ 聚会" for "我表姐的婚礼是哪一天？") drew the small model to their sentences and dates;
     the retrieval section holds what the question needs of them (``entities.relevant_attributes``
     decides the same for the profile)."""
-    from .entities import IDENTITY, mentions_terms
+    from .entities import IDENTITY, asks_about_change, mentions_terms
 
     if named or not found:
         return found
     # a superseded relation's successors: the same source's relations said the day it ended
-    ended = {(r.value.get("source_key"), str(r.value["invalid_at"])[:10]) for r in found if past(r)}
+    change = asks_about_change(query)
+    ended = {(r.value.get("source_key"), str(r.value["invalid_at"])[:10]) for r in found if past(r)} if change else set()
     moved = {r.id for r in found if (r.value.get("source_key"), (r.valid_from or r.created_at).date().isoformat()) in ended}
-    keep = {r.id for r in found if past(r) or r.id in moved or IDENTITY.search(str(r.value.get("relation", ""))) or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")}
+    keep = {r.id for r in found if (change and past(r)) or r.id in moved or any(IDENTITY.search(x) for x in (str(r.value.get("relation", "")), canonical(str(r.value.get("relation", ""))))) or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")}
     ends = {k for r in found if r.id in keep for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
     while True:  # the paths from the user to what is kept
         more = [r for r in found if r.id not in keep and {r.value.get("source_key"), r.value.get("target_key")} & ends]
