@@ -212,6 +212,8 @@ def test_a_predicate_that_is_a_clause_of_the_words_is_no_relation(statement, wor
         (st("用户", "喜欢", "游泳"), "我喜欢很多运动，特别是游泳。", ("喜欢", "游泳")),  # an example of it
         (st("用户", "戒酒", "啤酒"), "我去年戒酒了，不过啤酒偶尔还喝。", None),  # the object has its own verb
         (st("用户", "吃素", "鸡蛋"), "我开始吃素了，但鸡蛋还吃。", ("吃", "鸡蛋")),  # the same verb: its object
+        (st("用户", "是一名", "程序员"), "我叫小周，是一名程序员。", ("是", "程序员")),  # "a", not a count
+        (st("用户", "当了一名", "老师"), "我毕业后当了一名老师。", ("当", "老师")),
     ],
 )
 def test_a_predicate_that_swallowed_its_value_is_split_back_into_verb_and_value(statement, words, shaped):

@@ -54,7 +54,7 @@ def grounded_note(text: str, messages: Sequence[Message], statement: Any = None)
         # ("缓存改用Memcached" replaces 使用Redis of "…，缓存使用Redis", see ``superseded``)
         said = short_quote(" ".join(m.text for m in messages if m.id in sources), note["object"])
         if said and normalize(note["object"]) in normalize(said):
-            note["said"] = said
+            note["words"] = said
     return note
 
 
@@ -115,7 +115,7 @@ def superseded(new: dict[str, Any], olds: Sequence[dict[str, Any]], said: str = 
     rivals = [o for o in olds if _rival(new, o)]
     if not rivals:
         return []
-    evidence = {str(o["object"]): " ".join([str(o.get("said", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals}
+    evidence = {str(o["object"]): " ".join([str(o.get("words", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals}
     gone = {normalize(x) for x in replaced(new["predicate"], said or new["text"], [str(o["object"]) for o in rivals], new["object"], evidence=evidence)}
     return [o for o in rivals if normalize(str(o["object"])) in gone]
 

@@ -194,6 +194,10 @@ _ZH_VERBS = sorted(
 _OWN_VERBS = set("做练学写开养教带玩打弹吃喝读看去考管跑抽买卖骑")
 
 
+#: a copula or a role verb with an indefinite "a" ("是一名", "当了一位", "成为一个"): the verb alone
+_COPULA_ONE = re.compile(r"(是|当了?|做了?|成为了?|成了)一(?:名|个|位|家|只|种)")
+
+
 def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Rejected:
     """A predicate that is a stretch of the user's words said apart from the object ("每周去三次"
     and "主要练力量" given 健身房, "做前端开发" given React of "…，主要写React"): the model put a verb
@@ -210,6 +214,9 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
         return Rejected(s, "the predicate holds a number or frequency, not a relation") if _QUANTITY.search(p) else s
     if canonical(p) != s.predicate.strip() or len(core) < 2:
         return s
+    copula = _COPULA_ONE.fullmatch(core)
+    if copula:  # "是一名|程序员": an indefinite article, not a count ("I am a programmer")
+        return s.model_copy(update={"predicate": copula.group(1).removesuffix("了")})
     counted = len(core) >= 3 and _QUANTITY.search(core) is not None
     if not counted:  # a count in a predicate makes it a clause wherever its object was said
         obj = normalize(_DATE_NOTE.sub("", s.object))
