@@ -23,8 +23,19 @@ from pathlib import Path
 from memstack import Memory, Message, get_counter
 from memstack.budget import trim
 
-LINES_ZH = ["我正在开发一个知识中台，后端使用SpringBoot。", "文档检索用Elasticsearch，缓存用Redis。", "预算是30万元，明年3月上线。", "帮我列一个汇报提纲。", "好的，我们先从项目背景说起。"]
-LINES_EN = ["Can you help me plan the migration to PostgreSQL?", "Sure: first inventory the tables, then dual-write for a week.", "What about the 3 TB of logs?", "Archive them to object storage before the cut-over."]
+LINES_ZH = [
+    "我正在开发一个知识中台，后端使用SpringBoot。",
+    "文档检索用Elasticsearch，缓存用Redis。",
+    "预算是30万元，明年3月上线。",
+    "帮我列一个汇报提纲。",
+    "好的，我们先从项目背景说起。",
+]
+LINES_EN = [
+    "Can you help me plan the migration to PostgreSQL?",
+    "Sure: first inventory the tables, then dual-write for a week.",
+    "What about the 3 TB of logs?",
+    "Archive them to object storage before the cut-over.",
+]
 
 
 def make_messages(n: int) -> list[Message]:
@@ -88,7 +99,15 @@ def main() -> None:
         cold_memory.close()
     ours_trim, kept = timed(lambda: trim(msgs, args.budget, counter), args.runs)
     lc_trim, lc_kept = timed(
-        lambda: trim_messages(lc_msgs, max_tokens=args.budget, token_counter=lc_count, strategy="last", include_system=True, start_on="human", allow_partial=False),
+        lambda: trim_messages(
+            lc_msgs,
+            max_tokens=args.budget,
+            token_counter=lc_count,
+            strategy="last",
+            include_system=True,
+            start_on="human",
+            allow_partial=False,
+        ),
         args.runs,
     )
     same = [m.id for m in kept] == [m.id for m in lc_kept]
@@ -105,17 +124,27 @@ def main() -> None:
         "langchain_trim_messages": percentiles(lc_trim),
         "context_tokens": ctx.tokens,
     }
-    result["ratio_langchain_over_context_p50"] = round(result["langchain_trim_messages"]["p50_ms"] / result["memstack_context_sqlite"]["p50_ms"], 1)
+    result["ratio_langchain_over_context_p50"] = round(
+        result["langchain_trim_messages"]["p50_ms"] / result["memstack_context_sqlite"]["p50_ms"], 1
+    )
     result["ratio_langchain_over_trim_p50"] = round(result["langchain_trim_messages"]["p50_ms"] / result["memstack_trim"]["p50_ms"], 1)
     if args.json:
         print(json.dumps(result))
         return
-    print(f"{args.messages} messages, budget {args.budget} tokens ({counter.name}), {args.runs} runs, kept {len(kept)}; same result as LangChain: {same}")
+    print(
+        f"{args.messages} messages, budget {args.budget} tokens ({counter.name}), {args.runs} runs, kept {len(kept)}; same result as LangChain: {same}"
+    )
     print("| what | p50 ms | p95 ms |\n|---|---|---|")
-    for label, key in (("memstack Memory.context(strategy='trim'), SQLite", "memstack_context_sqlite"), ("memstack budget.trim(), in memory", "memstack_trim"), ("langchain_core trim_messages, in memory", "langchain_trim_messages")):
+    for label, key in (
+        ("memstack Memory.context(strategy='trim'), SQLite", "memstack_context_sqlite"),
+        ("memstack budget.trim(), in memory", "memstack_trim"),
+        ("langchain_core trim_messages, in memory", "langchain_trim_messages"),
+    ):
         print(f"| {label} | {result[key]['p50_ms']} | {result[key]['p95_ms']} |")
     print(f"cold context() (new process state, empty caches): {result['memstack_context_cold_ms']} ms")
-    print(f"LangChain p50 / memstack context() p50 = {result['ratio_langchain_over_context_p50']}x; / memstack trim() p50 = {result['ratio_langchain_over_trim_p50']}x")
+    print(
+        f"LangChain p50 / memstack context() p50 = {result['ratio_langchain_over_context_p50']}x; / memstack trim() p50 = {result['ratio_langchain_over_trim_p50']}x"
+    )
     if not same:
         sys.exit("results differ from LangChain's")
 

@@ -36,7 +36,16 @@ from memstack import Memory  # noqa: E402
 from memstack.backends.postgres import PostgresStore  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
 
-TOPICS = ["知识中台的权限模块", "搬家去苏州的事", "下周三的发布会", "the Go rewrite of the billing service", "my daughter's piano lessons", "论文第三章的实验", "a trip to Kyoto in April", "医院的排班"]
+TOPICS = [
+    "知识中台的权限模块",
+    "搬家去苏州的事",
+    "下周三的发布会",
+    "the Go rewrite of the billing service",
+    "my daughter's piano lessons",
+    "论文第三章的实验",
+    "a trip to Kyoto in April",
+    "医院的排班",
+]
 
 
 class RoundTrips:
@@ -136,7 +145,9 @@ def main() -> None:
                     for i in range(args.messages):
                         role = "assistant" if i % 2 else "user"
                         with meter.op("add (one message)"):
-                            r = http.post(f"/v1/users/u{u}/threads/t/messages", json={"messages": [{"role": role, "content": message(u, i)}]})
+                            r = http.post(
+                                f"/v1/users/u{u}/threads/t/messages", json={"messages": [{"role": role, "content": message(u, i)}]}
+                            )
                         assert r.status_code == 201, r.text
                 started_cpu, started_wall, started_trips = time.process_time(), time.perf_counter(), trips.count
                 report = memory.run_jobs()
@@ -151,18 +162,35 @@ def main() -> None:
                 for u in range(args.users):
                     for q in range(args.queries):
                         with meter.op("context"):
-                            r = http.post(f"/v1/users/u{u}/threads/t/context", json={"query": f"{TOPICS[q % len(TOPICS)]}进展到哪一步了？", "max_tokens": 1000})
+                            r = http.post(
+                                f"/v1/users/u{u}/threads/t/context",
+                                json={"query": f"{TOPICS[q % len(TOPICS)]}进展到哪一步了？", "max_tokens": 1000},
+                            )
                         assert r.status_code == 200, r.text
-                    history = [{"role": "assistant" if i % 2 else "user", "content": message(u, i)} for i in range(args.messages - 10, args.messages)]
+                    history = [
+                        {"role": "assistant" if i % 2 else "user", "content": message(u, i)}
+                        for i in range(args.messages - 10, args.messages)
+                    ]
                     for q in range(args.queries):
                         question = f"第{q}个问题：{TOPICS[q % len(TOPICS)]}什么时候要交？"
                         with meter.op("proxy call (10 messages resent)"):
-                            r = http.post("/v1/chat/completions", json={"model": "stub", "messages": [*history, {"role": "user", "content": question}], "user": f"u{u}"}, headers={"X-Memstack-Thread": "t"})
+                            r = http.post(
+                                "/v1/chat/completions",
+                                json={"model": "stub", "messages": [*history, {"role": "user", "content": question}], "user": f"u{u}"},
+                                headers={"X-Memstack-Thread": "t"},
+                            )
                         assert r.status_code == 200, r.text
                         history += [{"role": "user", "content": question}, r.json()["choices"][0]["message"]]
                         history = history[-10:]
             memory.close()
-        result = {"strategy": args.strategy, "users": args.users, "messages_per_user": args.messages, "ops": meter.report(), "write_queue": jobs, "tables": table_bytes(args.db, schema)}
+        result = {
+            "strategy": args.strategy,
+            "users": args.users,
+            "messages_per_user": args.messages,
+            "ops": meter.report(),
+            "write_queue": jobs,
+            "tables": table_bytes(args.db, schema),
+        }
     finally:
         store.close()
         with psycopg.connect(args.db, autocommit=True) as conn:
@@ -174,7 +202,9 @@ def main() -> None:
     for name, s in result["ops"].items():
         print(f"  {name:<34} {s['requests']:>5} requests  CPU {s['cpu_ms']} ms  wall {s['wall_ms']} ms  round trips {s['round_trips']}")
     j = result["write_queue"]
-    print(f"  {'write queue (per message)':<34} {j['messages']:>5} messages  CPU {j['cpu_ms_per_message']} ms  wall {j['wall_ms_per_message']} ms  round trips {j['round_trips_per_message']}")
+    print(
+        f"  {'write queue (per message)':<34} {j['messages']:>5} messages  CPU {j['cpu_ms_per_message']} ms  wall {j['wall_ms_per_message']} ms  round trips {j['round_trips_per_message']}"
+    )
     for table, t in result["tables"].items():
         print(f"  {table:<34} {t['rows']:>7} rows  {t['bytes_per_row']:>6} bytes/row")
 

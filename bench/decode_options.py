@@ -38,7 +38,11 @@ def prompts(path: str) -> list[list[dict[str, str]]]:
     for name, n in USERS:
         day = sorted(histories[name])[n]
         at = datetime.fromisoformat(day + "T10:00:00+00:00")
-        turns = [Message(role=role, content=t[key], timestamp=at) for t in histories[name][day] for role, key in (("user", "query"), ("assistant", "response"))]
+        turns = [
+            Message(role=role, content=t[key], timestamp=at)
+            for t in histories[name][day]
+            for role, key in (("user", "query"), ("assistant", "response"))
+        ]
         out.append(ex.prompt(turns, PARTS, "zh"))
     return out
 
@@ -74,12 +78,16 @@ def main() -> None:
     schema = json_schema_for(ex.schema_for(PARTS))
     plain = local.LocalModel()
     other = ngram_model() if args.option == "ngram" else plain
-    compact = "%llguidance {}\nstart: %json " + json.dumps({**schema, "x-guidance": {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}}, ensure_ascii=False)
+    compact = "%llguidance {}\nstart: %json " + json.dumps(
+        {**schema, "x-guidance": {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}}, ensure_ascii=False
+    )
     for conversation in prompts(args.data):
         for label, model in (("as shipped", plain), (args.option, other)):
             started = time.perf_counter()
             if label == "compact":
-                answer = model._loaded().handle_chat_completions({"messages": conversation, "temperature": 0, "seed": 0, "max_tokens": 400, "grammar": compact})
+                answer = model._loaded().handle_chat_completions(
+                    {"messages": conversation, "temperature": 0, "seed": 0, "max_tokens": 400, "grammar": compact}
+                )
                 usage, text = answer["usage"], answer["choices"][0]["message"]["content"]
                 tokens = (usage["prompt_tokens"], usage["completion_tokens"])
             else:

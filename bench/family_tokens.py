@@ -72,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Corpus: {len(conversations)} held-out conversations, {len(messages)} distinct messages, {size:.1f} MB.\n")
     counts = {name: {t: get_counter(name).count(t) for t in messages} for name in STAND_INS}
 
-    print("| counter | vs | messages zh: bias | MAPE | messages en: bias | MAPE | conversations zh: bias | MAPE | P95 | conversations en: bias | MAPE | P95 |")
+    print(
+        "| counter | vs | messages zh: bias | MAPE | messages en: bias | MAPE | conversations zh: bias | MAPE | P95 | conversations en: bias | MAPE | P95 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for exact in EXACT:
         for name in STAND_INS:

@@ -33,8 +33,162 @@ from memstack.providers.embeddings import get_embedder  # noqa: E402
 from memstack.retrieval.search import Searcher  # noqa: E402
 from memstack.types import Scope, Unit  # noqa: E402
 
-ZH = ["跑步", "火锅", "知识中台", "后端", "技术", "缓存", "检索", "预算", "上线", "汇报", "提纲", "电影", "科幻", "小说", "旅游", "厦门", "北京", "上海", "公园", "散步", "樱花", "松鼠", "钢琴", "绘画", "品茶", "摄影", "风景", "海滩", "山脉", "湖泊", "健身", "教练", "游泳", "潜水", "滑雪", "登山", "攀岩", "菜谱", "川菜", "粤菜", "寿司", "烤肉", "礼物", "生日", "朋友", "同事", "老板", "项目", "进度", "会议", "周末", "假期", "天气", "下雨", "猫", "狗", "医生", "感冒", "咖啡", "早餐", "地铁", "自行车", "手机", "电脑", "键盘", "书店", "图书馆", "考试", "论文", "数据库", "服务器", "接口", "部署", "测试", "用户", "需求", "设计", "文档", "版本", "发布"]
-EN = ["running", "hotpot", "platform", "backend", "cache", "search", "budget", "launch", "report", "outline", "movie", "novel", "travel", "park", "walk", "cherry", "squirrel", "piano", "painting", "tea", "photography", "beach", "mountain", "lake", "gym", "coach", "swimming", "diving", "skiing", "hiking", "climbing", "recipe", "sushi", "barbecue", "gift", "birthday", "friend", "colleague", "manager", "project", "progress", "meeting", "weekend", "holiday", "weather", "rain", "cat", "dog", "doctor", "cold", "coffee", "breakfast", "subway", "bicycle", "phone", "laptop", "keyboard", "bookstore", "library", "exam", "paper", "database", "server", "api", "deploy", "test", "user", "requirement", "design", "document", "version", "release"]
+ZH = [
+    "跑步",
+    "火锅",
+    "知识中台",
+    "后端",
+    "技术",
+    "缓存",
+    "检索",
+    "预算",
+    "上线",
+    "汇报",
+    "提纲",
+    "电影",
+    "科幻",
+    "小说",
+    "旅游",
+    "厦门",
+    "北京",
+    "上海",
+    "公园",
+    "散步",
+    "樱花",
+    "松鼠",
+    "钢琴",
+    "绘画",
+    "品茶",
+    "摄影",
+    "风景",
+    "海滩",
+    "山脉",
+    "湖泊",
+    "健身",
+    "教练",
+    "游泳",
+    "潜水",
+    "滑雪",
+    "登山",
+    "攀岩",
+    "菜谱",
+    "川菜",
+    "粤菜",
+    "寿司",
+    "烤肉",
+    "礼物",
+    "生日",
+    "朋友",
+    "同事",
+    "老板",
+    "项目",
+    "进度",
+    "会议",
+    "周末",
+    "假期",
+    "天气",
+    "下雨",
+    "猫",
+    "狗",
+    "医生",
+    "感冒",
+    "咖啡",
+    "早餐",
+    "地铁",
+    "自行车",
+    "手机",
+    "电脑",
+    "键盘",
+    "书店",
+    "图书馆",
+    "考试",
+    "论文",
+    "数据库",
+    "服务器",
+    "接口",
+    "部署",
+    "测试",
+    "用户",
+    "需求",
+    "设计",
+    "文档",
+    "版本",
+    "发布",
+]
+EN = [
+    "running",
+    "hotpot",
+    "platform",
+    "backend",
+    "cache",
+    "search",
+    "budget",
+    "launch",
+    "report",
+    "outline",
+    "movie",
+    "novel",
+    "travel",
+    "park",
+    "walk",
+    "cherry",
+    "squirrel",
+    "piano",
+    "painting",
+    "tea",
+    "photography",
+    "beach",
+    "mountain",
+    "lake",
+    "gym",
+    "coach",
+    "swimming",
+    "diving",
+    "skiing",
+    "hiking",
+    "climbing",
+    "recipe",
+    "sushi",
+    "barbecue",
+    "gift",
+    "birthday",
+    "friend",
+    "colleague",
+    "manager",
+    "project",
+    "progress",
+    "meeting",
+    "weekend",
+    "holiday",
+    "weather",
+    "rain",
+    "cat",
+    "dog",
+    "doctor",
+    "cold",
+    "coffee",
+    "breakfast",
+    "subway",
+    "bicycle",
+    "phone",
+    "laptop",
+    "keyboard",
+    "bookstore",
+    "library",
+    "exam",
+    "paper",
+    "database",
+    "server",
+    "api",
+    "deploy",
+    "test",
+    "user",
+    "requirement",
+    "design",
+    "document",
+    "version",
+    "release",
+]
 END = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
@@ -60,7 +214,11 @@ def generate(store, *, total: int, per_user: int, dim: int, model: str, batch: i
             else:
                 other += 1
                 user = f"user_{other // 500:06d}"
-            units.append(Unit(id=f"u{i}", scope=Scope(user_id=user, thread_id=f"t{i % 97}"), text=text_for(rng), timestamp=END - timedelta(minutes=i)))
+            units.append(
+                Unit(
+                    id=f"u{i}", scope=Scope(user_id=user, thread_id=f"t{i % 97}"), text=text_for(rng), timestamp=END - timedelta(minutes=i)
+                )
+            )
         vecs = centers[nrng.integers(0, 64, len(units))] + 0.6 * nrng.standard_normal((len(units), dim)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         store.units.put(units)
@@ -90,7 +248,11 @@ def measure(store, embedder, queries: list[str], n: int) -> dict:
         ordered = sorted(values)
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000, 2)
 
-    return {"query_p50_ms": round(statistics.median(total) * 1000, 2), "query_p95_ms": pct(total, 0.95), "embed_p50_ms": round(statistics.median(embed) * 1000, 2)}
+    return {
+        "query_p50_ms": round(statistics.median(total) * 1000, 2),
+        "query_p95_ms": pct(total, 0.95),
+        "embed_p50_ms": round(statistics.median(embed) * 1000, 2),
+    }
 
 
 def main() -> None:
@@ -105,7 +267,12 @@ def main() -> None:
     args = parser.parse_args()
     embedder = get_embedder()
     rng = random.Random(3)
-    queries = [("我上次说的" + "和".join(rng.sample(ZH, 2)) + "是什么？") if i % 2 else ("What did I say about " + " and ".join(rng.sample(EN, 2)) + "?") for i in range(50)]
+    queries = [
+        ("我上次说的" + "和".join(rng.sample(ZH, 2)) + "是什么？")
+        if i % 2
+        else ("What did I say about " + " and ".join(rng.sample(EN, 2)) + "?")
+        for i in range(50)
+    ]
     results = {"total": args.total, "per_user": args.per_user, "queries": args.queries}
     with tempfile.TemporaryDirectory() as tmp:
         targets = [] if args.only == "postgres" else [("sqlite", lambda: open_store(f"sqlite:///{tmp}/bench.db"))]
@@ -117,8 +284,15 @@ def main() -> None:
             store = opener()
             try:
                 reuse = args.keep and name == "postgres" and store.vectors.info()[2] == args.total
-                load = None if reuse else generate(store, total=args.total, per_user=args.per_user, dim=embedder.dimension, model=embedder.name)
-                results[name] = {"load_seconds": None if load is None else round(load, 1), **measure(store, embedder, queries, args.queries)}
+                load = (
+                    None
+                    if reuse
+                    else generate(store, total=args.total, per_user=args.per_user, dim=embedder.dimension, model=embedder.name)
+                )
+                results[name] = {
+                    "load_seconds": None if load is None else round(load, 1),
+                    **measure(store, embedder, queries, args.queries),
+                }
             finally:
                 if name == "postgres" and not args.keep:
                     with store._db.transaction("dropping the bench schema") as cur:

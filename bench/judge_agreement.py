@@ -51,15 +51,21 @@ def main(argv: list[str] | None = None) -> int:
         "judge_wrong_keywords_right": sum(k and not j for k, j, _ in pairs),
         "keywords_right": sum(k for k, _, _ in pairs),
         "seconds": round(time.perf_counter() - started, 1),
-        "disagreements": [{"system": r["system"], "id": r["id"], "gold": r["gold"], "answer": r["answer"], "keywords": k, "judge": j} for k, j, r in pairs if k != j],
+        "disagreements": [
+            {"system": r["system"], "id": r["id"], "gold": r["gold"], "answer": r["answer"], "keywords": k, "judge": j}
+            for k, j, r in pairs
+            if k != j
+        ],
     }
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
         n = report["answers"] or 1
-        print(f"{report['judge']}: {report['agree']}/{report['answers']} agree ({report['agree'] / n:.1%}); "
-              f"right where the keywords say wrong: {report['judge_right_keywords_wrong']}; "
-              f"wrong where the keywords say right: {report['judge_wrong_keywords_right']} of {report['keywords_right']}; {report['seconds']} s")
+        print(
+            f"{report['judge']}: {report['agree']}/{report['answers']} agree ({report['agree'] / n:.1%}); "
+            f"right where the keywords say wrong: {report['judge_right_keywords_wrong']}; "
+            f"wrong where the keywords say right: {report['judge_wrong_keywords_right']} of {report['keywords_right']}; {report['seconds']} s"
+        )
         for d in report["disagreements"]:
             print(f"  {d['system']} {d['id']}: keywords {d['keywords']}, judge {d['judge']} | {d['answer'][:80]}")
     return 0

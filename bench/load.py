@@ -60,7 +60,23 @@ def free_port() -> int:
 
 
 def start_server(db: str, tenant: str, strategy: str, port: int, model: str | None = None) -> subprocess.Popen:
-    command = [sys.executable, "-m", "memstack", "serve", "--db", db, "--tenant", tenant, "--port", str(port), "--strategy", strategy, "--log-level", "warning", *(["--model", model] if model else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "memstack",
+        "serve",
+        "--db",
+        db,
+        "--tenant",
+        tenant,
+        "--port",
+        str(port),
+        "--strategy",
+        strategy,
+        "--log-level",
+        "warning",
+        *(["--model", model] if model else []),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "MEMSTACK_API_KEYS"}
     return subprocess.Popen(command, env=env)
 
@@ -138,7 +154,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--max-requests", type=int, default=1_000_000, help="stop after this many requests in all (default: %(default)s)")
     ap.add_argument("--db", help="store URL (default: a fresh SQLite file)")
-    ap.add_argument("--strategy", default="window", help="the server's layers (default: %(default)s; model-backed layers would load the local model)")
+    ap.add_argument(
+        "--strategy", default="window", help="the server's layers (default: %(default)s; model-backed layers would load the local model)"
+    )
     ap.add_argument("--model", help="the server's --model (default: the server's default, the local model)")
     ap.add_argument("--keep", action="store_true", help="keep the run's users in the store")
     ap.add_argument("--json", action="store_true")
@@ -179,7 +197,9 @@ def main() -> None:
         return
     print(f"{report['db']}, strategy {args.strategy}, {args.clients} clients, {report['seconds']} s")
     for op, s in report["ops"].items():
-        print(f"  {op:<8} {s['requests']:>7} requests  {s['per_second']:>7} /s   p50 {s['p50_ms']} ms  p95 {s['p95_ms']} ms  p99 {s['p99_ms']} ms")
+        print(
+            f"  {op:<8} {s['requests']:>7} requests  {s['per_second']:>7} /s   p50 {s['p50_ms']} ms  p95 {s['p95_ms']} ms  p99 {s['p99_ms']} ms"
+        )
     print(f"  errors: {sum(stats.errors.values())} {dict(stats.errors) or ''}")
     print(f"  acknowledged adds {report['acknowledged']}, stored {stored}, lost {lost}")
 

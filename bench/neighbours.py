@@ -53,7 +53,10 @@ def main() -> None:
                     rows.setdefault(f"plain@{k}", []).append(score(hits[:k], q.evidence, keys, cl100k))
                 for k in (3, 5, 7, 10):
                     rows.setdefault(f"neighbours@{k}", []).append(score(layer.with_neighbours(hits[:k]), q.evidence, keys, cl100k))
-    report = {name: {"recall": round(statistics.mean(r for r, _ in v), 4), "tokens": round(statistics.mean(t for _, t in v), 1)} for name, v in rows.items()}
+    report = {
+        name: {"recall": round(statistics.mean(r for r, _ in v), 4), "tokens": round(statistics.mean(t for _, t in v), 1)}
+        for name, v in rows.items()
+    }
     if args.json:
         print(json.dumps(report))
     else:

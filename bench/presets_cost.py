@@ -38,7 +38,12 @@ def main() -> None:
                 ctx = mem.context(user_id=conv.id, thread_id=last.id, query=q.text, at=q.at, max_tokens=args.budget)
                 total.append(ctx.tokens)
                 memory.append(sum(v for k, v in ctx.sections.items() if k.startswith("memory:")))
-            rows[name] = {"questions": len(total), "context_tokens": round(statistics.mean(total), 1), "memory_tokens": round(statistics.mean(memory), 1), "layers": ",".join(PRESETS[name].layers)}
+            rows[name] = {
+                "questions": len(total),
+                "context_tokens": round(statistics.mean(total), 1),
+                "memory_tokens": round(statistics.mean(memory), 1),
+                "layers": ",".join(PRESETS[name].layers),
+            }
     if args.json:
         print(json.dumps(rows, indent=1))
         return

@@ -85,7 +85,9 @@ class Upstream:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "stub"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_to(str(question))}, "finish_reason": "stop"}],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": answer_to(str(question))}, "finish_reason": "stop"}
+                    ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
                 data = json.dumps(answer, ensure_ascii=False).encode()
@@ -203,7 +205,9 @@ class Balancer:
         self.down[url] = time.monotonic() + 5
 
 
-async def send(http: httpx.AsyncClient, balancer: Balancer, op: str, path: str, body: dict, headers: dict, stats: Stats) -> httpx.Response | None:
+async def send(
+    http: httpx.AsyncClient, balancer: Balancer, op: str, path: str, body: dict, headers: dict, stats: Stats
+) -> httpx.Response | None:
     started = time.perf_counter()
     for _attempt in range(6):
         url = balancer.pick()
@@ -230,7 +234,15 @@ async def client(n: int, run: str, balancer: Balancer, deadline: float, stats: S
         i = 0
         while time.monotonic() < deadline:
             text = f"[{run}:{n}:{i}] 我在做第{i}个任务：{rng.choice(['知识中台', '搬家', '写论文', '学书法', '准备面试'])}，截止日期是{rng.randint(1, 28)}号"
-            response = await send(http, balancer, "add", f"/v1/users/{user}/threads/rest/messages", {"messages": [{"role": "user", "content": text}]}, {"Idempotency-Key": uuid.uuid4().hex}, stats)
+            response = await send(
+                http,
+                balancer,
+                "add",
+                f"/v1/users/{user}/threads/rest/messages",
+                {"messages": [{"role": "user", "content": text}]},
+                {"Idempotency-Key": uuid.uuid4().hex},
+                stats,
+            )
             if response is not None:
                 stats.acknowledged[user].append(text)
             question = f"[{run}:{n}:{i}] 第{i}个任务的截止日期是哪天？"
@@ -240,13 +252,21 @@ async def client(n: int, run: str, balancer: Balancer, deadline: float, stats: S
             response = await send(http, balancer, "proxy", "/v1/chat/completions", body, headers, stats)
             if response is not None:
                 view.extend([("user", question), ("assistant", response.json()["choices"][0]["message"]["content"])])
-            await send(http, balancer, "context", f"/v1/users/{user}/threads/rest/context", {"query": "我最近在做什么任务？", "max_tokens": 800}, {}, stats)
+            await send(
+                http,
+                balancer,
+                "context",
+                f"/v1/users/{user}/threads/rest/context",
+                {"query": "我最近在做什么任务？", "max_tokens": 800},
+                {},
+                stats,
+            )
             i += 1
 
 
 async def drive(urls: list[str], run: str, clients: int, seconds: float, stats: Stats) -> float:
     started = time.monotonic()
-    balancers = [Balancer(urls[n % len(urls):] + urls[: n % len(urls)]) for n in range(clients)]
+    balancers = [Balancer(urls[n % len(urls) :] + urls[: n % len(urls)]) for n in range(clients)]
     await asyncio.gather(*(client(n, run, balancers[n], started + seconds, stats) for n in range(clients)))
     return time.monotonic() - started
 
@@ -258,14 +278,41 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
     run = uuid.uuid4().hex[:8]
     tenant = f"scale-{run}"
     env = {k: v for k, v in os.environ.items() if k not in ("MEMSTACK_API_KEYS", "MEMSTACK_VECTORS")}
-    subprocess.run(memstack_command("init", "--strategy", "window,retrieval", db=args.db, tenant=tenant, vectors=args.vectors), check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        memstack_command("init", "--strategy", "window,retrieval", db=args.db, tenant=tenant, vectors=args.vectors),
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     model = f"vllm:stub@{upstream.url}"
     api = []
     for _ in range(processes):
         port = free_port()
-        command = memstack_command("serve", "--port", str(port), "--no-worker", "--model", model, "--log-level", "warning", db=args.db, tenant=tenant, vectors=args.vectors)
+        command = memstack_command(
+            "serve",
+            "--port",
+            str(port),
+            "--no-worker",
+            "--model",
+            model,
+            "--log-level",
+            "warning",
+            db=args.db,
+            tenant=tenant,
+            vectors=args.vectors,
+        )
         api.append(Process("api", subprocess.Popen(command, env=env), url=f"http://127.0.0.1:{port}"))
-    workers = [Process("worker", subprocess.Popen(memstack_command("worker", "--poll", "0.2", "--lease", str(args.lease), db=args.db, tenant=tenant, vectors=args.vectors), env=env, stdout=subprocess.DEVNULL)) for _ in range(args.workers)]
+    workers = [
+        Process(
+            "worker",
+            subprocess.Popen(
+                memstack_command("worker", "--poll", "0.2", "--lease", str(args.lease), db=args.db, tenant=tenant, vectors=args.vectors),
+                env=env,
+                stdout=subprocess.DEVNULL,
+            ),
+        )
+        for _ in range(args.workers)
+    ]
     everyone = api + workers
     try:
         for p in api:
@@ -278,7 +325,9 @@ def run_once(args: argparse.Namespace, processes: int, kill: bool, upstream: Ups
         me_start = time.process_time()
         stats = Stats()
         if kill:
-            threading.Timer(args.seconds / 2, lambda: [os.kill(p.popen.pid, signal.SIGKILL) or setattr(p, "killed", True) for p in (api[0], workers[0])]).start()
+            threading.Timer(
+                args.seconds / 2, lambda: [os.kill(p.popen.pid, signal.SIGKILL) or setattr(p, "killed", True) for p in (api[0], workers[0])]
+            ).start()
         sampler = threading.Event()
 
         def sample() -> None:
@@ -404,7 +453,11 @@ def main() -> None:
     ap.add_argument("--lease", type=float, default=10.0, help="the workers' job lease in seconds (default: %(default)s)")
     ap.add_argument("--drain", type=float, default=180.0, help="seconds to wait for the queue after the clients stop, beyond one lease")
     ap.add_argument("--vectors", help="a vector index outside the store, e.g. milvus://127.0.0.1:19530")
-    ap.add_argument("--milvus-server", metavar="DIR", help="start a Milvus standalone server with its data in DIR for the vectors (only in a private network namespace, see above)")
+    ap.add_argument(
+        "--milvus-server",
+        metavar="DIR",
+        help="start a Milvus standalone server with its data in DIR for the vectors (only in a private network namespace, see above)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the runs' users in the store")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -450,11 +503,22 @@ def start_milvus(data_dir: Path):
 
 
 def show(r: dict) -> None:
-    print(f"{r['api_processes']} API processes + {r['workers']} workers, {r['clients']} clients, {r['seconds']} s" + (f" ({r['killed']})" if r["killed"] else ""), flush=True)
+    print(
+        f"{r['api_processes']} API processes + {r['workers']} workers, {r['clients']} clients, {r['seconds']} s"
+        + (f" ({r['killed']})" if r["killed"] else ""),
+        flush=True,
+    )
     for op, s in r["ops"].items():
-        print(f"  {op:<8} {s['requests']:>7} requests  {s['per_second']:>7} /s   p50 {s['p50_ms']} ms  p95 {s['p95_ms']} ms  p99 {s['p99_ms']} ms")
-    print(f"  all: {r['requests_per_second']} requests/s; errors {sum(r['errors'].values())} {r['errors'] or ''}; retried on another process {r['retried_on_another_process'] or 0}")
-    print(f"  CPU cores used: API {r['cpu_cores']['api']}, workers {r['cpu_cores']['workers']}, PostgreSQL {r['cpu_cores']['postgresql']}, clients {r['cpu_cores']['clients']}" + (f", Milvus {r['cpu_cores']['milvus']}" if "milvus" in r["cpu_cores"] else ""))
+        print(
+            f"  {op:<8} {s['requests']:>7} requests  {s['per_second']:>7} /s   p50 {s['p50_ms']} ms  p95 {s['p95_ms']} ms  p99 {s['p99_ms']} ms"
+        )
+    print(
+        f"  all: {r['requests_per_second']} requests/s; errors {sum(r['errors'].values())} {r['errors'] or ''}; retried on another process {r['retried_on_another_process'] or 0}"
+    )
+    print(
+        f"  CPU cores used: API {r['cpu_cores']['api']}, workers {r['cpu_cores']['workers']}, PostgreSQL {r['cpu_cores']['postgresql']}, clients {r['cpu_cores']['clients']}"
+        + (f", Milvus {r['cpu_cores']['milvus']}" if "milvus" in r["cpu_cores"] else "")
+    )
     print(f"  queue drained: {r['drained']} in {r['drain_seconds']} s; audit: {r['audit']}", flush=True)
 
 

@@ -41,14 +41,27 @@ from memstack.types import Change
 USER = "bench_user"
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone(timedelta(hours=8)))
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def seed(memory: Memory, messages: int, threads: int, memories: int) -> None:
     per_thread = messages // threads
     for t in range(threads):
         batch = [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": f"第{t}个会话的第{i}条消息：我们讨论了项目{i % 37}的后端、预算和进度安排。", "timestamp": (T0 + timedelta(days=t, minutes=i)).isoformat()}
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"第{t}个会话的第{i}条消息：我们讨论了项目{i % 37}的后端、预算和进度安排。",
+                "timestamp": (T0 + timedelta(days=t, minutes=i)).isoformat(),
+            }
             for i in range(per_thread)
         ]
         memory.add(batch, user_id=USER, thread_id=f"thread-{t:03d}")
@@ -59,11 +72,41 @@ def seed(memory: Memory, messages: int, threads: int, memories: int) -> None:
     notes = memories - entities - relations - state
     at = T0.isoformat()
     changes = [
-        Change("put", "entity", f"实体{i}", {"name": f"实体{i}", "type": "项目", "attributes": {"负责人": {"value": f"员工{i % 50}", "source_ids": [], "valid_from": at}, "状态": {"value": "进行中", "source_ids": [], "valid_from": at}}}, (), T0)
+        Change(
+            "put",
+            "entity",
+            f"实体{i}",
+            {
+                "name": f"实体{i}",
+                "type": "项目",
+                "attributes": {
+                    "负责人": {"value": f"员工{i % 50}", "source_ids": [], "valid_from": at},
+                    "状态": {"value": "进行中", "source_ids": [], "valid_from": at},
+                },
+            },
+            (),
+            T0,
+        )
         for i in range(entities)
     ]
     changes += [
-        Change("put", "relation", f"实体{i}\x1f依赖\x1f实体{(i * 7 + 1) % entities}", {"source": f"实体{i}", "relation": "依赖", "target": f"实体{(i * 7 + 1) % entities}", "source_key": f"实体{i}", "target_key": f"实体{(i * 7 + 1) % entities}", "evidence": f"实体{i}依赖实体{(i * 7 + 1) % entities}", "confidence": 0.9, "alias": False}, (), T0)
+        Change(
+            "put",
+            "relation",
+            f"实体{i}\x1f依赖\x1f实体{(i * 7 + 1) % entities}",
+            {
+                "source": f"实体{i}",
+                "relation": "依赖",
+                "target": f"实体{(i * 7 + 1) % entities}",
+                "source_key": f"实体{i}",
+                "target_key": f"实体{(i * 7 + 1) % entities}",
+                "evidence": f"实体{i}依赖实体{(i * 7 + 1) % entities}",
+                "confidence": 0.9,
+                "alias": False,
+            },
+            (),
+            T0,
+        )
         for i in range(relations)
     ]
     changes += [Change("put", "state", f"key_{i}", {"value": f"值{i}"}, (), T0) for i in range(state)]
@@ -71,7 +114,9 @@ def seed(memory: Memory, messages: int, threads: int, memories: int) -> None:
     per_summary = max(1, notes // min(threads, 5))
     for t in range(min(threads, 5)):
         items = [{"text": f"会话{t}的第{i}条摘要笔记", "at": at, "source_ids": []} for i in range(per_summary)]
-        memory.store.records.apply(memory.scope(USER, f"thread-{t:03d}"), [Change("put", "summary", "summary", {"items": items}, (), T0)], layer="bench")
+        memory.store.records.apply(
+            memory.scope(USER, f"thread-{t:03d}"), [Change("put", "summary", "summary", {"items": items}, (), T0)], layer="bench"
+        )
 
 
 GRAPH_USER = "graph_user"
@@ -93,7 +138,16 @@ def seed_graph(memory: Memory, relations: int) -> None:
         ends += [a, b]
         source, target = f"实体{a}", f"实体{b}"
         verb = ("依赖", "使用", "参与", "认识", "负责")[i % 5]
-        value = {"source": source, "relation": verb, "target": target, "source_key": source, "target_key": target, "evidence": f"{source}{verb}{target}", "confidence": 0.9, "alias": i % 97 == 0}
+        value = {
+            "source": source,
+            "relation": verb,
+            "target": target,
+            "source_key": source,
+            "target_key": target,
+            "evidence": f"{source}{verb}{target}",
+            "confidence": 0.9,
+            "alias": i % 97 == 0,
+        }
         changes.append(Change("put", "relation", f"{source}\x1f{verb}\x1f{target}", value, (), T0))
     memory.store.records.apply(memory.scope(GRAPH_USER), changes, layer="bench")
 
@@ -123,7 +177,15 @@ def time_graph(url: str, runs: int) -> dict[str, float] | None:
             clicks.append((time.perf_counter() - start) * 1000)
         nodes, edges = page.locator("svg#graph .node").count(), page.locator("svg#graph .edge.hit").count()
         browser.close()
-    return {"nodes": nodes, "edges": edges, "layout_p50_ms": round(statistics.median(layouts), 1), "layout_max_ms": round(max(layouts), 1), "ready_p50_ms": round(statistics.median(ready), 1), "ready_max_ms": round(max(ready), 1), "click_p50_ms": round(statistics.median(clicks), 1)}
+    return {
+        "nodes": nodes,
+        "edges": edges,
+        "layout_p50_ms": round(statistics.median(layouts), 1),
+        "layout_max_ms": round(max(layouts), 1),
+        "ready_p50_ms": round(statistics.median(ready), 1),
+        "ready_max_ms": round(max(ready), 1),
+        "click_p50_ms": round(statistics.median(clicks), 1),
+    }
 
 
 def graph_main(args: argparse.Namespace) -> None:
@@ -143,7 +205,9 @@ def graph_main(args: argparse.Namespace) -> None:
     if b is None:
         print("Chromium: not installed, browser timing skipped", file=sys.stderr)
         return
-    print(f"Chromium ({b['nodes']} nodes, {b['edges']} edges, {args.runs} runs): layout p50 {b['layout_p50_ms']} ms (max {b['layout_max_ms']}), navigation to drawn p50 {b['ready_p50_ms']} ms (max {b['ready_max_ms']}), click to evidence p50 {b['click_p50_ms']} ms")
+    print(
+        f"Chromium ({b['nodes']} nodes, {b['edges']} edges, {args.runs} runs): layout p50 {b['layout_p50_ms']} ms (max {b['layout_max_ms']}), navigation to drawn p50 {b['ready_p50_ms']} ms (max {b['ready_max_ms']}), click to evidence p50 {b['click_p50_ms']} ms"
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -162,7 +226,12 @@ def time_http(url: str, runs: int) -> dict[str, float]:
             start = time.perf_counter()
             c.get(url).raise_for_status()
             times.append((time.perf_counter() - start) * 1000)
-    return {"cold_ms": round(cold, 1), "p50_ms": round(statistics.median(times), 1), "p95_ms": round(percentile(times, 0.95), 1), "bytes": len(first.content)}
+    return {
+        "cold_ms": round(cold, 1),
+        "p50_ms": round(statistics.median(times), 1),
+        "p95_ms": round(percentile(times, 0.95), 1),
+        "bytes": len(first.content),
+    }
 
 
 def time_browser(url: str, runs: int) -> dict[str, float] | None:
@@ -179,11 +248,17 @@ def time_browser(url: str, runs: int) -> dict[str, float] | None:
         times, responses = [], []
         for _ in range(runs):
             page.goto(url, wait_until="load")
-            load, response = page.evaluate("(() => { const n = performance.getEntriesByType('navigation')[0]; return [n.loadEventEnd - n.startTime, n.responseEnd - n.startTime]; })()")
+            load, response = page.evaluate(
+                "(() => { const n = performance.getEntriesByType('navigation')[0]; return [n.loadEventEnd - n.startTime, n.responseEnd - n.startTime]; })()"
+            )
             times.append(load)
             responses.append(response)
         browser.close()
-    return {"p50_ms": round(statistics.median(times), 1), "p95_ms": round(percentile(times, 0.95), 1), "response_p50_ms": round(statistics.median(responses), 1)}
+    return {
+        "p50_ms": round(statistics.median(times), 1),
+        "p95_ms": round(percentile(times, 0.95), 1),
+        "response_p50_ms": round(statistics.median(responses), 1),
+    }
 
 
 def main() -> None:
@@ -220,12 +295,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return
-    print(f"user view: {result['stored_messages']} messages in {result['threads']} threads, {result['memories']} memories, stack {result['stack']} (seeded in {result['seed_s']} s)")
+    print(
+        f"user view: {result['stored_messages']} messages in {result['threads']} threads, {result['memories']} memories, stack {result['stack']} (seeded in {result['seed_s']} s)"
+    )
     h = result["http"]
-    print(f"HTTP GET /ui/user: cold {h['cold_ms']} ms, warm p50 {h['p50_ms']} ms, p95 {h['p95_ms']} ms, {h['bytes']} bytes ({args.runs} runs)")
+    print(
+        f"HTTP GET /ui/user: cold {h['cold_ms']} ms, warm p50 {h['p50_ms']} ms, p95 {h['p95_ms']} ms, {h['bytes']} bytes ({args.runs} runs)"
+    )
     if result["browser"]:
         b = result["browser"]
-        print(f"Chromium, navigation to load event: p50 {b['p50_ms']} ms, p95 {b['p95_ms']} ms (of which the response, p50: {b['response_p50_ms']} ms)")
+        print(
+            f"Chromium, navigation to load event: p50 {b['p50_ms']} ms, p95 {b['p95_ms']} ms (of which the response, p50: {b['response_p50_ms']} ms)"
+        )
     else:
         print("Chromium: not installed, browser timing skipped", file=sys.stderr)
     ok = h["p95_ms"] < 300 and (result["browser"] is None or result["browser"]["p95_ms"] < 300)

@@ -42,7 +42,9 @@ def main() -> None:
     ap.add_argument("--model", default="local")
     ap.add_argument("--worker", choices=["thread", "process"], default="process")
     ap.add_argument("--sessions", type=int, help="only the first N sessions")
-    ap.add_argument("--pace", type=float, default=0.2, help="seconds between two adds, so that adding overlaps the worker (default: %(default)s)")
+    ap.add_argument(
+        "--pace", type=float, default=0.2, help="seconds between two adds, so that adding overlaps the worker (default: %(default)s)"
+    )
     ap.add_argument("--keep", metavar="FILE", help="keep the SQLite store here (e.g. for: memstack bench recall --reuse FILE)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -62,11 +64,18 @@ def main() -> None:
             mem.start_worker(poll_seconds=0.5)
         else:
             env = {**os.environ, "MEMSTACK_LLM_THREADS": os.environ.get("MEMSTACK_LLM_THREADS", "1")}
-            worker = subprocess.Popen([sys.executable, "-m", "memstack", "worker", "--db", f"sqlite:///{db}", "--model", args.model, "--poll", "0.5"], env=env)
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "memstack", "worker", "--db", f"sqlite:///{db}", "--model", args.model, "--poll", "0.5"], env=env
+            )
         latencies: list[float] = []
         for session in sessions:
             for i, t in enumerate(session.turns):
-                message = {"role": t.role, "content": t.text, "name": t.name, "timestamp": (session.date + timedelta(seconds=i)).isoformat()}
+                message = {
+                    "role": t.role,
+                    "content": t.text,
+                    "name": t.name,
+                    "timestamp": (session.date + timedelta(seconds=i)).isoformat(),
+                }
                 t0 = time.perf_counter()
                 mem.add(message, user_id=conv.id, thread_id=session.id)
                 latencies.append((time.perf_counter() - t0) * 1000)

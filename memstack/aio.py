@@ -84,11 +84,15 @@ class AsyncMemory:
     this AsyncMemory opened it, the Memory (its worker stopped after the queued jobs).
     """
 
-    def __init__(self, store: Memory | Store | str | os.PathLike[str] | None = None, *, max_threads: int = DEFAULT_THREADS, **options: Any) -> None:
+    def __init__(
+        self, store: Memory | Store | str | os.PathLike[str] | None = None, *, max_threads: int = DEFAULT_THREADS, **options: Any
+    ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
             raise InvalidInput("max_threads must be a whole number of at least 1", field="max_threads")
         if isinstance(store, Memory) and options:
-            raise InvalidInput(f"AsyncMemory(memory) runs the Memory as configured; options {sorted(options)} are for a new one", field="options")
+            raise InvalidInput(
+                f"AsyncMemory(memory) runs the Memory as configured; options {sorted(options)} are for a new one", field="options"
+            )
         self.memory: Memory = store if isinstance(store, Memory) else Memory(store, **options)
         self._owns = not isinstance(store, Memory)
         self.max_threads = max_threads
@@ -153,7 +157,15 @@ class AsyncMemory:
 
     @_like(Memory.history)
     async def history(
-        self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None, order: str = "time"
+        self,
+        *,
+        user_id: str,
+        thread_id: str,
+        tenant: str | None = None,
+        agent_id: str | None = None,
+        at: datetime | None = None,
+        last: int | None = None,
+        order: str = "time",
     ) -> list[Message]:
         """Read by the backend's async I/O (or in the executor)."""
         return await self._history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), **read_options(at, last, order))
@@ -195,7 +207,9 @@ class AsyncMemory:
     async def configure(cls, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(Memory.configure, *args, **kwargs)
 
-    configure.__func__.__doc__ = f"``Memory.configure`` in a thread of asyncio's default executor (there is no instance yet), awaited.\n\n{Memory.configure.__doc__}"  # type: ignore[attr-defined]
+    configure.__func__.__doc__ = (
+        f"``Memory.configure`` in a thread of asyncio's default executor (there is no instance yet), awaited.\n\n{Memory.configure.__doc__}"  # type: ignore[attr-defined]
+    )
 
     # ---- the write queue's worker and closing ---------------------------------------------------
 

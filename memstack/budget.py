@@ -117,7 +117,9 @@ def _drop_unanswered_calls(msgs: list[Message]) -> list[Message]:
     return msgs
 
 
-def _first(msgs: list[Message], budget: int, counter: TokenCounter, *, partial: str | None, splitter: Callable[[str], list[str]]) -> list[Message]:
+def _first(
+    msgs: list[Message], budget: int, counter: TokenCounter, *, partial: str | None, splitter: Callable[[str], list[str]]
+) -> list[Message]:
     """The longest prefix within budget (plus a partial message at the boundary if allowed).
 
     Counts only up to the first message that does not fit: O(kept), not O(all)."""
@@ -136,7 +138,9 @@ def _first(msgs: list[Message], budget: int, counter: TokenCounter, *, partial: 
     return kept
 
 
-def _partial(message: Message, budget: int, counter: TokenCounter, *, from_end: bool, splitter: Callable[[str], list[str]]) -> Message | None:
+def _partial(
+    message: Message, budget: int, counter: TokenCounter, *, from_end: bool, splitter: Callable[[str], list[str]]
+) -> Message | None:
     """The largest run of whole pieces of ``message``'s text (from its start or end) that fits."""
     if not isinstance(message.content, str) or message.tool_calls or budget <= 0:
         return None

@@ -37,7 +37,12 @@ def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     p.add_argument("--home", default=default(None), help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
     p.add_argument("--db", default=default(None), help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
     p.add_argument("--tenant", default=default("default"), help="tenant (default: default)")
-    p.add_argument("--vectors", default=default(os.environ.get("MEMSTACK_VECTORS") or None), metavar="URL", help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db (default: $MEMSTACK_VECTORS, else the store's own)")
+    p.add_argument(
+        "--vectors",
+        default=default(os.environ.get("MEMSTACK_VECTORS") or None),
+        metavar="URL",
+        help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db (default: $MEMSTACK_VECTORS, else the store's own)",
+    )
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
 
 
@@ -71,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--at", help="ISO 8601 timestamp of the message (default: now)")
     p.add_argument("--agent")
     p.add_argument("text", help="the message text, or - to read it from stdin")
-    p.add_argument("--strategy", help="check that the store's profile writes with these layers (default: the store's profile; see `memstack init`)")
+    p.add_argument(
+        "--strategy", help="check that the store's profile writes with these layers (default: the store's profile; see `memstack init`)"
+    )
     p.add_argument("--preset", help="check that the store's profile is this preset: " + ", ".join(PRESET_NAMES))
     p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) before returning")
     p.set_defaults(run=cmd_add)
@@ -135,10 +142,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="chat model for the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
     p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls (default: %(default)s)")
-    p.add_argument("--lease", type=float, default=300.0, help="seconds a claimed job stays this worker's, renewed while it runs; a worker that dies loses it after that (default: %(default)s)")
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=300.0,
+        help="seconds a claimed job stays this worker's, renewed while it runs; a worker that dies loses it after that (default: %(default)s)",
+    )
     p.set_defaults(run=cmd_worker)
 
-    for name, what in (("entities", "a user's entities"), ("graph", "a user's relations"), ("state", "a user's JSON state"), ("audit", "the audit trail of a user's model-made memory"), ("usage", "a user's model calls and tokens")):
+    for name, what in (
+        ("entities", "a user's entities"),
+        ("graph", "a user's relations"),
+        ("state", "a user's JSON state"),
+        ("audit", "the audit trail of a user's model-made memory"),
+        ("usage", "a user's model calls and tokens"),
+    ):
         p = sub.add_parser(name, help=f"print {what}")
         p.add_argument("--user", required=True)
         p.add_argument("--agent")
@@ -160,7 +178,11 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reindex", help="re-embed every memory (after changing the embedder), or cut the threads into units again")
     p.add_argument("--embedder", help="embedding provider (default: local)")
-    p.add_argument("--rechunk", action="store_true", help="cut every thread into units again (after a change of chunk size; older stores used 200 tokens)")
+    p.add_argument(
+        "--rechunk",
+        action="store_true",
+        help="cut every thread into units again (after a change of chunk size; older stores used 200 tokens)",
+    )
     p.add_argument("--chunk-tokens", type=int, help="with --rechunk: the largest unit in tokens (default: the layer's, 280)")
     p.set_defaults(run=cmd_reindex)
 
@@ -168,8 +190,15 @@ def _parser() -> argparse.ArgumentParser:
     bench = p.add_subparsers(dest="bench", required=True)
     p = bench.add_parser("recall", help="recall of evidence per token on a public benchmark file")
     p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
-    p.add_argument("--data", help="the benchmark file (.json or .json.gz); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)")
-    p.add_argument("--translated", action="store_true", help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)")
+    p.add_argument(
+        "--data",
+        help="the benchmark file (.json or .json.gz); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)",
+    )
+    p.add_argument(
+        "--translated",
+        action="store_true",
+        help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)",
+    )
     p.add_argument("--method", default="default", choices=["default", "hybrid", "bm25", "dense"])
     p.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default: %(default)s)")
     p.add_argument("--limit", type=int, help="questions at most")
@@ -178,13 +207,29 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", metavar="FILE", help="keep the ingested conversations in this SQLite file and reuse them on the next run")
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
-    p = bench.add_parser("qa", help="answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines")
+    p = bench.add_parser(
+        "qa", help="answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines"
+    )
     p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
-    p.add_argument("--data", help="the benchmark file (.json or .json.gz; MemoryBank-CN format files may carry answer_keywords); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)")
-    p.add_argument("--translated", action="store_true", help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)")
-    p.add_argument("--preset", action="append", default=[], help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES))
+    p.add_argument(
+        "--data",
+        help="the benchmark file (.json or .json.gz; MemoryBank-CN format files may carry answer_keywords); for facts, a directory of *.jsonl (default: the checkout's bench/data/facts)",
+    )
+    p.add_argument(
+        "--translated",
+        action="store_true",
+        help="ask each question in its other language (facts: English over Chinese memory and Chinese over English)",
+    )
+    p.add_argument(
+        "--preset",
+        action="append",
+        default=[],
+        help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES),
+    )
     p.add_argument("--strategy", action="append", default=[], help="a stack of layers to test, e.g. window,retrieval (repeatable)")
-    p.add_argument("--baselines", default="none,full,oracle", help="baselines in the same run, comma-separated, or '' for none (default: %(default)s)")
+    p.add_argument(
+        "--baselines", default="none,full,oracle", help="baselines in the same run, comma-separated, or '' for none (default: %(default)s)"
+    )
     p.add_argument("--model", default="local", help="the chat model of the model-backed layers and of the answers (default: %(default)s)")
     p.add_argument("--judge", help="a chat model that also grades every answer with a strict correct/wrong prompt (default: rules only)")
     p.add_argument("--max-tokens", type=int, default=1200, help="token budget of each memory context (default: %(default)s)")
@@ -198,40 +243,128 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_bench_qa)
     _common(p)
     p = bench.add_parser("facts", help="precision of what the model-backed layers store, against the gold statements of a development set")
-    p.add_argument("--preset", action="append", default=[], help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES))
-    p.add_argument("--layers", action="append", default=[], metavar="STACK", help="a stack of layers to test, e.g. entities,graph (repeatable)")
+    p.add_argument(
+        "--preset",
+        action="append",
+        default=[],
+        help="a scenario preset to test (repeatable or comma-separated): " + ", ".join(PRESET_NAMES),
+    )
+    p.add_argument(
+        "--layers", action="append", default=[], metavar="STACK", help="a stack of layers to test, e.g. entities,graph (repeatable)"
+    )
     p.add_argument("--model", default="local", help="the chat model of the model-backed layers (default: %(default)s)")
-    p.add_argument("--data", help="a directory of *.jsonl conversations with gold statements, or one file (default: the checkout's bench/data/facts)")
+    p.add_argument(
+        "--data", help="a directory of *.jsonl conversations with gold statements, or one file (default: the checkout's bench/data/facts)"
+    )
     p.add_argument("--limit", type=int, help="conversations at most")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="only this conversation (repeatable)")
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
-    p.add_argument("--json", nargs="?", const=True, default=argparse.SUPPRESS, metavar="OUT", help="write the whole report as JSON to OUT (alone: print it instead of the table)")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        metavar="OUT",
+        help="write the whole report as JSON to OUT (alone: print it instead of the table)",
+    )
     p.set_defaults(run=cmd_bench_facts)
 
     p = sub.add_parser("serve", help="run the memory service: the REST API and the OpenAI-compatible proxy")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
-    p.add_argument("--api-key", action="append", default=[], metavar="KEY:TENANT", help="an API key and the tenant it may touch (repeatable; also $MEMSTACK_API_KEYS=\"k1:t1,k2:t2\")")
-    p.add_argument("--model", help="the upstream chat model, also used by the model-backed layers: a provider string, e.g. vllm:MODEL@http://host:8000/v1 (default: the store's profile's model, else local)")
-    p.add_argument("--strategy", help="check that the store's profile has these layers (default: the store's profile, written by `memstack init`; window,retrieval on a new store)")
+    p.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY:TENANT",
+        help='an API key and the tenant it may touch (repeatable; also $MEMSTACK_API_KEYS="k1:t1,k2:t2")',
+    )
+    p.add_argument(
+        "--model",
+        help="the upstream chat model, also used by the model-backed layers: a provider string, e.g. vllm:MODEL@http://host:8000/v1 (default: the store's profile's model, else local)",
+    )
+    p.add_argument(
+        "--strategy",
+        help="check that the store's profile has these layers (default: the store's profile, written by `memstack init`; window,retrieval on a new store)",
+    )
     p.add_argument("--preset", help="a scenario stack instead of --strategy: " + ", ".join(PRESET_NAMES))
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
     p.add_argument("--max-tokens", type=int, default=4000, help="token budget of contexts and of proxied requests (default: %(default)s)")
     p.add_argument("--tokenizer", default="estimate", help="token counter: estimate, cl100k_base, o200k_base or a model name")
-    p.add_argument("--upstream-timeout", type=float, default=60.0, help="seconds to wait for the upstream model before answering 504 (default: %(default)s)")
-    p.add_argument("--double-submit-window", type=float, default=2.0, metavar="SECONDS", help="an identical request without an Idempotency-Key this soon after an answer (or while one is answered) is a double submit: it answers the same and stores nothing; later it is a regenerate; 0: only while answering (default: %(default)s)")
-    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's line and headers may take to arrive whole, from the connection's opening (or the request's first bytes); then the connection is closed; 0: no limit (default: %(default)s)")
-    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request body may take to arrive whole; then 408 and the connection is closed (default: %(default)s)")
-    p.add_argument("--upstream-total-timeout", type=float, default=600.0, help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)")
-    p.add_argument("--answer-max-tokens", type=int, default=512, metavar="N", help="an in-process model's answer bound when the client sets no max_tokens; 0: unbounded (default: %(default)s)")
+    p.add_argument(
+        "--upstream-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the upstream model before answering 504 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--double-submit-window",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="an identical request without an Idempotency-Key this soon after an answer (or while one is answered) is a double submit: it answers the same and stores nothing; later it is a regenerate; 0: only while answering (default: %(default)s)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request's line and headers may take to arrive whole, from the connection's opening (or the request's first bytes); then the connection is closed; 0: no limit (default: %(default)s)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a request body may take to arrive whole; then 408 and the connection is closed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--upstream-total-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)",
+    )
+    p.add_argument(
+        "--answer-max-tokens",
+        type=int,
+        default=512,
+        metavar="N",
+        help="an in-process model's answer bound when the client sets no max_tokens; 0: unbounded (default: %(default)s)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body; larger ones get 413 (default: %(default)s)")
-    p.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to let requests in flight finish, then to drain the write queue, on SIGTERM (default: %(default)s)")
+    p.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to let requests in flight finish, then to drain the write queue, on SIGTERM (default: %(default)s)",
+    )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    p.add_argument("--public-metrics", action="store_true", help="with API keys, let /metrics answer without a key (for a scraper; default: a key is needed)")
-    p.add_argument("--public-docs", action="store_true", help="with API keys, let /openapi.json, /docs and /redoc answer without a key (default: a key is needed)")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the port, each with its own write-queue worker; needs a store that processes share (default: %(default)s)")
-    p.add_argument("--no-worker", action="store_true", help="run no write-queue worker in the service: `memstack worker` processes run the layers' jobs")
-    p.add_argument("--lease", type=float, default=300.0, help="seconds a job claimed by the service's write-queue worker stays its own, renewed while it runs; a killed process's job reruns elsewhere after that (default: %(default)s)")
+    p.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="with API keys, let /metrics answer without a key (for a scraper; default: a key is needed)",
+    )
+    p.add_argument(
+        "--public-docs",
+        action="store_true",
+        help="with API keys, let /openapi.json, /docs and /redoc answer without a key (default: a key is needed)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port, each with its own write-queue worker; needs a store that processes share (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="run no write-queue worker in the service: `memstack worker` processes run the layers' jobs",
+    )
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=300.0,
+        help="seconds a job claimed by the service's write-queue worker stays its own, renewed while it runs; a killed process's job reruns elsewhere after that (default: %(default)s)",
+    )
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("ui", help="open the memory dashboard in the browser (the service on 127.0.0.1, /ui)")
@@ -243,18 +376,37 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--thread", help="the conversation (default: today's UTC date, one thread per day)")
     stack = p.add_mutually_exclusive_group()
-    stack.add_argument("--preset", help="check that the store is configured with this scenario stack (default: the store's profile; see `memstack init`): " + ", ".join(PRESET_NAMES))
+    stack.add_argument(
+        "--preset",
+        help="check that the store is configured with this scenario stack (default: the store's profile; see `memstack init`): "
+        + ", ".join(PRESET_NAMES),
+    )
     stack.add_argument("--strategy", help="a stack of layers instead of a preset, e.g. window,retrieval")
-    p.add_argument("--model", help="the chat model, also used by the model-backed layers: a provider string, e.g. ollama:qwen3:8b (default: the store's profile's model, else local)")
-    p.add_argument("--max-tokens", type=int, default=4000, help="token budget of each context, capped by the model's window (default: %(default)s)")
+    p.add_argument(
+        "--model",
+        help="the chat model, also used by the model-backed layers: a provider string, e.g. ollama:qwen3:8b (default: the store's profile's model, else local)",
+    )
+    p.add_argument(
+        "--max-tokens", type=int, default=4000, help="token budget of each context, capped by the model's window (default: %(default)s)"
+    )
     p.set_defaults(run=cmd_chat)
 
     p = sub.add_parser("mcp", help="run an MCP server exposing one user's memory tools (save, recall, forget, state)")
     p.add_argument("--user", required=True, help="whose memory the server's tools read and write")
     p.add_argument("--thread", help="the conversation to record with saved memories (default: none)")
     p.add_argument("--agent")
-    p.add_argument("--tools", default="notes", choices=["notes", "key-value"], help="the tools' form: notes (save_memory(content), recall_memory(query)) or the articles' key-value (save_memory(key, value), recall_memory(key)) (default: %(default)s)")
-    p.add_argument("--transport", default="stdio", choices=["stdio", "http"], help="stdio (spawned by the client) or streamable HTTP (default: %(default)s)")
+    p.add_argument(
+        "--tools",
+        default="notes",
+        choices=["notes", "key-value"],
+        help="the tools' form: notes (save_memory(content), recall_memory(query)) or the articles' key-value (save_memory(key, value), recall_memory(key)) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--transport",
+        default="stdio",
+        choices=["stdio", "http"],
+        help="stdio (spawned by the client) or streamable HTTP (default: %(default)s)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s); the endpoint is /mcp")
     p.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address although the server has no authentication")
@@ -273,7 +425,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _memory(args: argparse.Namespace, **kwargs: Any) -> Memory:
-    return Memory(open_store(args.db, home=args.home) if (args.db or args.home) else None, tenant=args.tenant, vectors=args.vectors, **kwargs)
+    return Memory(
+        open_store(args.db, home=args.home) if (args.db or args.home) else None, tenant=args.tenant, vectors=args.vectors, **kwargs
+    )
 
 
 def _read_text(value: str) -> str:
@@ -325,11 +479,24 @@ def cmd_init(args: argparse.Namespace) -> None:
     options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
     store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
     try:
-        profile, queued = Memory.configure(store, layers=args.strategy, preset=args.preset, options=options, counter=args.tokenizer, tenant=args.tenant, reconfigure=args.reconfigure, vectors=args.vectors)
+        profile, queued = Memory.configure(
+            store,
+            layers=args.strategy,
+            preset=args.preset,
+            options=options,
+            counter=args.tokenizer,
+            tenant=args.tenant,
+            reconfigure=args.reconfigure,
+            vectors=args.vectors,
+        )
     finally:
         store.close()
     queued_line = f"\nqueued {plural(queued, 'thread')} for the new layers: run `memstack worker --once`" if queued else ""
-    _emit(args, {"profile": profile.to_dict(), "store": store.url, "queued_threads": queued}, lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{queued_line}")
+    _emit(
+        args,
+        {"profile": profile.to_dict(), "store": store.url, "queued_threads": queued},
+        lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{queued_line}",
+    )
 
 
 def cmd_config(args: argparse.Namespace) -> None:
@@ -350,7 +517,10 @@ def _note_pending(args: argparse.Namespace, mem: Memory) -> None:
     otherwise silently miss what is not indexed yet."""
     waiting = mem.pending(user_id=args.user)
     if waiting:
-        print(f"memstack: note: {plural(waiting, 'job')} of user {args.user!r} not run yet (new messages not yet indexed or extracted); run `memstack worker --once` or pass --wait", file=sys.stderr)
+        print(
+            f"memstack: note: {plural(waiting, 'job')} of user {args.user!r} not run yet (new messages not yet indexed or extracted); run `memstack worker --once` or pass --wait",
+            file=sys.stderr,
+        )
 
 
 def cmd_context(args: argparse.Namespace) -> None:
@@ -358,7 +528,16 @@ def cmd_context(args: argparse.Namespace) -> None:
     _one_stack(args)
     with _memory(args, counter=args.tokenizer, max_tokens=args.max_tokens) as mem:
         _settle_jobs(args, mem)
-        ctx = mem.context(user_id=args.user, thread_id=args.thread, agent_id=args.agent, query=args.query, at=at, k=args.k, strategy=args.strategy, preset=args.preset)
+        ctx = mem.context(
+            user_id=args.user,
+            thread_id=args.thread,
+            agent_id=args.agent,
+            query=args.query,
+            at=at,
+            k=args.k,
+            strategy=args.strategy,
+            preset=args.preset,
+        )
         _note_pending(args, mem)
     _emit(args, ctx.to_dict(), lambda: _render_context(ctx))
 
@@ -392,8 +571,23 @@ def cmd_threads(args: argparse.Namespace) -> None:
         infos = mem.threads(user_id=args.user, agent_id=args.agent)
         if not infos:
             _require_user(mem, args)
-    data = [{"thread_id": t.thread_id, "agent_id": t.agent_id, "messages": t.messages, "first_at": t.first_at.isoformat(), "last_at": t.last_at.isoformat()} for t in infos]
-    _emit(args, data, lambda: "\n".join(f"{t.thread_id}\t{plural(t.messages, 'message')}\t{t.first_at.isoformat()} .. {t.last_at.isoformat()}" for t in infos))
+    data = [
+        {
+            "thread_id": t.thread_id,
+            "agent_id": t.agent_id,
+            "messages": t.messages,
+            "first_at": t.first_at.isoformat(),
+            "last_at": t.last_at.isoformat(),
+        }
+        for t in infos
+    ]
+    _emit(
+        args,
+        data,
+        lambda: "\n".join(
+            f"{t.thread_id}\t{plural(t.messages, 'message')}\t{t.first_at.isoformat()} .. {t.last_at.isoformat()}" for t in infos
+        ),
+    )
 
 
 def cmd_history(args: argparse.Namespace) -> None:
@@ -481,7 +675,11 @@ def cmd_worker(args: argparse.Namespace) -> None:
                     report = mem.flush(progress=progress)
             else:
                 report = mem.flush()
-            _emit(args, {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}, lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed")
+            _emit(
+                args,
+                {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)},
+                lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed",
+            )
             return
         _run_until_stopped(mem, args.poll)
 
@@ -525,10 +723,25 @@ def cmd_search(args: argparse.Namespace) -> None:
         hits = mem.search(args.query, user_id=args.user, agent_id=args.agent, k=args.k, at=at, where=where, **options)
         _note_pending(args, mem)
     data = [
-        {"id": h.unit.id, "score": round(h.score, 6), "text": h.unit.text, "thread_id": h.unit.scope.thread_id, "timestamp": h.unit.timestamp.isoformat(), "source_ids": list(h.unit.source_ids), "ranks": dict(h.ranks)}
+        {
+            "id": h.unit.id,
+            "score": round(h.score, 6),
+            "text": h.unit.text,
+            "thread_id": h.unit.scope.thread_id,
+            "timestamp": h.unit.timestamp.isoformat(),
+            "source_ids": list(h.unit.source_ids),
+            "ranks": dict(h.ranks),
+        }
         for h in hits
     ]
-    _emit(args, data, lambda: "\n".join(f"{h.score:.4f}  [{h.unit.timestamp.date()} {h.unit.scope.thread_id}] {h.unit.text}" for h in hits) or "no relevant memories")
+    _emit(
+        args,
+        data,
+        lambda: (
+            "\n".join(f"{h.score:.4f}  [{h.unit.timestamp.date()} {h.unit.scope.thread_id}] {h.unit.text}" for h in hits)
+            or "no relevant memories"
+        ),
+    )
 
 
 def cmd_reindex(args: argparse.Namespace) -> None:
@@ -540,7 +753,9 @@ def cmd_reindex(args: argparse.Namespace) -> None:
     with _memory(args) as mem:
         options = {"chunk_tokens": args.chunk_tokens} if args.chunk_tokens else {}
         progress = None if args.json else lambda done: print(f"\r{plural(done, 'unit')}", end="", file=sys.stderr)
-        n = reindex(mem.store, args.embedder, rechunk=args.rechunk, progress=progress, vectors=mem.vectors, on_switch=switched.append, **options)
+        n = reindex(
+            mem.store, args.embedder, rechunk=args.rechunk, progress=progress, vectors=mem.vectors, on_switch=switched.append, **options
+        )
     data: dict[str, Any] = {"reindexed": n}
     if switched:
         data.update(serving=switched[0].serving, previous=switched[0].previous, dropped=list(switched[0].dropped))
@@ -568,7 +783,18 @@ def cmd_bench_recall(args: argparse.Namespace) -> None:
     if not ks or min(ks) < 1:
         raise InvalidInput("--k: give positive cut-offs, e.g. 1,5,10")
     with Progress() as progress:
-        report = run(args.dataset, args.data, method=args.method, ks=ks, limit=args.limit, embedder=args.embedder, progress=progress, db=args.reuse, only=args.only, translated=args.translated)
+        report = run(
+            args.dataset,
+            args.data,
+            method=args.method,
+            ks=ks,
+            limit=args.limit,
+            embedder=args.embedder,
+            progress=progress,
+            db=args.reuse,
+            only=args.only,
+            translated=args.translated,
+        )
     _emit(args, report, lambda: format_report(report))
 
 
@@ -581,7 +807,22 @@ def cmd_bench_qa(args: argparse.Namespace) -> None:
     if args.max_tokens < 1:
         raise InvalidInput("--max-tokens must be positive", field="max_tokens")
     with Progress() as progress:
-        report = run(args.dataset, args.data, systems, model=args.model, judge=args.judge, max_tokens=args.max_tokens, limit=args.limit, per_type=args.per_type, only=args.only, reuse=args.reuse, embedder=args.embedder, thread=args.thread, translated=args.translated, progress=progress)
+        report = run(
+            args.dataset,
+            args.data,
+            systems,
+            model=args.model,
+            judge=args.judge,
+            max_tokens=args.max_tokens,
+            limit=args.limit,
+            per_type=args.per_type,
+            only=args.only,
+            reuse=args.reuse,
+            embedder=args.embedder,
+            thread=args.thread,
+            translated=args.translated,
+            progress=progress,
+        )
     if args.answers:
         with open(args.answers, "w", encoding="utf-8") as f:
             for name, system in report["systems"].items():
@@ -646,14 +887,23 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if args.workers != 1:
         _serve_workers(args, config, store)
         return
-    serve(create_app(config=config), host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level, header_seconds=args.header_timeout or None)
+    serve(
+        create_app(config=config),
+        host=args.host,
+        port=args.port,
+        graceful_seconds=args.graceful_timeout,
+        log_level=args.log_level,
+        header_seconds=args.header_timeout or None,
+    )
 
 
 def cmd_ui(args: argparse.Namespace) -> None:
     from .server.ui.launch import open_dashboard
 
     store = open_store(args.db, home=args.home) if (args.db or args.home) else open_store(None)
-    open_dashboard(store, tenant=args.tenant, model=_profile_model(args, store), port=args.port, browser=not args.no_browser, vectors=args.vectors)
+    open_dashboard(
+        store, tenant=args.tenant, model=_profile_model(args, store), port=args.port, browser=not args.no_browser, vectors=args.vectors
+    )
 
 
 def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:
@@ -665,7 +915,15 @@ def _serve_workers(args: argparse.Namespace, config: Any, store: Any) -> None:
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     store.close()
-    serve_workers(replace(config, db=store.url), workers=args.workers, host=args.host, port=args.port, graceful_seconds=args.graceful_timeout, log_level=args.log_level, header_seconds=args.header_timeout or None)
+    serve_workers(
+        replace(config, db=store.url),
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        graceful_seconds=args.graceful_timeout,
+        log_level=args.log_level,
+        header_seconds=args.header_timeout or None,
+    )
 
 
 def _profile_model(args: argparse.Namespace, store: Any = None) -> str:

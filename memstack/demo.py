@@ -72,7 +72,10 @@ def _demo(target: str | Path, tenant: str, *, temporary: bool = False) -> None:
         memory.forget(user_id=USER)
         added = replay(memory, records)
         threads = memory.threads(user_id=USER)
-        print(f"replayed {plural(added, 'message')} into {plural(len(threads), 'thread')} of {USER}: " + ", ".join(f"{t.thread_id} ({t.messages})" for t in threads))
+        print(
+            f"replayed {plural(added, 'message')} into {plural(len(threads), 'thread')} of {USER}: "
+            + ", ".join(f"{t.thread_id} ({t.messages})" for t in threads)
+        )
         at = parse_time(records[[r["thread_id"] for r in records].index("s2") - 1]["timestamp"])
         print(f"\nthread s1 as of {at.isoformat()}, next question: {QUERY}")
         for title, strategy, options, budget in STRATEGIES:

@@ -39,11 +39,28 @@ def set_attribute(store: Store, user: Scope, entity: str, attribute: str, value:
     when = (at or utcnow()).isoformat()
     attributes = dict(record.value.get("attributes", {}))
     old = dict(attributes.get(attribute) or {})
-    current = [dict(v) for v in old.get("values", [])] or ([{k: old[k] for k in ("value", "source_ids", "valid_from") if k in old}] if old.get("value") else [])
+    current = [dict(v) for v in old.get("values", [])] or (
+        [{k: old[k] for k in ("value", "source_ids", "valid_from") if k in old}] if old.get("value") else []
+    )
     past = [dict(p) for p in old.get("past", [])] + [{**c, "until": when} for c in current if c.get("value") != value]
     kept = [c for c in current if c.get("value") == value] or [{"value": value, "source_ids": [], "valid_from": when, "edited_by": editor}]
-    attributes[attribute] = {"value": value, "source_ids": kept[0].get("source_ids", []), "valid_from": kept[0].get("valid_from", when), "values": kept, **({"past": past} if past else {})}
-    return _put(store, user, "entity", record.key, {**record.value, "attributes": attributes}, editor=editor, sources=record.source_ids, at=record.valid_from)
+    attributes[attribute] = {
+        "value": value,
+        "source_ids": kept[0].get("source_ids", []),
+        "valid_from": kept[0].get("valid_from", when),
+        "values": kept,
+        **({"past": past} if past else {}),
+    }
+    return _put(
+        store,
+        user,
+        "entity",
+        record.key,
+        {**record.value, "attributes": attributes},
+        editor=editor,
+        sources=record.source_ids,
+        at=record.valid_from,
+    )
 
 
 def delete_attribute(store: Store, user: Scope, entity: str, attribute: str, *, editor: str) -> Record:
@@ -53,7 +70,16 @@ def delete_attribute(store: Store, user: Scope, entity: str, attribute: str, *, 
     if attribute not in attributes:
         raise NotFound(f"entity {entity!r} has no attribute {attribute!r}", field="attribute")
     del attributes[attribute]
-    return _put(store, user, "entity", record.key, {**record.value, "attributes": attributes}, editor=editor, sources=record.source_ids, at=record.valid_from)
+    return _put(
+        store,
+        user,
+        "entity",
+        record.key,
+        {**record.value, "attributes": attributes},
+        editor=editor,
+        sources=record.source_ids,
+        at=record.valid_from,
+    )
 
 
 def edit_note(store: Store, thread: Scope, index: int, text: str, *, expect: str, editor: str) -> Record:
@@ -62,14 +88,32 @@ def edit_note(store: Store, thread: Scope, index: int, text: str, *, expect: str
     text = _text(text, "text")
     record, items = _notes(store, thread, index, expect)
     items[index] = {**items[index], "text": text, "edited_by": editor}
-    return _put(store, thread, "summary", record.key, {**record.value, "items": items}, editor=editor, sources=record.source_ids, at=record.valid_from)
+    return _put(
+        store,
+        thread,
+        "summary",
+        record.key,
+        {**record.value, "items": items},
+        editor=editor,
+        sources=record.source_ids,
+        at=record.valid_from,
+    )
 
 
 def delete_note(store: Store, thread: Scope, index: int, *, expect: str, editor: str) -> Record:
     """Remove the thread summary's note ``index``, which must still read ``expect``."""
     record, items = _notes(store, thread, index, expect)
     del items[index]
-    return _put(store, thread, "summary", record.key, {**record.value, "items": items}, editor=editor, sources=record.source_ids, at=record.valid_from)
+    return _put(
+        store,
+        thread,
+        "summary",
+        record.key,
+        {**record.value, "items": items},
+        editor=editor,
+        sources=record.source_ids,
+        at=record.valid_from,
+    )
 
 
 def _notes(store: Store, thread: Scope, index: int, expect: str) -> tuple[Record, list[dict[str, Any]]]:
@@ -90,7 +134,17 @@ def _current(store: Store, scope: Scope, kind: str, key: str) -> Record:
     return found[0]
 
 
-def _put(store: Store, scope: Scope, kind: str, key: str, value: Mapping[str, Any], *, editor: str, sources: tuple[str, ...] = (), at: datetime | None = None) -> Record:
+def _put(
+    store: Store,
+    scope: Scope,
+    kind: str,
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    editor: str,
+    sources: tuple[str, ...] = (),
+    at: datetime | None = None,
+) -> Record:
     """Put the value; an edit of an existing record keeps the time it became true (``at``)."""
     records = records_of(store)
     records.apply(scope, [Change("put", kind, key, value, source_ids=sources, at=at or utcnow())], layer=editor)

@@ -120,7 +120,10 @@ class Leases:
             log.warning("could not renew the lease of %s: %s", describe(held.job), exc)
             return
         held.lost = True
-        log.warning("lost the lease of %s: another worker holds it now (or its thread was deleted); this run's result is not recorded", describe(held.job))
+        log.warning(
+            "lost the lease of %s: another worker holds it now (or its thread was deleted); this run's result is not recorded",
+            describe(held.job),
+        )
 
 
 def describe(job: Job) -> str:

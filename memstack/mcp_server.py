@@ -74,7 +74,9 @@ def serve(
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown MCP transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
     if transport == "http" and not (allow_remote or is_loopback(host)):
-        raise UsageError(f"the MCP server has no authentication: refusing to listen on {host}; use 127.0.0.1, or pass --allow-remote behind an authenticating proxy")
+        raise UsageError(
+            f"the MCP server has no authentication: refusing to listen on {host}; use 127.0.0.1, or pass --allow-remote behind an authenticating proxy"
+        )
     server = build_server(tools, log_level=log_level)
     if transport == "stdio":
         server.run("stdio")

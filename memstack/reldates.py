@@ -38,7 +38,7 @@ def _months(today: date, n: int) -> date:
 
 
 def _last_weekday(today: date, weekday: int) -> date:
-    """"last Friday": the latest Friday before today."""
+    """ "last Friday": the latest Friday before today."""
     back = (today.weekday() - weekday) % 7 or 7
     return today - timedelta(days=back)
 
@@ -57,7 +57,10 @@ ZH: list[tuple[str, Callable[[re.Match[str], date], Resolved | None]]] = [
     (r"明天|明晚|明早", _days(1)),
     (rf"({ZH_NUM})\s*天\s*[之以]?前", lambda m, t: ("day", t - timedelta(days=zh_number(m[1])))),
     (rf"({ZH_NUM})\s*天\s*[之以]?后", lambda m, t: ("day", t + timedelta(days=zh_number(m[1])))),
-    (rf"{_NOT_LAST}(上上|上|这|本|下下|下)\s*个?\s*{_WEEK}\s*([一二三四五六日天])", lambda m, t: ("day", _weekday(t, _ZH_WEEKS[m[1]], _ZH_WEEKDAY[m[2]]))),
+    (
+        rf"{_NOT_LAST}(上上|上|这|本|下下|下)\s*个?\s*{_WEEK}\s*([一二三四五六日天])",
+        lambda m, t: ("day", _weekday(t, _ZH_WEEKS[m[1]], _ZH_WEEKDAY[m[2]])),
+    ),
     (rf"{_NOT_LAST}(上上|上|这|本|下下|下)\s*个?\s*(?:周末|礼拜末)", lambda m, t: ("weekend", _weekday(t, _ZH_WEEKS[m[1]], 5))),
     (rf"{_NOT_LAST}(上|这|本|下)\s*个\s*月", lambda m, t: ("month", _months(t, _ZH_WEEKS[m[1]]))),
     (r"去年", lambda m, t: ("year", date(t.year - 1, 1, 1))),
@@ -73,9 +76,18 @@ EN: list[tuple[str, Callable[[re.Match[str], date], Resolved | None]]] = [
     (r"\btomorrow\b", _days(1)),
     (r"\b(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten)\s+days?\s+ago\b", lambda m, t: ("day", t - timedelta(days=_en(m[1])))),
     (r"\bin\s+(\d+|two|three|four|five|six|seven|eight|nine|ten)\s+days\b", lambda m, t: ("day", t + timedelta(days=_en(m[1])))),
-    (r"\blast\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", lambda m, t: ("day", _last_weekday(t, _EN_WEEKDAY[m[1].lower()]))),
-    (r"\bthis\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", lambda m, t: ("day", _weekday(t, 0, _EN_WEEKDAY[m[1].lower()]))),
-    (r"\bnext\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", lambda m, t: ("day", _weekday(t, 1, _EN_WEEKDAY[m[1].lower()]))),
+    (
+        r"\blast\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        lambda m, t: ("day", _last_weekday(t, _EN_WEEKDAY[m[1].lower()])),
+    ),
+    (
+        r"\bthis\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        lambda m, t: ("day", _weekday(t, 0, _EN_WEEKDAY[m[1].lower()])),
+    ),
+    (
+        r"\bnext\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        lambda m, t: ("day", _weekday(t, 1, _EN_WEEKDAY[m[1].lower()])),
+    ),
     (r"\blast\s+weekend\b", lambda m, t: ("weekend", _weekday(t, -1, 5))),
     (r"\bthis\s+weekend\b", lambda m, t: ("weekend", _weekday(t, 0, 5))),
     (r"\bnext\s+weekend\b", lambda m, t: ("weekend", _weekday(t, 1, 5))),

@@ -75,7 +75,9 @@ def forget(store: Any, index: Any, user: Scope, memory_id: str, *, by: str) -> U
     if not found:
         raise InvalidInput(f"no saved memory with id {memory_id!r}", field="memory_id")
     if found[0].kind != "note":
-        raise InvalidInput(f"{memory_id!r} is part of a conversation, not a saved memory; only saved memories can be forgotten", field="memory_id")
+        raise InvalidInput(
+            f"{memory_id!r} is part of a conversation, not a saved memory; only saved memories can be forgotten", field="memory_id"
+        )
     units = store.units.delete(user, [memory_id])
     vectors = index.delete(user, [memory_id]) + store.embeddings.delete(found[0].scope)
     store.note_deletion(user, "note", {"units": units, "vectors": vectors}, layer=by, name=memory_id)
@@ -133,4 +135,6 @@ def from_record(rec: Mapping[str, Any], scope: Scope) -> Unit:
     if not isinstance(stamp, str):
         raise InvalidInput("a saved memory needs its timestamp", field="timestamp")
     when: datetime = parse_time(stamp, field_name="timestamp")
-    return Unit(id=uid, scope=scope.thread(NOTES_THREAD), text=text, timestamp=when, kind="note", category=category, metadata=dict(metadata))
+    return Unit(
+        id=uid, scope=scope.thread(NOTES_THREAD), text=text, timestamp=when, kind="note", category=category, metadata=dict(metadata)
+    )

@@ -36,7 +36,9 @@ class Run:
     messages: list[Message]
 
     def output(self) -> LayerOutput:
-        return LayerOutput(self.messages, [s for st in self.steps for s in st.out.sections], [d for st in self.steps for d in st.out.dropped])
+        return LayerOutput(
+            self.messages, [s for st in self.steps for s in st.out.sections], [d for st in self.steps for d in st.out.dropped]
+        )
 
 
 def pipeline(stack: list[Layer], request: ReadRequest, messages: list[Message]) -> Run:
@@ -121,7 +123,11 @@ def _shrink(steps: list[Step], request: ReadRequest, over: int) -> list[Step]:
 def _refill_order(steps: Sequence[Step]) -> list[int]:
     """The layers to read again: those with a ``share`` that left something out; the searching
     ones (retrieval, topic) first."""
-    capped = [i for i, st in enumerate(steps) if isinstance(getattr(st.layer, "share", None), (int, float)) and any(d.layer == st.layer.name for d in st.out.dropped)]
+    capped = [
+        i
+        for i, st in enumerate(steps)
+        if isinstance(getattr(st.layer, "share", None), (int, float)) and any(d.layer == st.layer.name for d in st.out.dropped)
+    ]
     return sorted(capped, key=lambda i: (not hasattr(steps[i].layer, "search"), i))
 
 

@@ -43,7 +43,9 @@ def check_last(expected: int | None | object, actual: int | None) -> None:
 class HistoryStore(Protocol):
     """Append-only message log per thread (scope with thread_id)."""
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         """Store ``messages`` in order and request a job per layer name in ``enqueue``, atomically.
 
         ``expect_last``: store only if the thread's last seq is still this one (None: the thread
@@ -322,7 +324,9 @@ class AsyncHistory(Protocol):
     psycopg's async pool); ``AsyncMemory`` runs the blocking store in threads where it has none.
     Bound to the event loop it is first used on; ``aclose`` releases its connections."""
 
-    async def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]: ...
+    async def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]: ...
 
     async def read(
         self,

@@ -152,7 +152,10 @@ def _ago(today: date, n: int, unit: str) -> Days:
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 ZH_NUM = r"\d+|[零〇一二两三四五六七八九十百]+"
 _EN_NUMBERS = {
-    **{w: i for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"))},
+    **{
+        w: i
+        for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"))
+    },
     **{"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19},
     **{"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "a": 1, "an": 1, "a couple of": 2, "couple of": 2, "a couple": 2},
 }
@@ -179,7 +182,23 @@ def en_number(text: str) -> int:
 
 # ---- Chinese ------------------------------------------------------------------------------------
 
-_ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6, "1": 0, "2": 1, "3": 2, "4": 3, "5": 4, "6": 5, "7": 6}
+_ZH_WEEKDAY = {
+    "一": 0,
+    "二": 1,
+    "三": 2,
+    "四": 3,
+    "五": 4,
+    "六": 5,
+    "日": 6,
+    "天": 6,
+    "1": 0,
+    "2": 1,
+    "3": 2,
+    "4": 3,
+    "5": 4,
+    "6": 5,
+    "7": 6,
+}
 _ZH_UNIT = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
 _ZH_BACK = {"上上": 2, "上": 1, "这": 0, "本": 0}
 # 上 also ends place words (晚上, 网上, 路上...): a 上 right after one of these does not mean "last"
@@ -207,12 +226,16 @@ ZH_RULES: list[tuple[str, Resolver | None]] = [
     (r"前年", lambda m, t: _year(t.year - 2)),
     (r"去年", lambda m, t: _year(t.year - 1)),
     (r"今年", lambda m, t: _year(t.year)),
-    (r"(\d{4})\s*年\s*(\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(\d{1,2}|[一二三四五六七八九十]+)\s*[日号]",
-     lambda m, t: _date(int(m[1]), zh_number(m[2]), zh_number(m[3]))),
+    (
+        r"(\d{4})\s*年\s*(\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(\d{1,2}|[一二三四五六七八九十]+)\s*[日号]",
+        lambda m, t: _date(int(m[1]), zh_number(m[2]), zh_number(m[3])),
+    ),
     (r"(\d{4})\s*年\s*(\d{1,2}|[一二三四五六七八九十]+)\s*月份?", lambda m, t: _checked_month(int(m[1]), zh_number(m[2]))),
     (r"(?<!\d)(\d{4})\s*年(?!\s*[之以]?前)", lambda m, t: _year(int(m[1]))),
-    (r"(?<!\d)(\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(\d{1,2}|[一二三四五六七八九十]+)\s*[日号]",
-     lambda m, t: _latest_date(t, zh_number(m[1]), zh_number(m[2]))),
+    (
+        r"(?<!\d)(\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(\d{1,2}|[一二三四五六七八九十]+)\s*[日号]",
+        lambda m, t: _latest_date(t, zh_number(m[1]), zh_number(m[2])),
+    ),
     (r"(?<![\d个])(\d{1,2}|[一二三四五六七八九十]+)\s*月份?", lambda m, t: _in_month(t, zh_number(m[1]))),
     # no span: the future, and habits
     (rf"明天|后天|明年|后年|下\s*个?\s*(?:{_WEEK}[一二三四五六日天1-7末]?|周末|月)", None),
@@ -233,8 +256,20 @@ def _in_month(today: date, month: int) -> Days | None:
 _MONTHS = {
     name: i + 1
     for i, names in enumerate(
-        ("january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul", "august aug",
-         "september sep sept", "october oct", "november nov", "december dec")
+        (
+            "january jan",
+            "february feb",
+            "march mar",
+            "april apr",
+            "may",
+            "june jun",
+            "july jul",
+            "august aug",
+            "september sep sept",
+            "october oct",
+            "november nov",
+            "december dec",
+        )
     )
     for name in names.split()
 }
@@ -271,8 +306,10 @@ EN_RULES: list[tuple[str, Resolver | None]] = [
     (rf"\b{WEEKDAY}\b", lambda m, t: _latest_weekday(t, _WEEKDAYS[m[1]])),
     (rf"\blast\s+{MONTH}(?!\s*\d)", lambda m, t: _latest_month(t, _MONTHS[m[1]], before_this_month=True)),
     (rf"\bthis\s+{MONTH}(?!\s*\d)", lambda m, t: _month(t.year, _MONTHS[m[1]])),
-    (rf"\b(?:in|during|of|early|mid|late)\s+(?:the\s+(?:beginning|start|middle|end)\s+of\s+)?{MONTH}(?!\s*\d)",
-     lambda m, t: _latest_month(t, _MONTHS[m[1]])),
+    (
+        rf"\b(?:in|during|of|early|mid|late)\s+(?:the\s+(?:beginning|start|middle|end)\s+of\s+)?{MONTH}(?!\s*\d)",
+        lambda m, t: _latest_month(t, _MONTHS[m[1]]),
+    ),
     (rf"\b{MONTH}\s+(\d{{1,2}}){_ORDINAL},?\s+(\d{{4}})\b", lambda m, t: _date(int(m[3]), _MONTHS[m[1]], int(m[2]))),
     (rf"\b(\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?{MONTH},?\s+(\d{{4}})\b", lambda m, t: _date(int(m[3]), _MONTHS[m[2]], int(m[1]))),
     (rf"\b{MONTH}\s+(\d{{1,2}}){_ORDINAL}\b", lambda m, t: _latest_date(t, _MONTHS[m[1]], int(m[2]))),
@@ -280,7 +317,10 @@ EN_RULES: list[tuple[str, Resolver | None]] = [
     (rf"\b{MONTH},?\s+(\d{{4}})\b", lambda m, t: _month(int(m[2]), _MONTHS[m[1]])),
     (r"\b(?:in|during)\s+(\d{4})\b", lambda m, t: _year(int(m[1]))),
     # no span: the future, and habits
-    (rf"\b(?:tomorrow|next\s+(?:week|weekend|month|year|{WEEKDAY_NAMES}|{MONTH_NAMES})|in\s+(?:{EN_NUM})\s+{_EN_UNIT}|every\s+\w+)\b", None),
+    (
+        rf"\b(?:tomorrow|next\s+(?:week|weekend|month|year|{WEEKDAY_NAMES}|{MONTH_NAMES})|in\s+(?:{EN_NUM})\s+{_EN_UNIT}|every\s+\w+)\b",
+        None,
+    ),
 ]
 
 # ---- a span anchored on a date: "the week before August 3, 2023", "5月3日之前的那个周末" ----------
@@ -291,7 +331,18 @@ _EN_DATE = (
     r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2})"
 )
 _ZH_DATE = r"(?:\d{4}\s*年\s*)?(?:\d{1,2}|[一二三四五六七八九十]+)\s*月\s*(?:\d{1,2}|[一二三四五六七八九十]+)\s*[日号]|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
-_ZH_ANCHORED_UNITS = {"一天": "day", "天": "day", "一周": "week", "周": "week", "一个星期": "week", "一星期": "week", "星期": "week", "周末": "weekend", "一个月": "month", "月": "month"}
+_ZH_ANCHORED_UNITS = {
+    "一天": "day",
+    "天": "day",
+    "一周": "week",
+    "周": "week",
+    "一个星期": "week",
+    "一星期": "week",
+    "星期": "week",
+    "周末": "weekend",
+    "一个月": "month",
+    "月": "month",
+}
 
 
 def _anchor(text: str, today: date) -> date | None:

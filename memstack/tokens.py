@@ -237,7 +237,9 @@ def resolve_counter_name(name: str) -> str:
         if found is not None:
             _load_lazy(found)
             return found
-    raise UnknownName(f"no token counter for {name!r}; known: {', '.join(counter_names())}, an OpenAI, Qwen, DeepSeek or GLM model name or a provider string")
+    raise UnknownName(
+        f"no token counter for {name!r}; known: {', '.join(counter_names())}, an OpenAI, Qwen, DeepSeek or GLM model name or a provider string"
+    )
 
 
 def _candidates(name: str) -> list[str]:

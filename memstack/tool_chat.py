@@ -108,7 +108,10 @@ def run_tool_chat(
     if native is None:
         native = takes_tools(chat_model) and bool(getattr(chat_model, "native_tools", False))
     elif native and not takes_tools(chat_model):
-        raise InvalidInput(f"the model {chat_model.name} has no native tool calling (its complete() takes no tools=); leave native unset for JSON actions", field="native")
+        raise InvalidInput(
+            f"the model {chat_model.name} has no native tool calling (its complete() takes no tools=); leave native unset for JSON actions",
+            field="native",
+        )
     if native:
         return _native(chat_model, tools, specs, messages, lang, max_steps=max_steps, max_tokens=max_tokens, temperature=temperature)
     conversation = with_tool_prompt(messages, specs, lang)
@@ -121,7 +124,9 @@ def run_tool_chat(
         final = must_answer or step == max_steps - 1
         if final and steps:
             conversation.append({"role": "user", "content": PROMPTS[lang]["final"]})
-        out = generate(chat_model, conversation, answer_only if final else any_step, max_tokens=max_tokens, temperature=temperature, language=lang)
+        out = generate(
+            chat_model, conversation, answer_only if final else any_step, max_tokens=max_tokens, temperature=temperature, language=lang
+        )
         completions += out.calls
         action = out.value.root
         if action.action == ANSWER:
@@ -146,7 +151,17 @@ def takes_tools(model: ChatModel) -> bool:
         return False
 
 
-def _native(chat_model: ChatModel, tools: MemoryTools, specs: Sequence[ToolSpec], messages: Sequence[Mapping[str, Any]], lang: str, *, max_steps: int, max_tokens: int, temperature: float) -> ToolChatResult:
+def _native(
+    chat_model: ChatModel,
+    tools: MemoryTools,
+    specs: Sequence[ToolSpec],
+    messages: Sequence[Mapping[str, Any]],
+    lang: str,
+    *,
+    max_steps: int,
+    max_tokens: int,
+    temperature: float,
+) -> ToolChatResult:
     """The loop with OpenAI function calling: the last step (or the one after a repeated
     identical call) is sent without tools, so it can only answer."""
     functions = [spec.openai() for spec in specs]
@@ -163,7 +178,9 @@ def _native(chat_model: ChatModel, tools: MemoryTools, specs: Sequence[ToolSpec]
         if not completion.tool_calls or final:
             conversation.append({"role": "assistant", "content": completion.text})
             return ToolChatResult(completion.text, tuple(steps), tuple(conversation), tuple(completions))
-        conversation.append({"role": "assistant", "content": completion.text or None, "tool_calls": [c.to_openai() for c in completion.tool_calls]})
+        conversation.append(
+            {"role": "assistant", "content": completion.text or None, "tool_calls": [c.to_openai() for c in completion.tool_calls]}
+        )
         for call in completion.tool_calls:
             result = tools.call(call.name, call.arguments)
             try:
@@ -212,7 +229,8 @@ def step_schema(specs: Sequence[ToolSpec]) -> type[RootModel]:
     follow the ``oneOf``, and providers that want an object at the root get one.
     """
     variants: list[type[BaseModel]] = [
-        create_model(f"call_{s.name}", __config__=ConfigDict(extra="forbid"), action=(Literal[s.name], ...), arguments=(s.arguments, ...)) for s in specs  # type: ignore[valid-type]
+        create_model(f"call_{s.name}", __config__=ConfigDict(extra="forbid"), action=(Literal[s.name], ...), arguments=(s.arguments, ...))
+        for s in specs  # type: ignore[valid-type]
     ]
     variants.append(create_model("answer", __config__=ConfigDict(extra="forbid"), action=(Literal[ANSWER], ...), answer=(str, ...)))  # type: ignore[valid-type]
     choice = Annotated[Union[tuple(variants)], Field(discriminator="action")] if len(variants) > 1 else variants[0]  # noqa: UP007

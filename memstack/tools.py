@@ -77,7 +77,10 @@ class ToolSpec:
 
     def openai(self) -> dict[str, Any]:
         """The OpenAI function-calling tool (``{"type": "function", "function": {...}}``)."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": parameters_schema(self.arguments)}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters_schema(self.arguments)},
+        }
 
 
 def tool_spec(function: Callable[..., str]) -> ToolSpec:
@@ -175,7 +178,9 @@ class MemoryTools:
         """
         if not query.strip():
             raise InvalidInput("query is empty", field="query")
-        hits = self.memory.search(query, user_id=self.scope.user_id, tenant=self.scope.tenant, agent_id=self.scope.agent_id, k=k, at=self.clock())
+        hits = self.memory.search(
+            query, user_id=self.scope.user_id, tenant=self.scope.tenant, agent_id=self.scope.agent_id, k=k, at=self.clock()
+        )
         waiting = self.memory.pending(user_id=self.scope.user_id, tenant=self.scope.tenant)
         note = f"\n({waiting} of this user's memory jobs have not run yet: the newest messages may not be found)" if waiting else ""
         return render_recall(hits) + note
@@ -248,7 +253,9 @@ class MemoryTools:
         # class LangChain drops "additionalProperties"), so LangChain passes the model's arguments
         # as they are and ``call`` validates them, as for every other door
         return [
-            tools_module.StructuredTool(name=spec.name, description=spec.description, args_schema=parameters_schema(spec.arguments), func=self._runner(spec.name))
+            tools_module.StructuredTool(
+                name=spec.name, description=spec.description, args_schema=parameters_schema(spec.arguments), func=self._runner(spec.name)
+            )
             for spec in self.specs().values()
         ]
 
@@ -357,7 +364,9 @@ class KeyValueTools(MemoryTools):
         meaning is the note form's recall_memory(query)).
         """
         name = _memory_key(key)
-        found = self.memory.store.units.get(self.scope.user(), [key_id(name)]) if getattr(self.memory.store, "units", None) is not None else []
+        found = (
+            self.memory.store.units.get(self.scope.user(), [key_id(name)]) if getattr(self.memory.store, "units", None) is not None else []
+        )
         if not found:
             return f"no memory saved under key {name!r}"
         return str(found[0].metadata.get("value", found[0].text))

@@ -81,7 +81,9 @@ def check_text(value: object, field_name: str, *, what: str = "a string") -> str
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{field_name}: {what} is not valid UTF-8 text (a lone surrogate at character {exc.start})", field=field_name) from exc
+        raise InvalidInput(
+            f"{field_name}: {what} is not valid UTF-8 text (a lone surrogate at character {exc.start})", field=field_name
+        ) from exc
     return value
 
 
@@ -117,7 +119,9 @@ def check_state_key(key: object, field_name: str = "key") -> str:
     """A state key: 1 to MAX_STATE_KEY_CHARS characters, no control characters, no spaces around
     it (the set_state tool strips them first). One rule for the tool, the REST API and the layer."""
     if not isinstance(key, str) or not key or key != key.strip() or len(key) > MAX_STATE_KEY_CHARS or any(ord(c) < 32 for c in key):
-        raise InvalidInput(f"a state key must be 1 to {MAX_STATE_KEY_CHARS} characters without control characters or surrounding spaces", field=field_name)
+        raise InvalidInput(
+            f"a state key must be 1 to {MAX_STATE_KEY_CHARS} characters without control characters or surrounding spaces", field=field_name
+        )
     return check_text(key, field_name, what="the key")
 
 
@@ -168,10 +172,15 @@ def parse_time(text: str, *, field_name: str = "at") -> datetime:
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(f"{field_name}: not an ISO 8601 date/time: {text!r}; expected e.g. 2026-03-01T09:00:00+08:00", field=field_name) from exc
+        raise InvalidInput(
+            f"{field_name}: not an ISO 8601 date/time: {text!r}; expected e.g. 2026-03-01T09:00:00+08:00", field=field_name
+        ) from exc
     if value.tzinfo is None or value.utcoffset() is None:
         stamp = value.isoformat()
-        raise InvalidInput(f"{field_name}: {text.strip()!r} has no UTC offset; write it with one, e.g. {stamp}+08:00 (or {stamp}Z for UTC)", field=field_name)
+        raise InvalidInput(
+            f"{field_name}: {text.strip()!r} has no UTC offset; write it with one, e.g. {stamp}+08:00 (or {stamp}Z for UTC)",
+            field=field_name,
+        )
     return value
 
 
@@ -303,7 +312,10 @@ class Message:
 
     def to_openai(self) -> dict[str, Any]:
         """The message as an OpenAI chat API dict (no id, timestamp or metadata)."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content if isinstance(self.content, str) else [dict(p) for p in self.content]}
+        out: dict[str, Any] = {
+            "role": self.role,
+            "content": self.content if isinstance(self.content, str) else [dict(p) for p in self.content],
+        }
         if self.name:
             out["name"] = self.name
         if self.tool_calls:

@@ -32,7 +32,9 @@ def known_user(store: Store, scope: Scope) -> bool:
     user = Scope(user_id=scope.user_id, tenant=scope.tenant)
     if store.history.threads(user):
         return True
-    if getattr(store, "records", None) is not None and any(records_of(store).current(user, kind) for kind in ("entity", "relation", "state")):
+    if getattr(store, "records", None) is not None and any(
+        records_of(store).current(user, kind) for kind in ("entity", "relation", "state")
+    ):
         return True
     return next(saved_units(store, user), None) is not None  # without threads the user's units are few
 
@@ -55,7 +57,14 @@ def users(store: Store, tenant: str, *, query: str | None = None, limit: int = 5
     """A page of the tenant's users (``user_ids``: with messages, model-made memory or saved
     memories; ids containing ``query``, case-folded; sorted by id), each with its counts
     (``overview``), and how many users match in all."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or limit < 1
+        or isinstance(offset, bool)
+        or not isinstance(offset, int)
+        or offset < 0
+    ):
         raise InvalidInput("limit must be >= 1 and offset >= 0", field="limit")
     needle = (query or "").strip().casefold()
     ids = [u for u in user_ids(store, tenant) if needle in u.casefold()]
@@ -109,7 +118,9 @@ def usage_by_day(store: Store, scope: Scope) -> list[dict[str, Any]]:
     """The user's model calls per UTC day, oldest first: calls, failed, prompt and completion tokens."""
     days: dict[str, dict[str, Any]] = {}
     for u in usage_of(store).read(scope.user()):
-        d = days.setdefault(u.at.astimezone(timezone.utc).date().isoformat(), {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        d = days.setdefault(
+            u.at.astimezone(timezone.utc).date().isoformat(), {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
         d["calls"] += 1
         d["failed"] += 0 if u.ok else 1
         d["prompt_tokens"] += u.prompt_tokens
@@ -156,7 +167,18 @@ def deletions(store: Store, tenant: str, *, user_id: str | None = None, limit: i
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidInput("limit must be >= 1", field="limit")
     notes = store.deletions(tenant, user_id=user_id)[::-1][:limit]
-    return [{"at": d.at.isoformat(), "kind": d.kind, "layer": d.layer, "rows": d.rows, "counts": dict(d.counts), "user_hash": d.user_hash, "target_hash": d.target_hash} for d in notes]
+    return [
+        {
+            "at": d.at.isoformat(),
+            "kind": d.kind,
+            "layer": d.layer,
+            "rows": d.rows,
+            "counts": dict(d.counts),
+            "user_hash": d.user_hash,
+            "target_hash": d.target_hash,
+        }
+        for d in notes
+    ]
 
 
 def usage(store: Store, scope: Scope) -> dict[str, Any]:
@@ -170,7 +192,20 @@ def usage(store: Store, scope: Scope) -> dict[str, Any]:
         t["prompt_tokens"] += u.prompt_tokens
         t["completion_tokens"] += u.completion_tokens
         t["seconds"] = round(t["seconds"] + u.latency_ms / 1000, 3)
-    calls = [{"at": u.at.isoformat(), "thread_id": u.scope.thread_id, "layer": u.layer, "model": u.model, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens, "latency_ms": round(u.latency_ms, 1), "ok": u.ok, "error": u.error} for u in rows]
+    calls = [
+        {
+            "at": u.at.isoformat(),
+            "thread_id": u.scope.thread_id,
+            "layer": u.layer,
+            "model": u.model,
+            "prompt_tokens": u.prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "latency_ms": round(u.latency_ms, 1),
+            "ok": u.ok,
+            "error": u.error,
+        }
+        for u in rows
+    ]
     return {"totals": totals, "calls": calls}
 
 
@@ -190,13 +225,22 @@ def render(what: str, data: Any) -> str:
     if what == "entities":
         return "\n".join(_entity_line(e) for e in data) or "(no entities)"
     if what == "graph":
-        return "\n".join(f"{r['value']['source']} —{r['value']['relation']}→ {r['value']['target']}  \"{r['value'].get('evidence', '')}\" ({(r['valid_from'] or '')[:10]}, {r['value'].get('confidence')})" for r in data) or "(no relations)"
+        return (
+            "\n".join(
+                f'{r["value"]["source"]} —{r["value"]["relation"]}→ {r["value"]["target"]}  "{r["value"].get("evidence", "")}" ({(r["valid_from"] or "")[:10]}, {r["value"].get("confidence")})'
+                for r in data
+            )
+            or "(no relations)"
+        )
     if what == "state":
         return "\n".join(f"{k}: {v}" for k, v in data.items()) or "(no state)"
     if what == "audit":
         return "\n".join(_audit_line(e) for e in data) or "(no audit events)"
     if what == "usage":
-        lines = [f"{name}: {plural(t['calls'], 'call')} ({t['failed']} failed), {t['prompt_tokens']} prompt + {plural(t['completion_tokens'], 'completion token')}, {t['seconds']} s" for name, t in data["totals"].items()]
+        lines = [
+            f"{name}: {plural(t['calls'], 'call')} ({t['failed']} failed), {t['prompt_tokens']} prompt + {plural(t['completion_tokens'], 'completion token')}, {t['seconds']} s"
+            for name, t in data["totals"].items()
+        ]
         return "\n".join(lines) or "(no model calls)"
     raise UsageError(f"unknown view {what!r}")
 

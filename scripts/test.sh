@@ -23,6 +23,8 @@ if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"
 fi
 status=0
+# lint, format and the house's other checks (scripts/check.sh): a few seconds
+bash scripts/check.sh || status=$?
 tour_pid=
 if [ -z "${MEMSTACK_SKIP_TOUR:-}" ]; then
   tour_log=$(mktemp)

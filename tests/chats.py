@@ -14,7 +14,10 @@ def turns_from(start: datetime) -> Callable[..., list[dict]]:
     """``turns(texts)``: alternating user/assistant messages one minute apart from ``start``."""
 
     def turns(texts, start=start):
-        return [{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()} for i, t in enumerate(texts)]
+        return [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (start + timedelta(minutes=i)).isoformat()}
+            for i, t in enumerate(texts)
+        ]
 
     return turns
 
@@ -26,7 +29,9 @@ def system(ctx) -> str:
 
 def statements(*rows) -> str:
     """The extraction answer a model gives: (subject, type, predicate, object) statements."""
-    return json.dumps({"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in rows]}, ensure_ascii=False)
+    return json.dumps(
+        {"memories": [{"subject": s, "subject_type": t, "predicate": p, "object": o} for s, t, p, o in rows]}, ensure_ascii=False
+    )
 
 
 def local_model():

@@ -44,7 +44,9 @@ class MilvusServer:
 
     def start(self) -> MilvusServer:
         if not private_network():
-            raise RuntimeError("refusing to start Milvus outside a private network namespace (it listens on every interface): run scripts/milvus-tests.sh")
+            raise RuntimeError(
+                "refusing to start Milvus outside a private network namespace (it listens on every interface): run scripts/milvus-tests.sh"
+            )
         from milvus import MilvusServer as Packaged
         from milvus import MilvusServerConfig
 

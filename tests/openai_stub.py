@@ -36,24 +36,74 @@ class CannedOpenAI:
                     self._stream(body, text)
                 else:
                     prompt, completion = outer.usage
-                    reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+                    reply = {
+                        "id": "c1",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+                    }
                     self._send(json.dumps(reply).encode(), "application/json")
 
             def _stream(self, body, text):
-                chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"content": text[i : i + 5]}, "finish_reason": None}]} for i in range(0, len(text), 5)]
-                chunks.append({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + ("data: {not json\n\n" if "BROKEN" in text else "data: [DONE]\n\n")
+                chunks = [
+                    {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "delta": {"content": text[i : i + 5]}, "finish_reason": None}],
+                    }
+                    for i in range(0, len(text), 5)
+                ]
+                chunks.append(
+                    {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    }
+                )
+                data = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + (
+                    "data: {not json\n\n" if "BROKEN" in text else "data: [DONE]\n\n"
+                )
                 self._send(data.encode(), "text/event-stream")
 
             def _message(self, body, message):
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
                 if body.get("stream"):
                     calls = [{"index": i, **c} for i, c in enumerate(message.get("tool_calls") or ())]
-                    chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"], "choices": [{"index": 0, "delta": {"role": "assistant", "content": message.get("content"), "tool_calls": calls}, "finish_reason": finish}]}]
-                    self._send(("".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode(), "text/event-stream")
+                    chunks = [
+                        {
+                            "id": "c1",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {"role": "assistant", "content": message.get("content"), "tool_calls": calls},
+                                    "finish_reason": finish,
+                                }
+                            ],
+                        }
+                    ]
+                    self._send(
+                        ("".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode(),
+                        "text/event-stream",
+                    )
                     return
                 prompt, completion = outer.usage
-                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+                reply = {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", **message}}],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+                }
                 self._send(json.dumps(reply).encode(), "application/json")
 
             def _send(self, data, content_type):

@@ -45,7 +45,6 @@ def append_one_by_one(dsn: str, schema: str, writer: int) -> None:
         store.close()
 
 
-
 @pytest.fixture
 def pg(schema: str) -> Iterator[PostgresStore]:
     store = PostgresStore(DSN, schema=schema)

@@ -83,13 +83,28 @@ GOOD = {
     ],
     "gold": [
         {"subject": "用户", "predicate": "住在", "object": "上海", "status": "past", "whose": "user", "category": "change"},
-        {"subject": "用户", "predicate": "住在", "object": "深圳", "status": "current", "whose": "user", "category": "change", "aliases": ["深圳市"]},
+        {
+            "subject": "用户",
+            "predicate": "住在",
+            "object": "深圳",
+            "status": "current",
+            "whose": "user",
+            "category": "change",
+            "aliases": ["深圳市"],
+        },
         {"subject": "用户", "predicate": "使用", "object": "Tableau", "status": "not_a_fact", "whose": "user", "category": "not_a_fact"},
     ],
 }
 
 
-QUESTION = {"question": "我现在住在哪个城市？", "translation": "Which city do I live in now?", "type": "knowledge-update", "keywords": ["深圳|shenzhen"], "answer": "深圳", "evidence": [1]}
+QUESTION = {
+    "question": "我现在住在哪个城市？",
+    "translation": "Which city do I live in now?",
+    "type": "knowledge-update",
+    "keywords": ["深圳|shenzhen"],
+    "answer": "深圳",
+    "evidence": [1],
+}
 
 
 @pytest.mark.parametrize(
@@ -134,9 +149,19 @@ def test_the_questions_become_a_bench_data_set_asked_a_day_later_in_either_langu
     path = _write(tmp_path, [{**GOOD, "questions": [QUESTION]}])
     (conv,) = load("facts", path)
     assert [s.id for s in conv.sessions] == ["d1-2026-03-01", "d2-2026-05-10"]
-    assert [(t.key, t.role) for s in conv.sessions for t in s.turns] == [("t0", "user"), ("t0", "assistant"), ("t1", "user"), ("t1", "assistant")]
+    assert [(t.key, t.role) for s in conv.sessions for t in s.turns] == [
+        ("t0", "user"),
+        ("t0", "assistant"),
+        ("t1", "user"),
+        ("t1", "assistant"),
+    ]
     (q,) = conv.questions
-    assert (q.text, q.category, q.evidence, q.keywords) == ("我现在住在哪个城市？", "knowledge-update", frozenset({"t1"}), ("深圳|shenzhen",))
+    assert (q.text, q.category, q.evidence, q.keywords) == (
+        "我现在住在哪个城市？",
+        "knowledge-update",
+        frozenset({"t1"}),
+        ("深圳|shenzhen",),
+    )
     assert q.at == datetime(2026, 5, 11, 20, 0, tzinfo=timezone(timedelta(hours=8)))
     (other,) = load("facts", path, translated=True)
     assert other.questions[0].text == "Which city do I live in now?" and other.questions[0].translation == "我现在住在哪个城市？"
@@ -223,7 +248,16 @@ def test_another_subjects_value_and_a_wrong_alias_are_misattributed_and_the_rest
 
 
 def test_a_correct_item_that_carries_several_gold_values_finds_them_all_for_recall():
-    conv = FactConversation("c", "en", CONV.turns, (G("用户", "trip to", "Portugal", "plan", "plan"), G("用户", "trip date", "September", "plan", "date"), G("用户", "visit", "Lisbon", "not_a_fact", "not_a_fact")))
+    conv = FactConversation(
+        "c",
+        "en",
+        CONV.turns,
+        (
+            G("用户", "trip to", "Portugal", "plan", "plan"),
+            G("用户", "trip date", "September", "plan", "date"),
+            G("用户", "visit", "Lisbon", "not_a_fact", "not_a_fact"),
+        ),
+    )
     v = score_item(Item("user", "plans", "trip to Portugal in September", "current", "profile", "user"), conv)
     assert v.verdict == "correct" and len({v.gold, *v.also}) == 2
     assert tally([conv], {"c": [v]})["overall"]["found"] == 2
@@ -299,13 +333,35 @@ def test_stored_items_read_attributes_with_past_values_aliases_relations_state_a
     user = {
         "name": "用户",
         "aliases": ["王磊"],
-        "attributes": {"住在": {"value": "深圳", "source_ids": [m.id], "values": [{"value": "深圳", "source_ids": [m.id], "valid_from": T0.isoformat()}], "past": [{"value": "上海", "source_ids": [m.id], "until": T0.isoformat()}]}},
+        "attributes": {
+            "住在": {
+                "value": "深圳",
+                "source_ids": [m.id],
+                "values": [{"value": "深圳", "source_ids": [m.id], "valid_from": T0.isoformat()}],
+                "past": [{"value": "上海", "source_ids": [m.id], "until": T0.isoformat()}],
+            }
+        },
     }
     project = {"name": "星图项目", "aliases": ["星图"], "attributes": {}}
     old = {"source": "用户", "relation": "住在", "target": "上海", "source_key": "user", "target_key": "上海", "invalid_at": T0.isoformat()}
     new = {"source": "用户", "relation": "住在", "target": "深圳", "source_key": "user", "target_key": "深圳"}
-    mem.store.records.apply(scope, [Change("put", "entity", "user", user, (m.id,), T0), Change("put", "entity", "星图项目", project, (m.id,), T0), Change("put", "relation", "a", old, (m.id,), T0), Change("put", "relation", "b", new, (m.id,), T0), Change("put", "state", "city", {"value": "深圳"}, (m.id,), T0)], layer="test")
-    notes = {"items": [{"text": "用户住在上海", "subject": "用户", "predicate": "住在", "object": "上海", "superseded_at": T0.isoformat()}, {"text": "用户说：「…」", "said": True}]}
+    mem.store.records.apply(
+        scope,
+        [
+            Change("put", "entity", "user", user, (m.id,), T0),
+            Change("put", "entity", "星图项目", project, (m.id,), T0),
+            Change("put", "relation", "a", old, (m.id,), T0),
+            Change("put", "relation", "b", new, (m.id,), T0),
+            Change("put", "state", "city", {"value": "深圳"}, (m.id,), T0),
+        ],
+        layer="test",
+    )
+    notes = {
+        "items": [
+            {"text": "用户住在上海", "subject": "用户", "predicate": "住在", "object": "上海", "superseded_at": T0.isoformat()},
+            {"text": "用户说：「…」", "said": True},
+        ]
+    }
     mem.store.records.apply(mem.scope("c", "t1"), [Change("put", "summary", "summary", notes, (m.id,), T0)], layer="test")
     got = {(i.source, i.subject, i.predicate, i.object, i.status) for i in stored_items(mem, "c", ["t1"])}
     assert got == {
@@ -337,13 +393,35 @@ def scripted(messages, schema):
 
 
 def test_the_run_ingests_each_conversation_into_a_fresh_store_and_scores_it(tmp_path):
-    other = {**GOOD, "id": "t2", "lang": "en", "turns": [{"at": "2026-03-01T10:00:00-05:00", "user": "I live in Boston.", "assistant": "Nice!"}, {"at": "2026-03-02T10:00:00-05:00", "user": "I like chess.", "assistant": "Try Lichess."}], "gold": [{"subject": "user", "predicate": "lives in", "object": "Boston", "status": "current", "whose": "user", "category": "plain"}]}
+    other = {
+        **GOOD,
+        "id": "t2",
+        "lang": "en",
+        "turns": [
+            {"at": "2026-03-01T10:00:00-05:00", "user": "I live in Boston.", "assistant": "Nice!"},
+            {"at": "2026-03-02T10:00:00-05:00", "user": "I like chess.", "assistant": "Try Lichess."},
+        ],
+        "gold": [
+            {"subject": "user", "predicate": "lives in", "object": "Boston", "status": "current", "whose": "user", "category": "plain"}
+        ],
+    }
     path = _write(tmp_path, [GOOD, other])
     model = ScriptedModel(default=scripted)
     report = run(path, systems_for(strategies=["entities,graph"]), model=model)
     assert report["conversations"] == 2 and report["gold"] == 3 and report["traps"] == 1 and report["turns"] == 8
     s = report["systems"]["entities,graph"]
-    assert set(s["overall"]) >= {"stored", "correct", "precision", "gold", "found", "recall", "wrong_current", "wrong_status", "misattributed", "unmatched"}
+    assert set(s["overall"]) >= {
+        "stored",
+        "correct",
+        "precision",
+        "gold",
+        "found",
+        "recall",
+        "wrong_current",
+        "wrong_status",
+        "misattributed",
+        "unmatched",
+    }
     assert s["overall"]["stored"] == len([r for r in s["items"] if r["source"] != "note"]) and s["overall"]["stored"] > 0
     assert s["cost"]["model_calls"] > 0 and s["cost"]["turns"] == 8 and s["failed_jobs"] == 0
     assert all(r["conversation"] == "t1" for r in s["items"])  # the second user's store holds nothing of the first's
@@ -362,15 +440,36 @@ def test_the_command_prints_the_table_and_writes_the_json(tmp_path):
     with CannedOpenAI(lambda body: json.dumps({"memories": ["用户|住在|深圳"]}, ensure_ascii=False)) as upstream:
         env = {**os.environ, "MEMSTACK_HOME": str(tmp_path / "home")}
         out = tmp_path / "facts.json"
-        args = [sys.executable, "-m", "memstack", "bench", "facts", "--layers", "entities", "--model", upstream.model, "--data", str(path), "--json", str(out)]
+        args = [
+            sys.executable,
+            "-m",
+            "memstack",
+            "bench",
+            "facts",
+            "--layers",
+            "entities",
+            "--model",
+            upstream.model,
+            "--data",
+            str(path),
+            "--json",
+            str(out),
+        ]
         proc = subprocess.run(args, capture_output=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr.decode()
         assert "| **all** |" in proc.stdout.decode()
         report = json.loads(out.read_text(encoding="utf-8"))
         assert report["systems"]["entities"]["overall"]["stored"] >= 1 and report["conversations"] == 1
-    proc = subprocess.run([sys.executable, "-m", "memstack", "bench", "facts", "--layers", "entities", "--data", str(tmp_path / "nowhere")], capture_output=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memstack", "bench", "facts", "--layers", "entities", "--data", str(tmp_path / "nowhere")],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "no fact conversations" in proc.stderr.decode() and "Traceback" not in proc.stderr.decode()
-    proc = subprocess.run([sys.executable, "-m", "memstack", "bench", "facts", "--data", str(path)], capture_output=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memstack", "bench", "facts", "--data", str(path)], capture_output=True, env=env, timeout=60
+    )
     assert proc.returncode == 2 and "--preset or --layers" in proc.stderr.decode()
 
 
@@ -381,5 +480,7 @@ def test_two_short_conversations_on_the_local_model_give_a_report():
     report = run(DEFAULT_DATA, systems_for(strategies=["entities,graph"]), model="local", only=["zh-03-lisi", "en-04-soda"])
     s = report["systems"]["entities,graph"]
     assert report["conversations"] == 2 and s["failed_jobs"] == 0
-    assert s["overall"]["stored"] == sum(s["overall"][k] for k in ("correct", "wrong_current", "wrong_status", "misattributed", "unmatched"))
+    assert s["overall"]["stored"] == sum(
+        s["overall"][k] for k in ("correct", "wrong_current", "wrong_status", "misattributed", "unmatched")
+    )
     assert set(s["by_category"]) <= {*CATEGORIES, "unmatched"} and s["cost"]["model_calls"] > 0

@@ -36,10 +36,38 @@ FIXTURE = {
         },
     },
     "questions": [
-        {"user": "王芳", "question": "我的猫叫什么名字？", "evidence": ["2026-03-02#1"], "answer": "麻薯", "answer_keywords": ["麻薯"], "type": "single-hop"},
-        {"user": "王芳", "question": "我在哪个城市工作？", "evidence": ["2026-03-02#0"], "answer": "成都", "answer_keywords": ["成都"], "type": "first-person"},
-        {"user": "王芳", "question": "我周末去哪里爬山了？", "evidence": ["2026-03-09#0"], "answer": "青城山", "answer_keywords": ["青城山"], "type": "single-hop"},
-        {"user": "李雷", "question": "我最近在学什么编程语言？", "evidence": ["2026-03-03#0"], "answer": "Rust", "answer_keywords": ["rust"], "type": "single-hop"},
+        {
+            "user": "王芳",
+            "question": "我的猫叫什么名字？",
+            "evidence": ["2026-03-02#1"],
+            "answer": "麻薯",
+            "answer_keywords": ["麻薯"],
+            "type": "single-hop",
+        },
+        {
+            "user": "王芳",
+            "question": "我在哪个城市工作？",
+            "evidence": ["2026-03-02#0"],
+            "answer": "成都",
+            "answer_keywords": ["成都"],
+            "type": "first-person",
+        },
+        {
+            "user": "王芳",
+            "question": "我周末去哪里爬山了？",
+            "evidence": ["2026-03-09#0"],
+            "answer": "青城山",
+            "answer_keywords": ["青城山"],
+            "type": "single-hop",
+        },
+        {
+            "user": "李雷",
+            "question": "我最近在学什么编程语言？",
+            "evidence": ["2026-03-03#0"],
+            "answer": "Rust",
+            "answer_keywords": ["rust"],
+            "type": "single-hop",
+        },
     ],
 }
 GOLD = {"我的猫叫什么名字？": "麻薯", "我在哪个城市工作？": "成都", "我周末去哪里爬山了？": "青城山", "我最近在学什么编程语言？": "Rust"}
@@ -116,9 +144,15 @@ def test_explanatory_remarks_are_not_required_and_echoing_the_question_earns_not
     guess = "我最近去看了周杰伦的演唱会。我最喜欢他的《青花瓷》。"  # the question's words again, one right name
     assert token_f1(guess, concert.answer) > 0.5 and not judge_answer(concert, guess)["correct"]
     assert judge_answer(concert, "你最近去看了周杰伦的演唱会，你最喜欢的是《听妈妈的话》，那首歌非常有感觉。")["correct"]
-    tennis = _question(answer="Previously you played tennis with your friends at the local park every week", text="How often do I play tennis?")
+    tennis = _question(
+        answer="Previously you played tennis with your friends at the local park every week", text="How often do I play tennis?"
+    )
     refused = "I don't have any specific information about how often you play tennis with your friends at the local park."
-    assert judge_answer(tennis, refused) == {"correct": False, "by": "refusal", "f1": pytest.approx(token_f1(refused, tennis.answer), abs=1e-4)}
+    assert judge_answer(tennis, refused) == {
+        "correct": False,
+        "by": "refusal",
+        "f1": pytest.approx(token_f1(refused, tennis.answer), abs=1e-4),
+    }
 
 
 def test_answer_keywords_are_loaded_and_checked(tmp_path):
@@ -146,7 +180,12 @@ def test_baselines_show_nothing_the_evidence_or_the_newest_history_that_fits():
 
 
 def test_systems_are_checked():
-    assert [s.name for s in systems_for(["personal-assistant"], ["window,retrieval"], ["none", "oracle"])] == ["personal-assistant", "window,retrieval", "none", "oracle"]
+    assert [s.name for s in systems_for(["personal-assistant"], ["window,retrieval"], ["none", "oracle"])] == [
+        "personal-assistant",
+        "window,retrieval",
+        "none",
+        "oracle",
+    ]
     with pytest.raises(InvalidInput, match="baseline"):
         systems_for(baselines=["everything"])
     with pytest.raises(InvalidInput):
@@ -218,7 +257,25 @@ def test_llm_judge_verdict_is_the_accuracy(data):
 def test_cli_runs_against_an_openai_compatible_model_and_prints_a_table(data, tmp_path):
     with CannedOpenAI(lambda body: reader(body["messages"])) as upstream:
         env = {**os.environ, "MEMSTACK_HOME": str(tmp_path / "home")}
-        args = [sys.executable, "-m", "memstack", "bench", "qa", "--dataset", "memorybank-cn", "--data", str(data), "--strategy", "window,retrieval", "--baselines", "none,oracle", "--model", upstream.model, "--answers", str(tmp_path / "a.jsonl")]
+        args = [
+            sys.executable,
+            "-m",
+            "memstack",
+            "bench",
+            "qa",
+            "--dataset",
+            "memorybank-cn",
+            "--data",
+            str(data),
+            "--strategy",
+            "window,retrieval",
+            "--baselines",
+            "none,oracle",
+            "--model",
+            upstream.model,
+            "--answers",
+            str(tmp_path / "a.jsonl"),
+        ]
         proc = subprocess.run(args, capture_output=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr.decode()
         table = proc.stdout.decode()
@@ -227,13 +284,22 @@ def test_cli_runs_against_an_openai_compatible_model_and_prints_a_table(data, tm
         assert "window,retrieval: ingesting 王芳 (8 turns)" in proc.stderr.decode()
         rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
         assert len(rows) == 12 and {r["system"] for r in rows} == {"window,retrieval", "none", "oracle"}
-        proc = subprocess.run([*args[:9], "--baselines", "oracle", "--model", upstream.model, "--json", "--limit", "1"], capture_output=True, env=env, timeout=300)
+        proc = subprocess.run(
+            [*args[:9], "--baselines", "oracle", "--model", upstream.model, "--json", "--limit", "1"],
+            capture_output=True,
+            env=env,
+            timeout=300,
+        )
         report = json.loads(proc.stdout.decode())
         assert report["systems"]["oracle"]["accuracy"] == 1.0 and "answers" in report["systems"]["oracle"]
 
 
 def test_cli_refuses_unknown_baselines(data, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "memstack", "bench", "qa", "--dataset", "memorybank-cn", "--data", str(data), "--baselines", "nope"], capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memstack", "bench", "qa", "--dataset", "memorybank-cn", "--data", str(data), "--baselines", "nope"],
+        capture_output=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "baseline" in proc.stderr.decode() and "Traceback" not in proc.stderr.decode()
 
 

@@ -44,7 +44,13 @@ def never_orphaned(msgs):
 
 def test_window_keeps_whole_turns_and_the_system_message():
     kept = window(LISI, 2)
-    assert texts(kept) == ["你是一个能够记住历史对话的AI助手。", "我正在开发一个知识中台", "很好，知识中台用什么技术？", "后端使用SpringBoot", "SpringBoot 是很成熟的后端框架。"]
+    assert texts(kept) == [
+        "你是一个能够记住历史对话的AI助手。",
+        "我正在开发一个知识中台",
+        "很好，知识中台用什么技术？",
+        "后端使用SpringBoot",
+        "SpringBoot 是很成熟的后端框架。",
+    ]
     assert never_orphaned(kept)
     assert texts(window(LISI, 0)) == ["你是一个能够记住历史对话的AI助手。"]
     assert window(LISI, 99) == LISI
@@ -103,7 +109,10 @@ def test_trim_partial_cuts_at_a_sentence():
 
 def test_trim_drops_a_tool_call_without_its_results():
     call = ToolCall(id="c1", name="f")
-    msgs = conv(("user", "hi")) + [Message(role="assistant", content="", tool_calls=(call,), timestamp=T0), Message(role="tool", content="长" * 400, tool_call_id="c1", timestamp=T0)]
+    msgs = conv(("user", "hi")) + [
+        Message(role="assistant", content="", tool_calls=(call,), timestamp=T0),
+        Message(role="tool", content="长" * 400, tool_call_id="c1", timestamp=T0),
+    ]
     kept = trim(msgs, 40, EST, strategy="first", start_on=None)
     assert [m.role for m in kept] == ["user"]
 
@@ -122,7 +131,9 @@ def test_pack_by_priority():
 # ---- trim() has LangChain's trim_messages semantics -------------------------------------------
 
 ROLES = st.sampled_from(["user", "assistant"])
-WORDS = st.sampled_from(["我叫李四", "你好", "后端使用SpringBoot", "cache with Redis", "预算30万元", "ok", "很长的一段话，" * 8, "line\nbreak"])
+WORDS = st.sampled_from(
+    ["我叫李四", "你好", "后端使用SpringBoot", "cache with Redis", "预算30万元", "ok", "很长的一段话，" * 8, "line\nbreak"]
+)
 
 
 @st.composite
@@ -152,8 +163,13 @@ def test_trim_matches_langchain(msgs, budget, strategy, include_system, start_on
     if strategy == "first":
         include_system, start_on = False, None
     lc = trim_messages(
-        to_langchain(msgs), max_tokens=budget, token_counter=lc_counter(by_id), strategy=strategy,
-        include_system=include_system, start_on={"user": "human"}.get(start_on), allow_partial=False,
+        to_langchain(msgs),
+        max_tokens=budget,
+        token_counter=lc_counter(by_id),
+        strategy=strategy,
+        include_system=include_system,
+        start_on={"user": "human"}.get(start_on),
+        allow_partial=False,
     )
     lc_ids = [m.id for m in lc]
     try:

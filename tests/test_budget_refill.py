@@ -44,7 +44,11 @@ class Capped:
                 left.append(line)
             else:
                 lines.append(line)
-        dropped = [Dropped(self.name, f"{len(left)} items over its share of the budget", (), sum(request.counter.count(x) for x in left))] if left else []
+        dropped = (
+            [Dropped(self.name, f"{len(left)} items over its share of the budget", (), sum(request.counter.count(x) for x in left))]
+            if left
+            else []
+        )
         return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=40)] if len(lines) > 1 else [], dropped)
 
 
@@ -89,7 +93,15 @@ def test_a_capped_layer_with_nothing_beside_it_fills_the_budget():
 def test_the_conversation_gets_what_it_needs_first_and_memory_the_rest():
     memory = Memory("memory://", layers="window,capped", options={"sizes": (20,) * 40, "share": 0.2, "k": 10})
     for i in range(6):
-        memory.add([{"role": "user", "content": f"question {i} " + "about things " * 20}, {"role": "assistant", "content": f"answer {i} " + "with details " * 20}], user_id="u", thread_id="t", at=T0 + timedelta(minutes=i))
+        memory.add(
+            [
+                {"role": "user", "content": f"question {i} " + "about things " * 20},
+                {"role": "assistant", "content": f"answer {i} " + "with details " * 20},
+            ],
+            user_id="u",
+            thread_id="t",
+            at=T0 + timedelta(minutes=i),
+        )
     ctx = memory.context(user_id="u", thread_id="t", query="and now?", max_tokens=1200)
     assert ctx.tokens <= 1200 and not [d for d in ctx.dropped if d.layer == "budget"]  # the whole window is kept
     assert ctx.sections["history"] > 300 and ctx.sections["memory"] > 1200 - ctx.sections["history"] - ctx.sections["query"] - 30
@@ -100,9 +112,13 @@ def test_the_conversation_gets_what_it_needs_first_and_memory_the_rest():
 
 def test_a_searching_layer_gets_the_leftover_first_then_the_stack_order_decides():
     options = {"capped.sizes": (20,) * 40, "capped-too.sizes": (20,) * 40, "searching.sizes": (20,) * 40, "share": 0.1}
-    ctx = Memory("memory://", layers="capped-too,capped,searching", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=1000)
+    ctx = Memory("memory://", layers="capped-too,capped,searching", options=options).context(
+        user_id="u", thread_id="t", query="q", max_tokens=1000
+    )
     assert ctx.tokens <= 1000
-    assert len(shown_items(ctx, "searching")) > 3 * len(shown_items(ctx, "capped-too")) and len(shown_items(ctx, "capped-too")) == len(shown_items(ctx, "capped"))
+    assert len(shown_items(ctx, "searching")) > 3 * len(shown_items(ctx, "capped-too")) and len(shown_items(ctx, "capped-too")) == len(
+        shown_items(ctx, "capped")
+    )
     # none searches: the first in the stack that hit its cap takes the leftover
     ctx = Memory("memory://", layers="capped-too,capped", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=1000)
     assert len(shown_items(ctx, "capped-too")) > 3 * len(shown_items(ctx, "capped"))
@@ -117,9 +133,18 @@ def test_a_searching_layer_gets_the_leftover_first_then_the_stack_order_decides(
     share=st.sampled_from([0.05, 0.1, 0.2, 0.4]),
 )
 def test_the_budget_is_never_exceeded_and_what_is_left_is_used(budget, sizes, other, turns, share):
-    memory = Memory("memory://", layers="full,capped-too,capped", options={"capped.sizes": tuple(sizes), "capped-too.sizes": tuple(other), "share": share})
+    memory = Memory(
+        "memory://",
+        layers="full,capped-too,capped",
+        options={"capped.sizes": tuple(sizes), "capped-too.sizes": tuple(other), "share": share},
+    )
     for i, n in enumerate(turns):
-        memory.add([{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}], user_id="u", thread_id="t", at=T0 + timedelta(minutes=i))
+        memory.add(
+            [{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}],
+            user_id="u",
+            thread_id="t",
+            at=T0 + timedelta(minutes=i),
+        )
     ctx = memory.context(user_id="u", thread_id="t", query="the question", max_tokens=budget)
     assert ctx.tokens <= budget
     counted = memory.counter.count_messages(ctx.messages)
@@ -153,12 +178,28 @@ class CountingEmbedder:
 
 def test_a_capped_retrieval_layer_fits_more_of_its_hits_without_searching_again():
     embedder = CountingEmbedder()
-    memory = Memory("memory://", layers="window,retrieval", options={"embedder": embedder, "retrieval.share": 0.1, "top_k": 8, "neighbours": 0})
-    places = ["西湖边的体育馆", "公司楼下的球馆", "滨江的羽毛球中心", "学校的体育馆", "小区会所", "城西的球馆", "朋友家附近的场地", "下沙的体育中心"]
+    memory = Memory(
+        "memory://", layers="window,retrieval", options={"embedder": embedder, "retrieval.share": 0.1, "top_k": 8, "neighbours": 0}
+    )
+    places = [
+        "西湖边的体育馆",
+        "公司楼下的球馆",
+        "滨江的羽毛球中心",
+        "学校的体育馆",
+        "小区会所",
+        "城西的球馆",
+        "朋友家附近的场地",
+        "下沙的体育中心",
+    ]
     for i, place in enumerate(places):
         memory.add(
-            [{"role": "user", "content": f"我这周{'一二三四五六日'[i % 7]}在{place}打了两个小时羽毛球，和同事一起，打得很尽兴"}, {"role": "assistant", "content": f"在{place}打羽毛球听起来很不错，注意补充水分。"}],
-            user_id="u", thread_id=f"s{i}", at=T0 + timedelta(days=i),
+            [
+                {"role": "user", "content": f"我这周{'一二三四五六日'[i % 7]}在{place}打了两个小时羽毛球，和同事一起，打得很尽兴"},
+                {"role": "assistant", "content": f"在{place}打羽毛球听起来很不错，注意补充水分。"},
+            ],
+            user_id="u",
+            thread_id=f"s{i}",
+            at=T0 + timedelta(days=i),
         )
     memory.flush()
     hits = memory.search("我都在哪些地方打过羽毛球？", user_id="u", at=T0 + timedelta(days=30))

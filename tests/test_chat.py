@@ -30,7 +30,10 @@ from memstack.testing.models import ScriptedModel  # noqa: E402
 LINE = "我叫李四，我正在开发一个知识中台，后端使用SpringBoot"
 REPLY = "你好李四！知识中台听起来很有意思。"
 EXTRACTION = {
-    "memories": [{"subject": "用户", "subject_type": "人物", "predicate": "叫", "object": "李四"}, {"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"}],
+    "memories": [
+        {"subject": "用户", "subject_type": "人物", "predicate": "叫", "object": "李四"},
+        {"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"},
+    ],
     "state": [{"key": "当前项目", "value": "知识中台"}],
 }
 
@@ -225,7 +228,7 @@ class Screen:
                 self.seen = found.end()
                 return found
             if time.monotonic() > deadline:
-                raise AssertionError(f"{pattern!r} not on the screen; it shows:\n{self.text[self.seen:][-2000:]}")
+                raise AssertionError(f"{pattern!r} not on the screen; it shows:\n{self.text[self.seen :][-2000:]}")
             with contextlib.suppress(self.child_timeout):
                 self.raw += self.child.read_nonblocking(4096, timeout=0.2)
 
@@ -243,12 +246,32 @@ class Screen:
 @pytest.mark.timeout(60)
 def test_the_chat_command_in_a_pseudo_terminal(tmp_path):
     pexpect = pytest.importorskip("pexpect")
-    env = {**os.environ, "MEMSTACK_HOME": str(tmp_path), "COLUMNS": "140", "LINES": "50", "TERM": "xterm-256color", "PYTHONIOENCODING": "utf-8"}
+    env = {
+        **os.environ,
+        "MEMSTACK_HOME": str(tmp_path),
+        "COLUMNS": "140",
+        "LINES": "50",
+        "TERM": "xterm-256color",
+        "PYTHONIOENCODING": "utf-8",
+    }
     with _Canned() as server:
         # the store is configured first (the README's way to the model-backed memory); chat takes
         # the profile's stack and model
-        subprocess.run([sys.executable, "-m", "memstack", "init", "--preset", "personal-assistant", "--model", f"vllm:fake@{server.url}"], env=env, check=True, capture_output=True, timeout=120)
-        child = pexpect.spawn(sys.executable, ["-m", "memstack", "chat", "--user", "u1", "--thread", "s1"], env=env, encoding="utf-8", timeout=30, dimensions=(50, 140))
+        subprocess.run(
+            [sys.executable, "-m", "memstack", "init", "--preset", "personal-assistant", "--model", f"vllm:fake@{server.url}"],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "memstack", "chat", "--user", "u1", "--thread", "s1"],
+            env=env,
+            encoding="utf-8",
+            timeout=30,
+            dimensions=(50, 140),
+        )
         screen = Screen(child)
         try:
             screen.wait_for("personal-assistant|summary-buffer \\+ profile \\+ retrieval")

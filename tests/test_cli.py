@@ -26,7 +26,14 @@ def out_json(proc):
     return json.loads(proc.stdout.decode())
 
 
-LISI = [("user", "我叫李四"), ("assistant", "你好李四！"), ("user", "我正在开发一个知识中台"), ("assistant", "好的"), ("user", "后端使用SpringBoot"), ("assistant", "明白")]
+LISI = [
+    ("user", "我叫李四"),
+    ("assistant", "你好李四！"),
+    ("user", "我正在开发一个知识中台"),
+    ("assistant", "好的"),
+    ("user", "后端使用SpringBoot"),
+    ("assistant", "明白"),
+]
 
 
 def seed(home, thread="s1"):
@@ -36,12 +43,30 @@ def seed(home, thread="s1"):
 
 def test_add_context_threads_history(home):
     seed(home)
-    ctx = out_json(run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "window", "--k", "2", "--query", "我叫什么？", "--json"))
+    ctx = out_json(
+        run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "window", "--k", "2", "--query", "我叫什么？", "--json")
+    )
     assert set(ctx) >= {"messages", "tokens", "dropped"}
     assert [m["content"] for m in ctx["messages"]] == ["我正在开发一个知识中台", "好的", "后端使用SpringBoot", "明白", "我叫什么？"]
     assert ctx["messages"][0] == {"role": "user", "content": "我正在开发一个知识中台"}
     assert ctx["dropped"][0]["layer"] == "window" and ctx["tokens"] > 0
-    trimmed = out_json(run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "trim", "--max-tokens", "30", "--tokenizer", "cl100k_base", "--json"))
+    trimmed = out_json(
+        run(
+            home,
+            "context",
+            "--user",
+            "user_001",
+            "--thread",
+            "s1",
+            "--strategy",
+            "trim",
+            "--max-tokens",
+            "30",
+            "--tokenizer",
+            "cl100k_base",
+            "--json",
+        )
+    )
     assert trimmed["tokens"] <= 30 and trimmed["counter"] == "cl100k_base"
     contents = [m["content"] for m in trimmed["messages"]]
     assert "你好李四！" not in contents or "我叫李四" in contents
@@ -116,7 +141,11 @@ def test_tenants_are_separate(home):
 def test_worker_once_and_db_url(home, tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
     run(home, "add", "--db", url, "--user", "u", "--thread", "t", "--role", "user", "hi")
-    assert out_json(run(home, "worker", "--once", "--db", url, "--json")) == {"ran": 1, "failed": 0, "errors": []}  # indexed: the default profile retrieves
+    assert out_json(run(home, "worker", "--once", "--db", url, "--json")) == {
+        "ran": 1,
+        "failed": 0,
+        "errors": [],
+    }  # indexed: the default profile retrieves
     assert len(out_json(run(home, "history", "--db", url, "--user", "u", "--thread", "t", "--json"))) == 1
     assert not (home / "memstack.db").exists()
 
@@ -133,7 +162,10 @@ class _CannedChat(CannedOpenAI):
     extraction, so the worker subprocess runs the model-backed layers end to end."""
 
     ANSWER = {
-        "memories": [{"subject": "用户", "subject_type": "人物", "predicate": "叫", "object": "李四"}, {"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"}],
+        "memories": [
+            {"subject": "用户", "subject_type": "人物", "predicate": "叫", "object": "李四"},
+            {"subject": "知识中台", "subject_type": "项目", "predicate": "后端使用", "object": "SpringBoot"},
+        ],
         "state": [{"key": "当前项目", "value": "知识中台"}],
     }
 
@@ -144,7 +176,21 @@ class _CannedChat(CannedOpenAI):
 def test_model_backed_layers_from_the_command_line(home):
     stack = "summary,entities,graph,state"
     for i, (role, text) in enumerate(LISI):
-        run(home, "add", "--strategy", stack, "--user", "user_001", "--thread", "s1", "--role", role, "--at", f"2026-11-02T20:0{i}:00+08:00", text)
+        run(
+            home,
+            "add",
+            "--strategy",
+            stack,
+            "--user",
+            "user_001",
+            "--thread",
+            "s1",
+            "--role",
+            role,
+            "--at",
+            f"2026-11-02T20:0{i}:00+08:00",
+            text,
+        )
     with _CannedChat() as chat:
         report = out_json(run(home, "worker", "--once", "--model", f"vllm:qwen@{chat.url}", "--json"))
     assert report == {"ran": 1, "failed": 0, "errors": []}
@@ -158,8 +204,18 @@ def test_model_backed_layers_from_the_command_line(home):
     audit = out_json(run(home, "audit", "--user", "user_001", "--json"))
     assert {e["kind"] for e in audit} == {"summary", "entity", "relation", "state"} and all(e["action"] == "add" for e in audit)
     usage = out_json(run(home, "usage", "--user", "user_001", "--json"))
-    assert usage["totals"] == {"extract qwen": {"calls": 1, "failed": 0, "prompt_tokens": 120, "completion_tokens": 80, "seconds": usage["totals"]["extract qwen"]["seconds"]}}
-    text = run(home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "summary,entities", "--query", "我的后端是什么？").stdout.decode()
+    assert usage["totals"] == {
+        "extract qwen": {
+            "calls": 1,
+            "failed": 0,
+            "prompt_tokens": 120,
+            "completion_tokens": 80,
+            "seconds": usage["totals"]["extract qwen"]["seconds"],
+        }
+    }
+    text = run(
+        home, "context", "--user", "user_001", "--thread", "s1", "--strategy", "summary,entities", "--query", "我的后端是什么？"
+    ).stdout.decode()
     assert "知识中台后端使用SpringBoot" in text and "用户叫李四" in text
     assert "知识中台 [项目]" in run(home, "entities", "--user", "user_001").stdout.decode()
     run(home, "forget", "--user", "user_001", "--yes")
@@ -172,10 +228,26 @@ def test_a_worker_killed_mid_job_leaves_nothing_half_written_and_the_rerun_dupli
     import time
 
     for i, (role, text) in enumerate(LISI):
-        run(home, "add", "--strategy", "summary,entities,graph", "--user", "user_001", "--thread", "s1", "--role", role, "--at", f"2026-11-02T20:0{i}:00+08:00", text)
+        run(
+            home,
+            "add",
+            "--strategy",
+            "summary,entities,graph",
+            "--user",
+            "user_001",
+            "--thread",
+            "s1",
+            "--role",
+            role,
+            "--at",
+            f"2026-11-02T20:0{i}:00+08:00",
+            text,
+        )
     env = {**os.environ, "MEMSTACK_HOME": str(home)}
     with _CannedChat(delay=30) as slow:
-        worker = subprocess.Popen([sys.executable, "-m", "memstack", "worker", "--once", "--lease", "2", "--model", f"vllm:qwen@{slow.url}"], env=env)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "memstack", "worker", "--once", "--lease", "2", "--model", f"vllm:qwen@{slow.url}"], env=env
+        )
         deadline = time.monotonic() + 60
         while not slow.requests and time.monotonic() < deadline:  # the job is claimed and the model asked
             time.sleep(0.1)

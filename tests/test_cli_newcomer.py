@@ -73,7 +73,12 @@ def test_the_library_refuses_a_naive_timestamp_string_as_a_naive_datetime():
 
 
 def test_history_reads_in_time_order_after_a_back_dated_add(home):
-    for text, at in (("十点", "2026-03-01T10:00:00+08:00"), ("十点五分", "2026-03-01T10:05:00+08:00"), ("九点", "2026-03-01T01:00:00Z"), ("也是十点", "2026-03-01T10:00:00+08:00")):
+    for text, at in (
+        ("十点", "2026-03-01T10:00:00+08:00"),
+        ("十点五分", "2026-03-01T10:05:00+08:00"),
+        ("九点", "2026-03-01T01:00:00Z"),
+        ("也是十点", "2026-03-01T10:00:00+08:00"),
+    ):
         run(home, "add", "--user", "u", "--thread", "t", "--role", "user", "--at", at, text)
     assert contents(home) == ["九点", "十点", "也是十点", "十点五分"]
     assert contents(home, "t", "--last", "2") == ["也是十点", "十点五分"]
@@ -108,7 +113,10 @@ def test_global_options_go_before_or_after_the_command(home, tmp_path):
     dump = run(home, "--home", str(other), "--tenant", "acme", "export", "--user", "u").stdout
     (tmp_path / "u.jsonl").write_bytes(dump)
     assert out_json(run(home, "--home", str(tmp_path / "third"), "--json", "import", str(tmp_path / "u.jsonl")))["imported"] == 1
-    assert [m["content"] for m in out_json(run(home, "--json", "history", "--user", "u", "--thread", "t", "--home", str(other), "--tenant", "acme"))] == ["你好"]
+    assert [
+        m["content"]
+        for m in out_json(run(home, "--json", "history", "--user", "u", "--thread", "t", "--home", str(other), "--tenant", "acme"))
+    ] == ["你好"]
     assert not home.exists()  # every command used the --home given before (or after) it
 
 
@@ -129,7 +137,9 @@ def test_version_and_bare_memstack(home):
 def test_import_says_how_many_were_already_stored(home, tmp_path):
     seed(home)
     dump = run(home, "export", "--user", "user_001").stdout
-    assert run(home, "import", "-", input=dump).stdout.decode().strip() == f"imported 0 of {len(LISI)} messages ({len(LISI)} already stored)"
+    assert (
+        run(home, "import", "-", input=dump).stdout.decode().strip() == f"imported 0 of {len(LISI)} messages ({len(LISI)} already stored)"
+    )
     assert out_json(run(home, "import", "-", "--json", input=dump)) == {"imported": 0, "records": 6, "already_stored": 6}
     one = dump.decode().splitlines()[0].encode() + b"\n"
     assert run(tmp_path / "fresh", "import", "-", input=one).stdout.decode().strip() == "imported 1 of 1 message"

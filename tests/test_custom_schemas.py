@@ -87,7 +87,10 @@ def test_with_the_graph_the_statements_call_keeps_relations_and_the_schema_call_
     mem = Memory("memory://", layers=["entities", "graph"], options={"model": model, "batch_messages": 5}, entity_schema=EntityExtraction)
     mem.add(stamped(), user_id="u1", thread_id="s1")
     assert mem.flush().failed == 0
-    assert "memories" in json.dumps(model.calls[0]["messages"], ensure_ascii=False) and "entity_type" in model.calls[1]["messages"][0]["content"]
+    assert (
+        "memories" in json.dumps(model.calls[0]["messages"], ensure_ascii=False)
+        and "entity_type" in model.calls[1]["messages"][0]["content"]
+    )
     assert [(r.value["source"], r.value["target"]) for r in mem.memories("relation", user_id="u1")] == [("用户", "知识中台")]
     assert {r.value["name"] for r in mem.memories("entity", user_id="u1")} >= {"知识中台", "SpringBoot"}
 
@@ -117,7 +120,12 @@ def relation(source, kind, target, evidence="（模型写的证据）"):
 
 
 GRAPH_ANSWER = {
-    "entities": [entity("小李", "人物", "程序员"), entity("莫尔索", "人物", "小李的笔名"), entity("知识中台", "项目"), entity("SpringBoot", "技术")],
+    "entities": [
+        entity("小李", "人物", "程序员"),
+        entity("莫尔索", "人物", "小李的笔名"),
+        entity("知识中台", "项目"),
+        entity("SpringBoot", "技术"),
+    ],
     "relations": [
         relation("莫尔索", "笔名", "小李"),
         relation("小李", "开发", "知识中台"),
@@ -149,7 +157,9 @@ def test_a_schemas_relations_are_found_by_their_fields_and_an_entity_schema_has_
 
     assert relation_items(EntityExtraction) is None and relations_of(EntityExtraction(entities=[])) == []
     assert relation_items(KnowledgeGraph) == "relations"
-    assert [(r.source, r.relation, r.target) for r in relations_of(KnowledgeGraph.model_validate(GRAPH_ANSWER))][:1] == [("莫尔索", "笔名", "小李")]
+    assert [(r.source, r.relation, r.target) for r in relations_of(KnowledgeGraph.model_validate(GRAPH_ANSWER))][:1] == [
+        ("莫尔索", "笔名", "小李")
+    ]
 
 
 class NoEntities(BaseModel):
@@ -160,7 +170,10 @@ class NoEntities(BaseModel):
     ("schema", "message"),
     [
         (dict, "entity_schema must be a pydantic model class (a subclass of pydantic.BaseModel), got the class dict"),
-        (EntityExtraction(entities=[]), "entity_schema must be a pydantic model class (a subclass of pydantic.BaseModel), got an instance of EntityExtraction"),
+        (
+            EntityExtraction(entities=[]),
+            "entity_schema must be a pydantic model class (a subclass of pydantic.BaseModel), got an instance of EntityExtraction",
+        ),
         ({"type": "object"}, "entity_schema must be a pydantic model class (a subclass of pydantic.BaseModel), got a dict"),
         (NoEntities, "entity_schema NoEntities has no entities: give it a list of models with a name field"),
     ],
@@ -180,7 +193,9 @@ def test_a_state_schema_may_be_a_pydantic_model():
     model = ScriptedModel([json.dumps(answer, ensure_ascii=False)], native_schema=True)
     mem = Memory("memory://", layers=["state"], options={"model": model, "batch_messages": 2}, state_schema=Trip)
     assert mem.profile.options["state_schema"]["properties"]["出发地"]["description"] == "出发城市"  # kept in the store
-    mem.add([{"role": "user", "content": "下周五从北京飞上海，经济舱"}, {"role": "assistant", "content": "好的。"}], user_id="u", thread_id="t")
+    mem.add(
+        [{"role": "user", "content": "下周五从北京飞上海，经济舱"}, {"role": "assistant", "content": "好的。"}], user_id="u", thread_id="t"
+    )
     assert mem.flush().failed == 0
     assert "出发地（出发城市）" in model.calls[0]["messages"][0]["content"]
     assert [r.key for r in mem.memories("state", user_id="u")] == ["出发地"]
@@ -197,7 +212,11 @@ def test_extract_repairs_grounds_and_returns_the_developers_object():
     assert isinstance(result, EntityExtraction)
     assert [e.name for e in result.entities] == ["知识中台", "SpringBoot"]  # Kafka: nobody said it
     assert result.entities[0].attributes == {"开发状态": "开发中", "团队规模": "50人"} and result.entities[0].confidence == 0.95  # as given
-    assert [e.name for e in mem.extract(TURNS, schema=EntityExtraction, model=model, grounded=False).entities] == ["知识中台", "SpringBoot", "Kafka"]
+    assert [e.name for e in mem.extract(TURNS, schema=EntityExtraction, model=model, grounded=False).entities] == [
+        "知识中台",
+        "SpringBoot",
+        "Kafka",
+    ]
     system = model.calls[0]["messages"][0]["content"]
     assert "不要编造" in system and "实体提取置信度" in system  # the prompt in the turns' language, with the schema
     assert model.calls[0]["temperature"] == 0.0
@@ -223,14 +242,20 @@ class Summary(BaseModel):
 
 def test_extract_takes_any_schema_strings_and_instructions():
     model = ScriptedModel(['{"topic": "knowledge platform", "technologies": ["SpringBoot"]}'])
-    out = Memory("memory://").extract(["I am building a knowledge platform on SpringBoot"], schema=Summary, model=model, instructions="Name the topic.")
+    out = Memory("memory://").extract(
+        ["I am building a knowledge platform on SpringBoot"], schema=Summary, model=model, instructions="Name the topic."
+    )
     assert out == Summary(topic="knowledge platform", technologies=["SpringBoot"])
     assert model.calls[0]["messages"][0]["content"].startswith("Name the topic.")
 
 
 @pytest.mark.parametrize(
     ("schema", "what"),
-    [(dict, "got the class dict"), (Summary(topic="x", technologies=[]), "got an instance of Summary"), ('{"type": "object"}', "got a str")],
+    [
+        (dict, "got the class dict"),
+        (Summary(topic="x", technologies=[]), "got an instance of Summary"),
+        ('{"type": "object"}', "got a str"),
+    ],
 )
 def test_extract_refuses_a_schema_that_is_not_a_pydantic_model(schema, what):
     model = ScriptedModel()

@@ -49,4 +49,3 @@ class TestPostgresDashboard(DashboardContract):
         from memstack.backends.postgres import PostgresStore
 
         return PostgresStore(self.dsn, schema=self.schema)
-

@@ -89,7 +89,9 @@ def test_concurrent_retries_of_one_idempotency_key_on_two_servers_store_once(tmp
     from memstack.server.run import BackgroundServer
 
     db = f"sqlite:///{tmp_path / 'shared.db'}"
-    apps = [create_app(config=ServerConfig(db=db, strategy="window", model="vllm:none@http://127.0.0.1:9/v1", worker=False)) for _ in range(2)]
+    apps = [
+        create_app(config=ServerConfig(db=db, strategy="window", model="vllm:none@http://127.0.0.1:9/v1", worker=False)) for _ in range(2)
+    ]
     texts = [f"第{i}条：我叫李四" for i in range(300)]  # a long add: a wide window between the check and the write
     body = {"messages": [{"role": "user", "content": text} for text in texts]}
     with BackgroundServer(apps[0]) as one, BackgroundServer(apps[1]) as two:
@@ -126,13 +128,21 @@ def test_serve_workers_refuses_a_store_that_lives_in_one_process(tmp_path):
     serve = [sys.executable, "-m", "memstack", "serve", "--workers", "2", "--model", "vllm:m@http://127.0.0.1:9/v1"]
     for db, url in (("memory://", "memory://"), (":memory:", "sqlite:///:memory:")):
         proc = subprocess.run([*serve, "--db", db], env=env, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2 and f"--workers needs a store that processes share, and {url} lives in one process's memory" in proc.stderr
+        assert (
+            proc.returncode == 2 and f"--workers needs a store that processes share, and {url} lives in one process's memory" in proc.stderr
+        )
     db = f"sqlite:///{tmp_path / 'm.db'}"
-    proc = subprocess.run([*serve, "--db", db, "--vectors", f"milvus://{tmp_path / 'v.db'}"], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*serve, "--db", db, "--vectors", f"milvus://{tmp_path / 'v.db'}"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "a milvus-lite file is opened by one process" in proc.stderr
     Memory(db, layers="window").close()  # the store's profile: window
     proc = subprocess.run([*serve, "--db", db, "--strategy", "window,summary"], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stderr.startswith("memstack: error: the store is configured for window") and len(proc.stderr.splitlines()) == 1  # checked once, before the workers start
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("memstack: error: the store is configured for window")
+        and len(proc.stderr.splitlines()) == 1
+    )  # checked once, before the workers start
 
 
 def test_the_service_config_travels_to_worker_processes_whole():
@@ -142,11 +152,20 @@ def test_the_service_config_travels_to_worker_processes_whole():
     from memstack.server.workers import from_env, to_env
     from memstack.testing.models import ScriptedModel
 
-    config = ServerConfig(db="postgresql://u@db/memstack", strategy="window,retrieval", model="vllm:q@http://h:8000/v1", api_keys={"k1": "t1"}, max_tokens=None, answer_max_tokens=64, worker=False, lease_seconds=30.0, public_metrics=True)
+    config = ServerConfig(
+        db="postgresql://u@db/memstack",
+        strategy="window,retrieval",
+        model="vllm:q@http://h:8000/v1",
+        api_keys={"k1": "t1"},
+        max_tokens=None,
+        answer_max_tokens=64,
+        worker=False,
+        lease_seconds=30.0,
+        public_metrics=True,
+    )
     assert from_env(to_env(config)) == config
     with pytest.raises(UsageError, match="model is ScriptedModel"):
         to_env(ServerConfig(db="sqlite:///m.db", model=ScriptedModel(default="好的")))
-
 
 
 # ---- the deployment: API processes and workers on one store, under load and SIGKILL -----------
@@ -186,7 +205,6 @@ def pg_url() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-
 class Fleet:
     """The processes of one deployment, each `tests/run_probe.py` (the memstack command with the
     runlog layer) in its own process group, logging to a file; stopped and reaped at the end."""
@@ -197,7 +215,13 @@ class Fleet:
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.tmp_path / f"{name}.log", "wb")  # noqa: SIM115  (closed with the process)
-        proc = subprocess.Popen([sys.executable, str(HERE / "run_probe.py"), *args], env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "run_probe.py"), *args],
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.procs[name] = proc
         return proc
@@ -341,16 +365,28 @@ def test_api_processes_and_workers_on_one_store_under_load_and_a_sigkill(backend
     fleet = Fleet(tmp_path, env)
     try:
         with CannedOpenAI(last_question) as upstream:
-            slow = fleet.start("slow-worker", "worker", "--db", url, "--lease", str(LEASE), "--poll", "0.2", env={run_probe.SLOW_ENV: str(SLOW)})
-            wait_for(lambda: any(r.pid == slow.pid for r in run_probe.read_runs(run_log)), 60, f"the slow worker took no job:\n{fleet.log('slow-worker')}")
+            slow = fleet.start(
+                "slow-worker", "worker", "--db", url, "--lease", str(LEASE), "--poll", "0.2", env={run_probe.SLOW_ENV: str(SLOW)}
+            )
+            wait_for(
+                lambda: any(r.pid == slow.pid for r in run_probe.read_runs(run_log)),
+                60,
+                f"the slow worker took no job:\n{fleet.log('slow-worker')}",
+            )
             # its first job outlasts its lease and must end as its own (the lease renewed) before
             # the load starts: SIGKILLed during that one, nothing would show the renewal at work
-            wait_for(lambda: any(r.pid == slow.pid and r.ended for r in run_probe.read_runs(run_log)), 120, f"the slow worker did not finish its long job:\n{fleet.log('slow-worker')}")
+            wait_for(
+                lambda: any(r.pid == slow.pid and r.ended for r in run_probe.read_runs(run_log)),
+                120,
+                f"the slow worker did not finish its long job:\n{fleet.log('slow-worker')}",
+            )
             fleet.start("worker", "worker", "--db", url, "--lease", str(LEASE), "--poll", "0.2")
             urls = []
             for k, extra in enumerate(topology.servers):
                 port = free_port()
-                fleet.start(f"serve{k}", "serve", "--db", url, "--port", str(port), "--model", upstream.model, "--log-level", "warning", *extra)
+                fleet.start(
+                    f"serve{k}", "serve", "--db", url, "--port", str(port), "--model", upstream.model, "--log-level", "warning", *extra
+                )
                 urls.append(f"http://127.0.0.1:{port}")
             for k, u in enumerate(urls):
                 fleet.wait_healthy(f"serve{k}", u)
@@ -373,12 +409,19 @@ def test_api_processes_and_workers_on_one_store_under_load_and_a_sigkill(backend
                 for c in clients:
                     assert [m.text for m in audit.history(user_id=c.user, thread_id="rest")] == c.rest
                     assert [(m.role, m.text) for m in audit.history(user_id=c.user, thread_id="chat")] == c.chat
-                stored = {m.id for u in ["seed", *(c.user for c in clients)] for t in audit.threads(user_id=u) for m in audit.history(user_id=u, thread_id=t.thread_id)}
+                stored = {
+                    m.id
+                    for u in ["seed", *(c.user for c in clients)]
+                    for t in audit.threads(user_id=u)
+                    for m in audit.history(user_id=u, thread_id=t.thread_id)
+                }
             check_runs(run_probe.read_runs(run_log), stored, slow.pid, killed_at)
             children = spawned_workers(supervisor.pid)
             for name in fleet.procs:  # a worker finishes its job and exits 0; uvicorn re-raises the SIGTERM it handled
                 if name != "slow-worker":
-                    assert fleet.stop(name) in ((0,) if name == "worker" else (0, -signal.SIGTERM)), f"{name} did not stop cleanly:\n{fleet.log(name)}"
+                    assert fleet.stop(name) in ((0,) if name == "worker" else (0, -signal.SIGTERM)), (
+                        f"{name} did not stop cleanly:\n{fleet.log(name)}"
+                    )
             assert not [c for c in children if Path(f"/proc/{c}").exists()]  # the supervisor's workers stopped with it
     finally:
         fleet.close()
@@ -433,7 +476,9 @@ def test_concurrent_copies_of_a_keyed_proxy_call_answer_what_the_thread_keeps(tm
         apps = [create_app(config=ServerConfig(db=db, strategy="window", model=upstream.model, worker=False)) for _ in range(2)]
 
         def waited() -> float:
-            return sum(app.state.proxy.metrics.registry.get_sample_value("memstack_proxy_copies_total", {"outcome": "waited"}) or 0 for app in apps)
+            return sum(
+                app.state.proxy.metrics.registry.get_sample_value("memstack_proxy_copies_total", {"outcome": "waited"}) or 0 for app in apps
+            )
 
         with BackgroundServer(apps[0]) as one, BackgroundServer(apps[1]) as two:
             for n in range(4):

@@ -69,7 +69,9 @@ class Block:
 
     @property
     def runs(self) -> bool:
-        return self.mark not in ("article", "not run", "tour") and (self.lang in PYTHON or (self.lang in SHELL and self.page != "README.md"))
+        return self.mark not in ("article", "not run", "tour") and (
+            self.lang in PYTHON or (self.lang in SHELL and self.page != "README.md")
+        )
 
 
 def blocks_of(page: str) -> list[Block]:
@@ -79,7 +81,16 @@ def blocks_of(page: str) -> list[Block]:
         line = text.count("\n", 0, match.start()) + 1
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         mark = MARK.search(before)
-        found.append(Block(page, line + 1, match.group(1).lower(), match.group(2), mark.group(1) if mark else None, (mark.group(2) or "") if mark else ""))
+        found.append(
+            Block(
+                page,
+                line + 1,
+                match.group(1).lower(),
+                match.group(2),
+                mark.group(1) if mark else None,
+                (mark.group(2) or "") if mark else "",
+            )
+        )
     return found
 
 
@@ -114,16 +125,29 @@ def chat(answer: str) -> Callable[[list[dict], Any], str]:
     return reply
 
 
-PROJECT = [("用户", "人物", "正在开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"), ("知识中台", "项目", "文档检索使用", "Elasticsearch")]
+PROJECT = [
+    ("用户", "人物", "正在开发", "知识中台"),
+    ("知识中台", "项目", "后端使用", "SpringBoot"),
+    ("知识中台", "项目", "文档检索使用", "Elasticsearch"),
+]
 
 #: name -> (outputs, default): what the block's model answers, in order
 SCRIPTS: dict[str, tuple[list[Any], Any]] = {
     "summary-memory": ([statements(*PROJECT)], None),
-    "state-memory": ([statements(state=[("目的地", "杭州"), ("出发日期", "12月20号"), ("人数", "两个人")]), statements(state=[("目的地", "苏州")])], None),
-    "tool-memory": ([action("save_memory", key="后端框架", value="SpringBoot"), action("answer", answer="好的，已记住：后端框架是SpringBoot。")], None),
+    "state-memory": (
+        [statements(state=[("目的地", "杭州"), ("出发日期", "12月20号"), ("人数", "两个人")]), statements(state=[("目的地", "苏州")])],
+        None,
+    ),
+    "tool-memory": (
+        [action("save_memory", key="后端框架", value="SpringBoot"), action("answer", answer="好的，已记住：后端框架是SpringBoot。")],
+        None,
+    ),
     "history": ([], chat("我今天吃了火锅。")),
     "runnable-history": ([], chat("好的。")),
-    "summarization": ([statements(("用户", "人物", "叫", "李四"), ("用户", "人物", "职业是", "软件工程师"), ("用户", "人物", "喜欢", "打网球"))], chat("好的。")),
+    "summarization": (
+        [statements(("用户", "人物", "叫", "李四"), ("用户", "人物", "职业是", "软件工程师"), ("用户", "人物", "喜欢", "打网球"))],
+        chat("好的。"),
+    ),
     "milvus-loop": ([], chat("好的，记住了。")),
     "state-graph": ([], chat("好的，记住了。")),
     "window-chat": ([], chat("您的订单已发货。")),
@@ -132,10 +156,34 @@ SCRIPTS: dict[str, tuple[list[Any], Any]] = {
             json.dumps(
                 {
                     "entities": [
-                        {"name": "知识中台", "entity_type": "项目", "description": "正在开发的知识中台", "attributes": {"开发状态": "开发中"}, "confidence": 0.95},
-                        {"name": "SpringBoot", "entity_type": "技术", "description": "后端框架", "attributes": {"应用场景": "后端"}, "confidence": 0.95},
-                        {"name": "Elasticsearch", "entity_type": "技术", "description": "搜索引擎", "attributes": {"应用场景": "文档检索"}, "confidence": 0.95},
-                        {"name": "Redis", "entity_type": "技术", "description": "内存数据库", "attributes": {"应用场景": "缓存"}, "confidence": 0.95},
+                        {
+                            "name": "知识中台",
+                            "entity_type": "项目",
+                            "description": "正在开发的知识中台",
+                            "attributes": {"开发状态": "开发中"},
+                            "confidence": 0.95,
+                        },
+                        {
+                            "name": "SpringBoot",
+                            "entity_type": "技术",
+                            "description": "后端框架",
+                            "attributes": {"应用场景": "后端"},
+                            "confidence": 0.95,
+                        },
+                        {
+                            "name": "Elasticsearch",
+                            "entity_type": "技术",
+                            "description": "搜索引擎",
+                            "attributes": {"应用场景": "文档检索"},
+                            "confidence": 0.95,
+                        },
+                        {
+                            "name": "Redis",
+                            "entity_type": "技术",
+                            "description": "内存数据库",
+                            "attributes": {"应用场景": "缓存"},
+                            "confidence": 0.95,
+                        },
                         {"name": "Kafka", "entity_type": "技术", "description": "消息队列", "attributes": {}, "confidence": 0.9},
                     ]
                 },
@@ -148,12 +196,27 @@ SCRIPTS: dict[str, tuple[list[Any], Any]] = {
         [
             json.dumps(
                 {
-                    "entities": [{"name": "小李", "entity_type": "人物", "description": "程序员"}, {"name": "知识中台", "entity_type": "项目", "description": "小李开发的项目"}],
+                    "entities": [
+                        {"name": "小李", "entity_type": "人物", "description": "程序员"},
+                        {"name": "知识中台", "entity_type": "项目", "description": "小李开发的项目"},
+                    ],
                     "relations": [
                         {"source": "小李", "target": "程序员", "relation": "职业", "evidence": "小李是一名程序员。", "confidence": 1.0},
                         {"source": "莫尔索", "target": "小李", "relation": "笔名", "evidence": "莫尔索是小李的笔名。", "confidence": 1.0},
-                        {"source": "小李", "target": "知识中台", "relation": "开发", "evidence": "小李正在开发知识中台。", "confidence": 1.0},
-                        {"source": "知识中台", "target": "SpringBoot", "relation": "使用", "evidence": "知识中台后端使用SpringBoot。", "confidence": 1.0},
+                        {
+                            "source": "小李",
+                            "target": "知识中台",
+                            "relation": "开发",
+                            "evidence": "小李正在开发知识中台。",
+                            "confidence": 1.0,
+                        },
+                        {
+                            "source": "知识中台",
+                            "target": "SpringBoot",
+                            "relation": "使用",
+                            "evidence": "知识中台后端使用SpringBoot。",
+                            "confidence": 1.0,
+                        },
                     ],
                 },
                 ensure_ascii=False,
@@ -162,14 +225,31 @@ SCRIPTS: dict[str, tuple[list[Any], Any]] = {
         None,
     ),
     "graph-layer": (
-        [statements(("小李", "人物", "是", "程序员"), ("莫尔索", "人物", "是笔名", "小李"), ("小李", "人物", "开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"))],
+        [
+            statements(
+                ("小李", "人物", "是", "程序员"),
+                ("莫尔索", "人物", "是笔名", "小李"),
+                ("小李", "人物", "开发", "知识中台"),
+                ("知识中台", "项目", "后端使用", "SpringBoot"),
+            )
+        ],
         None,
     ),
-    "summary-update": ([statements(*PROJECT, ("知识中台", "项目", "缓存使用", "Redis")), statements(("知识中台", "项目", "缓存使用", "Memcached"))], None),
+    "summary-update": (
+        [statements(*PROJECT, ("知识中台", "项目", "缓存使用", "Redis")), statements(("知识中台", "项目", "缓存使用", "Memcached"))],
+        None,
+    ),
     "summary-buffer": ([statements(*PROJECT)], chat("您的缓存用的是Redis。")),
     "chroma-chat": ([], chat("根据你的描述，你平时喜欢跑步。")),
     "readme-model-layers": (
-        [statements(("小李", "人物", "是", "程序员"), ("莫尔索", "人物", "是笔名", "小李"), ("小李", "人物", "开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"))],
+        [
+            statements(
+                ("小李", "人物", "是", "程序员"),
+                ("莫尔索", "人物", "是笔名", "小李"),
+                ("小李", "人物", "开发", "知识中台"),
+                ("知识中台", "项目", "后端使用", "SpringBoot"),
+            )
+        ],
         None,
     ),
 }
@@ -202,7 +282,9 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def promises(code: str) -> dict[int, Any]:
     """Line -> the literal a ``print(...)  # LITERAL`` line promises to print."""
-    prints = {n.lineno for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"}
+    prints = {
+        n.lineno for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+    }
     found = {}
     for tok in tokenize.generate_tokens(io.StringIO(code).readline):
         if tok.type == tokenize.COMMENT and tok.start[0] in prints:
@@ -277,7 +359,9 @@ def run_block(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
     if model is not None and block.mark != "scripted":
         assert model.calls == [], f"{block.where} called a model; mark it <!-- scripted: NAME --> or <!-- local model -->"
     if model is not None and block.mark == "scripted":
-        assert model.remaining == 0, f"{block.where} left {model.remaining} of its scripted answers unused: the script no longer fits the block"
+        assert model.remaining == 0, (
+            f"{block.where} left {model.remaining} of its scripted answers unused: the script no longer fits the block"
+        )
 
 
 def block_id(block: Block) -> str:
@@ -323,7 +407,10 @@ def test_blocks_that_do_not_run_say_why_and_compile() -> None:
 def test_every_script_is_used_by_exactly_one_block() -> None:
     used = [b.arg for b in BLOCKS if b.mark == "scripted"]
     assert set(SHOWS) <= set(SCRIPTS), sorted(set(SHOWS) - set(SCRIPTS))
-    assert sorted(used) == sorted(SCRIPTS), {"unused": sorted(set(SCRIPTS) - set(used)), "unknown or repeated": sorted(n for n in used if used.count(n) > 1 or n not in SCRIPTS)}
+    assert sorted(used) == sorted(SCRIPTS), {
+        "unused": sorted(set(SCRIPTS) - set(used)),
+        "unknown or repeated": sorted(n for n in used if used.count(n) > 1 or n not in SCRIPTS),
+    }
 
 
 def test_tour_blocks_are_only_in_the_readme() -> None:
@@ -339,10 +426,17 @@ def test_a_broken_block_and_a_broken_promise_fail(scratch: Path, monkeypatch: py
     liar = Block("x.md", 1, "python", "print(1 + 1)  # 3\n", None, "")
     with pytest.raises(AssertionError, match="promises 3"):
         run_block(liar, monkeypatch)
-    calls_model = Block("x.md", 1, "python", "from memstack.llm import get_chat_model\nget_chat_model('local').complete([{'role': 'user', 'content': 'hi'}])\n", None, "")
+    calls_model = Block(
+        "x.md",
+        1,
+        "python",
+        "from memstack.llm import get_chat_model\nget_chat_model('local').complete([{'role': 'user', 'content': 'hi'}])\n",
+        None,
+        "",
+    )
     with pytest.raises(AssertionError, match="no output left"):
         run_block(calls_model, monkeypatch)
-    run_block(Block("x.md", 1, "bash", "test -n \"$MEMSTACK_HOME\" && memstack --version\n", None, ""), monkeypatch)
+    run_block(Block("x.md", 1, "bash", 'test -n "$MEMSTACK_HOME" && memstack --version\n', None, ""), monkeypatch)
     with pytest.raises(AssertionError, match="exited 3"):
         run_block(Block("x.md", 1, "bash", "exit 3\n", None, ""), monkeypatch)
     offline = Block("x.md", 1, "python", "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=1)\n", None, "")

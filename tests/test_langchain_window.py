@@ -27,7 +27,13 @@ def test_k_counts_turns_when_the_user_sends_several_messages_in_a_row():
 
 
 def test_it_never_starts_on_a_reply_and_keeps_each_turn_whole():
-    chat = [HumanMessage("我叫李四"), AIMessage("你好李四！"), HumanMessage("我喜欢打网球"), AIMessage("很棒的运动！"), AIMessage("你常打吗？")]
+    chat = [
+        HumanMessage("我叫李四"),
+        AIMessage("你好李四！"),
+        HumanMessage("我喜欢打网球"),
+        AIMessage("很棒的运动！"),
+        AIMessage("你常打吗？"),
+    ]
     assert [m.content for m in window_messages(chat, k=1)] == ["我喜欢打网球", "很棒的运动！", "你常打吗？"]
     assert [m.content for m in window_messages(chat, k=5)] == [m.content for m in chat]
     assert window_messages(chat, k=0) == [] and [m.content for m in window_messages(SHOP, k=0)] == ["你是一个电商客服助手。"]
@@ -35,7 +41,12 @@ def test_it_never_starts_on_a_reply_and_keeps_each_turn_whole():
 
 def test_a_tool_call_stays_with_its_result():
     call = AIMessage("", tool_calls=[{"name": "recall_memory", "args": {"query": "地址"}, "id": "c1", "type": "tool_call"}])
-    chat = [HumanMessage("我的地址是什么？"), call, ToolMessage("杭州市西湖区文三路100号", tool_call_id="c1"), AIMessage("您的地址是文三路100号。")]
+    chat = [
+        HumanMessage("我的地址是什么？"),
+        call,
+        ToolMessage("杭州市西湖区文三路100号", tool_call_id="c1"),
+        AIMessage("您的地址是文三路100号。"),
+    ]
     assert window_messages([HumanMessage("你好"), AIMessage("你好！"), *chat], k=1) == chat
 
 

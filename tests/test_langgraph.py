@@ -182,7 +182,9 @@ def test_other_backends_are_refused(tmp_path):
         MemstackSaver(f"jsonl://{tmp_path}")
 
 
-@pytest.mark.parametrize(("blocked", "module", "extra"), [("langgraph", "langgraph", "langgraph"), ("langchain_core", "langchain", "langchain")])
+@pytest.mark.parametrize(
+    ("blocked", "module", "extra"), [("langgraph", "langgraph", "langgraph"), ("langchain_core", "langchain", "langchain")]
+)
 def test_a_missing_framework_names_the_extra(blocked, module, extra):
     code = (
         f"import sys; sys.modules[{blocked!r}] = None\n"
@@ -194,5 +196,7 @@ def test_a_missing_framework_names_the_extra(blocked, module, extra):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == f'pip install "memstack[{extra}]"', out.stderr
-    loaded = subprocess.run([sys.executable, "-c", "import memstack, sys; print(sorted(sys.modules))"], capture_output=True, text=True, timeout=120).stdout
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import memstack, sys; print(sorted(sys.modules))"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "langchain" not in loaded and "langgraph" not in loaded  # the core never imports the frameworks

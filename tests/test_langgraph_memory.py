@@ -33,7 +33,11 @@ from memstack.backends import open_store  # noqa: E402
 from memstack.errors import StoreError, UsageError  # noqa: E402
 from memstack.integrations.langgraph import MemstackSaver  # noqa: E402
 
-FACTS = ["Hi! I am planning a trip for next spring.", "My dog is called Mochi, a small shiba inu.", "I live in Hangzhou, near the West Lake."]
+FACTS = [
+    "Hi! I am planning a trip for next spring.",
+    "My dog is called Mochi, a small shiba inu.",
+    "I live in Hangzhou, near the West Lake.",
+]
 
 
 def config(thread: str, user: str | None = "u1") -> dict:
@@ -122,7 +126,18 @@ def test_each_message_is_mirrored_once_across_invocations_resumes_and_updates(tm
     ids = state_ids(graph, "t")
     stored = history(memory, "t")
     assert [i for i, _, _ in stored] == ids and len(set(ids)) == len(ids)
-    assert [text for _, _, text in stored] == ["one", "thinking", "answer 2", "two", "thinking", "answer 5", "added by update_state", "three", "thinking", "answer 9"]
+    assert [text for _, _, text in stored] == [
+        "one",
+        "thinking",
+        "answer 2",
+        "two",
+        "thinking",
+        "answer 5",
+        "added by update_state",
+        "three",
+        "thinking",
+        "answer 9",
+    ]
 
 
 def test_tool_calls_and_tool_results_are_kept():
@@ -137,7 +152,9 @@ def test_tool_calls_and_tool_results_are_kept():
     builder.compile(checkpointer=MemstackSaver(memory=memory)).invoke({"messages": [("user", "天气怎么样？")]}, config("t"))
     user, ai, tool = memory.history(user_id="u1", thread_id="t", order="append")
     assert (user.role, user.text) == ("user", "天气怎么样？")
-    assert ai.role == "assistant" and [(c.id, c.name, c.arguments) for c in ai.tool_calls] == [("call_1", "weather", '{"city": "Hangzhou"}')]
+    assert ai.role == "assistant" and [(c.id, c.name, c.arguments) for c in ai.tool_calls] == [
+        ("call_1", "weather", '{"city": "Hangzhou"}')
+    ]
     assert (tool.role, tool.tool_call_id, tool.text) == ("tool", "call_1", "sunny, 22°C")
 
 
@@ -304,7 +321,13 @@ def test_the_cli_forget_in_another_process_deletes_the_checkpoints(tmp_path):
     db = tmp_path / "app.db"
     saver = _two_users(Memory(f"sqlite:///{db}", layers="window"))
     env = {**os.environ, "MEMSTACK_HOME": str(tmp_path / "home")}
-    out = subprocess.run([sys.executable, "-m", "memstack", "--db", f"sqlite:///{db}", "forget", "--user", "u1", "--yes"], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "memstack", "--db", f"sqlite:///{db}", "forget", "--user", "u1", "--yes"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert _threads(saver) == {"b1"}
     assert _threads(MemstackSaver(f"sqlite:///{db}")) == {"b1"}
@@ -363,5 +386,5 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     (block,) = [b for b in blocks if "MemstackSaver(memory=memory)" in b]
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "README.md", "exec"), {})
-    store = open_store(str(tmp_path / 'agent.db'))
+    store = open_store(str(tmp_path / "agent.db"))
     assert store.query("SELECT count(*) FROM lg_checkpoints") == [(0,)] and store.history.users("default") == []  # forgotten

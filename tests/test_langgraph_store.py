@@ -127,7 +127,13 @@ def test_tenants_are_isolated(target):
 def test_list_namespaces_with_prefix_suffix_depth_and_paging(store):
     for ns in [("users", "u1", "prefs"), ("users", "u1", "notes"), ("users", "u2", "prefs"), ("docs", "v1"), ("docsx",)]:
         store.put(ns, "k", {"v": 1})
-    assert store.list_namespaces() == [("docs", "v1"), ("docsx",), ("users", "u1", "notes"), ("users", "u1", "prefs"), ("users", "u2", "prefs")]
+    assert store.list_namespaces() == [
+        ("docs", "v1"),
+        ("docsx",),
+        ("users", "u1", "notes"),
+        ("users", "u1", "prefs"),
+        ("users", "u2", "prefs"),
+    ]
     assert store.list_namespaces(prefix=("users",)) == [("users", "u1", "notes"), ("users", "u1", "prefs"), ("users", "u2", "prefs")]
     assert store.list_namespaces(prefix=("docs",)) == [("docs", "v1")]  # not ("docsx",)
     assert store.list_namespaces(suffix=("prefs",)) == [("users", "u1", "prefs"), ("users", "u2", "prefs")]
@@ -199,7 +205,9 @@ def test_query_ranks_by_meaning_with_the_local_embedder(target):
     assert scores == sorted(scores, reverse=True) and all(-1 <= s <= 1 for s in scores)
     assert store.search(("u1",), query="我的猫叫什么名字？", limit=1)[0].key == "pet"
     assert store.search(("u1",), query="what do I eat", filter={"text": FACTS["work"]})[0].key == "work"
-    assert [i.key for i in store.search(("u1",), query="programming job", limit=2, offset=1)] == [r.key for r in store.search(("u1",), query="programming job")[1:3]]
+    assert [i.key for i in store.search(("u1",), query="programming job", limit=2, offset=1)] == [
+        r.key for r in store.search(("u1",), query="programming job")[1:3]
+    ]
 
 
 def test_unindexed_items_come_after_ranked_ones(target):

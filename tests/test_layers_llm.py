@@ -16,7 +16,16 @@ from memstack.testing import ScriptedModel
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
 
-PROJECT = ["我正在开发一个知识中台", "好的，听起来不错。", "后端使用SpringBoot", "明白。", "文档检索使用Elasticsearch", "好的。", "缓存使用Redis", "收到。"]
+PROJECT = [
+    "我正在开发一个知识中台",
+    "好的，听起来不错。",
+    "后端使用SpringBoot",
+    "明白。",
+    "文档检索使用Elasticsearch",
+    "好的。",
+    "缓存使用Redis",
+    "收到。",
+]
 
 
 turns = turns_from(T0)
@@ -30,8 +39,6 @@ def out(*statements, state=None):
     if state is not None:
         body["state"] = [{"key": k, "value": v} for k, v in state]
     return json.dumps(body, ensure_ascii=False)
-
-
 
 
 def convo(ctx):
@@ -82,7 +89,9 @@ def test_flush_takes_a_partial_batch():
 
 
 def test_one_call_per_batch_feeds_every_layer():
-    extraction = out(("用户", "人物", "正在开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"), state=[("当前项目", "知识中台")])
+    extraction = out(
+        ("用户", "人物", "正在开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"), state=[("当前项目", "知识中台")]
+    )
     model = ScriptedModel([extraction])
     mem = memory(["summary", "entities", "graph", "state"], model, batch_messages=4)
     mem.add(turns(PROJECT[:4]), user_id="u", thread_id="t")
@@ -176,7 +185,13 @@ def test_graph_hops_are_bounded_and_alias_edges_are_free():
     user = Scope(user_id="u")
 
     def rel(i, s, t, alias=False):
-        return Record(f"r{i}", user, "relation", f"{s}-{t}", {"source_key": s, "target_key": t, "source": s, "target": t, "relation": "x", "alias": alias})
+        return Record(
+            f"r{i}",
+            user,
+            "relation",
+            f"{s}-{t}",
+            {"source_key": s, "target_key": t, "source": s, "target": t, "relation": "x", "alias": alias},
+        )
 
     chain = [rel(0, "a", "alias-of-a", alias=True), rel(1, "alias-of-a", "b"), rel(2, "b", "c"), rel(3, "c", "d"), rel(4, "d", "e")]
     found = {r.id for r in neighbourhood({"a"}, chain, 3)}
@@ -272,7 +287,20 @@ def malformed_outputs(n=200):
         outs.append(valid[:i])  # truncated
     outs += [valid.replace('"', "", k) for k in range(1, 40, 3)]  # quotes dropped
     outs += [valid.replace("}", "", k) for k in range(1, 4)] + [valid.replace("[", "{", k) for k in range(1, 4)]
-    outs += ["", "   ", "null", "[]", "好的，我来总结一下。", "```json\n```", '{"facts": "不是列表"}', '{"facts": [1, 2, {"x": 3}]}', '{"entities": [{"name": null}]}', "{" * 500, "\ud800\udfff junk", "<think>嗯</think>"]
+    outs += [
+        "",
+        "   ",
+        "null",
+        "[]",
+        "好的，我来总结一下。",
+        "```json\n```",
+        '{"facts": "不是列表"}',
+        '{"facts": [1, 2, {"x": 3}]}',
+        '{"entities": [{"name": null}]}',
+        "{" * 500,
+        "\ud800\udfff junk",
+        "<think>嗯</think>",
+    ]
     outs += [f"以下是结果：{valid[: len(valid) // 2]}……" for _ in range(5)]
     while len(outs) < n:
         outs.append(valid[::-1][: len(outs) % 97 + 3])

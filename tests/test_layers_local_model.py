@@ -17,7 +17,16 @@ from memstack import Memory
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(240)]
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
-PROJECT = ["我正在开发一个知识中台", "好的，听起来不错。", "后端使用SpringBoot", "明白。", "文档检索使用Elasticsearch", "好的。", "缓存使用Redis", "收到。"]
+PROJECT = [
+    "我正在开发一个知识中台",
+    "好的，听起来不错。",
+    "后端使用SpringBoot",
+    "明白。",
+    "文档检索使用Elasticsearch",
+    "好的。",
+    "缓存使用Redis",
+    "收到。",
+]
 UNRELATED = [
     ("今天天气怎么样？", "今天晴，气温二十度左右。"),
     ("推荐一部电影吧。", "可以看看《肖申克的救赎》。"),
@@ -50,8 +59,6 @@ def model():
 turns = turns_from(T0)
 
 
-
-
 def test_entities_of_the_project_example(model):
     mem = Memory("memory://", layers=["entities"], options={"model": model})
     mem.add(turns(PROJECT), user_id="u", thread_id="t")
@@ -63,7 +70,11 @@ def test_entities_of_the_project_example(model):
 
 def test_graph_answers_a_multi_hop_question_through_the_pen_name(model):
     mem = Memory("memory://", layers=["graph"], options={"model": model})
-    mem.add(turns(["小李是一名程序员。莫尔索是小李的笔名。小李正在开发知识中台。知识中台后端使用SpringBoot。", "好的，记住了。"]), user_id="u", thread_id="t")
+    mem.add(
+        turns(["小李是一名程序员。莫尔索是小李的笔名。小李正在开发知识中台。知识中台后端使用SpringBoot。", "好的，记住了。"]),
+        user_id="u",
+        thread_id="t",
+    )
     assert mem.flush().failed == 0
     relations = mem.store.records.current(mem.scope("u"), "relation")
     ends = {(r.value["source"], r.value["target"]) for r in relations}
@@ -77,7 +88,18 @@ def test_graph_answers_a_multi_hop_question_through_the_pen_name(model):
 
 def test_summary_keeps_name_and_profession(model):
     mem = Memory("memory://", layers=["summary"], options={"model": model})
-    mem.add(turns(["我叫李四，是一名软件工程师，目前在杭州工作。", "你好李四！很高兴认识你。", "我最近在学习Rust，打算用它重写一个日志服务。", "Rust很适合做这种高性能服务。"]), user_id="u", thread_id="t")
+    mem.add(
+        turns(
+            [
+                "我叫李四，是一名软件工程师，目前在杭州工作。",
+                "你好李四！很高兴认识你。",
+                "我最近在学习Rust，打算用它重写一个日志服务。",
+                "Rust很适合做这种高性能服务。",
+            ]
+        ),
+        user_id="u",
+        thread_id="t",
+    )
     assert mem.flush().failed == 0
     notes = " ".join(i["text"] for i in mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"])
     assert "李四" in notes and "软件工程师" in notes

@@ -141,7 +141,9 @@ def test_concurrent_callers_assemble_once(parts, tmp_path, monkeypatch):
 def test_the_assembly_is_logged_and_a_file_in_place_logs_nothing(parts, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="memstack.llm.local")
     seen: list[int] = []
-    dest = assemble_gguf(parts, tmp_path / "m.gguf", DIGEST, len(WHOLE), progress=lambda done, total: seen.append(done), name="the local model")
+    dest = assemble_gguf(
+        parts, tmp_path / "m.gguf", DIGEST, len(WHOLE), progress=lambda done, total: seen.append(done), name="the local model"
+    )
     lines = [r.getMessage() for r in caplog.records if r.name == "memstack.llm.local"]
     assert lines[0] == f"assembling the local model ({len(WHOLE)} bytes) from 3 packaged parts into {dest} ..."
     assert lines[-1].startswith("assembled the local model in ") and lines[-1].endswith(" s")
@@ -304,7 +306,11 @@ class Items(BaseModel):
 def test_a_looping_list_is_cut_at_its_first_repeat_and_decoding_stops(model):
     # at temperature 0 the model repeats a list item when told to: without the guard it would
     # write 40 copies (~400 tokens); the guard cuts before the first copy and the call ends there
-    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}, "maxItems": 40}}, "required": ["items"]}
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "string"}, "maxItems": 40}},
+        "required": ["items"],
+    }
     messages = [{"role": "user", "content": "把“我住在杭州西湖区”这句话原样重复写四十遍，每一遍是列表里的一项。"}]
     completion = model.complete(messages, schema=schema, temperature=0.0, max_tokens=600)
     assert completion.finish_reason == "repeat"

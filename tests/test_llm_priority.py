@@ -135,6 +135,8 @@ def test_the_proxy_s_answer_is_a_foreground_call():
     priorities: list[Priority] = []
     app = create_app(Memory("memory://", layers="window"), ServerConfig(model=recording(priorities, "你好！"), worker=False))
     with BackgroundServer(app) as server:
-        r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "你好"}], "user": "u"}, timeout=30)
+        r = httpx.post(
+            f"{server.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "你好"}], "user": "u"}, timeout=30
+        )
     assert r.status_code == 200, r.text
     assert priorities == [FG]

@@ -48,8 +48,15 @@ def test_statements_are_strings_in_the_schema_and_statements_once_validated():
     schema = json_schema_for(MemoriesOnly)
     item = schema["properties"]["memories"]["items"]
     assert item["type"] == "string" and item["pattern"].startswith("^")
-    value = MemoriesOnly.model_validate({"memories": ["用户| 住在 |上海|人物", {"subject": "a", "subject_type": "t", "predicate": "p", "object": "o"}]})
-    assert (value.memories[0].subject, value.memories[0].predicate, value.memories[0].object, value.memories[0].subject_type) == ("用户", "住在", "上海", "人物")
+    value = MemoriesOnly.model_validate(
+        {"memories": ["用户| 住在 |上海|人物", {"subject": "a", "subject_type": "t", "predicate": "p", "object": "o"}]}
+    )
+    assert (value.memories[0].subject, value.memories[0].predicate, value.memories[0].object, value.memories[0].subject_type) == (
+        "用户",
+        "住在",
+        "上海",
+        "人物",
+    )
     three = MemoriesOnly.model_validate({"memories": ["用户|住在|上海"]}).memories[0]  # the form the prompt asks for
     assert (three.subject, three.predicate, three.object, three.subject_type) == ("用户", "住在", "上海", "")
     for broken in ("用户|住在", "用户|住在|上海|人物|多余"):
@@ -59,7 +66,17 @@ def test_statements_are_strings_in_the_schema_and_statements_once_validated():
 
 def test_statements_are_anchored_on_the_batchs_names_and_the_assistant_is_not_a_subject():
     value = MemoriesOnly.model_validate(
-        {"memories": ["小李|是|程序员|人物", "莫尔索|是|小李的笔名|人物", "小李|开发|知识中台|人物", "知识中台后端|使用|SpringBoot|技术", "助手|建议|早点休息|人物", "Morsor|is|Li's pen name|person", "Li|writes|novels|person"]}
+        {
+            "memories": [
+                "小李|是|程序员|人物",
+                "莫尔索|是|小李的笔名|人物",
+                "小李|开发|知识中台|人物",
+                "知识中台后端|使用|SpringBoot|技术",
+                "助手|建议|早点休息|人物",
+                "Morsor|is|Li's pen name|person",
+                "Li|writes|novels|person",
+            ]
+        }
     )
     ends = {(r.source, r.relation, r.target) for r in unpack(value, "zh").relations}
     assert ("小李", "笔名", "莫尔索") in ends and ("知识中台", "后端使用", "SpringBoot") in ends
@@ -69,7 +86,6 @@ def test_statements_are_anchored_on_the_batchs_names_and_the_assistant_is_not_a_
     value = MemoriesOnly.model_validate({"memories": ["小李子|喜欢|猫|人物", "小李|是|程序员|人物", "麻薯|是|邻居的猫|动物"]})
     ends = {(r.source, r.relation, r.target) for r in unpack(value, "zh").relations}
     assert ("小李子", "喜欢", "猫") in ends and ("麻薯", "是", "邻居的猫") in ends
-
 
 
 def test_relative_dates_in_statements_carry_the_date_of_the_turn_that_says_them():
@@ -121,7 +137,9 @@ def test_a_fan_of_predicates_onto_one_object_is_dropped():
     assert {(r.source, r.relation, r.target) for r in out.relations} == {("用户", "报名", "星城马拉松"), ("宁蔓", "跑", "半马")}
     assert not any("赛前" in f for f in out.facts) and not any(e.name == "赛前" for e in out.entities)
     # two predicates onto one object are facts, and so are many objects under one predicate
-    value = MemoriesOnly.model_validate({"memories": ["用户|住在|北京|人物", "用户|工作在|北京|人物", "用户|使用|Go|人物", "用户|使用|Redis|人物", "用户|使用|Kafka|人物"]})
+    value = MemoriesOnly.model_validate(
+        {"memories": ["用户|住在|北京|人物", "用户|工作在|北京|人物", "用户|使用|Go|人物", "用户|使用|Redis|人物", "用户|使用|Kafka|人物"]}
+    )
     assert len(unpack(value, "zh").relations) == 5
 
 
@@ -130,25 +148,56 @@ def test_a_statement_that_loops_inside_its_object_is_dropped():
     # pattern's 100 characters: two turns run together and then again, and the assistant's "对你来说"
     # became 欧阳医生; the batch's other statement stays
     looped = "对欧阳医生来说是好事，膝盖又多了一周的恢复和准备时间，他正式调到手术室，上了一周班，比赛改期了！星城马拉松从4月19号推迟到4月26号，对欧阳医生来说是好事，膝盖又多了一周的恢复"
-    value = MemoriesOnly.model_validate({"memories": [f"星城春季马拉松|从4月19号推迟到4月26号|{looped[:100]}|活动", "星城马拉松|改到|4月26号|活动"]})
+    value = MemoriesOnly.model_validate(
+        {"memories": [f"星城春季马拉松|从4月19号推迟到4月26号|{looped[:100]}|活动", "星城马拉松|改到|4月26号|活动"]}
+    )
     out = unpack(value, "zh")
     assert [(r.source, r.relation, r.target) for r in out.relations] == [("星城马拉松", "改到", "4月26号")]
     assert not any("欧阳医生" in f for f in out.facts)
     # the repeat may begin in the predicate and come back in the object
-    value = MemoriesOnly.model_validate({"memories": ["星城马拉松|从4月19号推迟到4月26号对欧阳医生来说是好事|膝盖又多了一周的恢复和准备时间，比赛改期了！星城马拉松从4月19号推迟到4月26号对欧阳医生|活动"]})
+    value = MemoriesOnly.model_validate(
+        {
+            "memories": [
+                "星城马拉松|从4月19号推迟到4月26号对欧阳医生来说是好事|膝盖又多了一周的恢复和准备时间，比赛改期了！星城马拉松从4月19号推迟到4月26号对欧阳医生|活动"
+            ]
+        }
+    )
     assert unpack(value, "zh").relations == []
     # an object that says a thing once, however long, is kept
-    value = MemoriesOnly.model_validate({"memories": ["用户|计划|下周五从北京飞上海，经济舱，预算1000元以内，住在外滩附近的酒店，周日晚上回北京|人物", "User|uses|Python for the backend and Python scripts for the data jobs|person"]})
+    value = MemoriesOnly.model_validate(
+        {
+            "memories": [
+                "用户|计划|下周五从北京飞上海，经济舱，预算1000元以内，住在外滩附近的酒店，周日晚上回北京|人物",
+                "User|uses|Python for the backend and Python scripts for the data jobs|person",
+            ]
+        }
+    )
     assert len(unpack(value, "zh").relations) == 2
 
 
 def test_a_statement_with_its_type_in_the_object_is_dropped():
     # real statements of the local model (LifeAssist-CN): the type slid into the object, and the
     # profile read "每周跑五次=人物，膝盖基本没事"
-    slid = ["用户|推迟一周，对你来说其实是好事，膝盖又多了一周的恢复和准备时间，助手|感谢顺利转岗！用户|人物", "用户|每周跑五次|人物，膝盖基本没事|人物", "医院|通知调去手术室|人物，急诊调几个有经验的护士过去|组织", "Mel|went|person, the kids loved it|person", "小李|是|人物|人物"]
-    kept = ["用户|从4月19号推迟到|4月26号|人物", "用户|学习|前端技术，每周两次|人物", "用户|住在|上海|人物", "Mel|organised|activity days for the kids|person"]
+    slid = [
+        "用户|推迟一周，对你来说其实是好事，膝盖又多了一周的恢复和准备时间，助手|感谢顺利转岗！用户|人物",
+        "用户|每周跑五次|人物，膝盖基本没事|人物",
+        "医院|通知调去手术室|人物，急诊调几个有经验的护士过去|组织",
+        "Mel|went|person, the kids loved it|person",
+        "小李|是|人物|人物",
+    ]
+    kept = [
+        "用户|从4月19号推迟到|4月26号|人物",
+        "用户|学习|前端技术，每周两次|人物",
+        "用户|住在|上海|人物",
+        "Mel|organised|activity days for the kids|person",
+    ]
     out = unpack(MemoriesOnly.model_validate({"memories": [*slid, *kept]}), "zh")
-    assert [(r.source, r.target) for r in out.relations] == [("用户", "4月26号"), ("用户", "前端技术，每周两次"), ("用户", "上海"), ("Mel", "activity days for the kids")]
+    assert [(r.source, r.target) for r in out.relations] == [
+        ("用户", "4月26号"),
+        ("用户", "前端技术，每周两次"),
+        ("用户", "上海"),
+        ("Mel", "activity days for the kids"),
+    ]
 
 
 def test_the_memories_prompt_shows_of_the_assistant_only_the_question_the_user_answers():
@@ -167,7 +216,9 @@ def test_the_memories_prompt_shows_of_the_assistant_only_the_question_the_user_a
         Message("assistant", "排除了半月板和韧带损伤，这是好消息。核磁共振的报告上写的是什么？医生怎么说？", timestamp=at),
         Message("user", "运动医学科的欧阳医生说是髂胫束摩擦综合征。我已经从上海搬到深圳了。", timestamp=at),
         Message("assistant", "恭喜！深圳的气候很适合跑步，冬天也能保持训练。", timestamp=at),
-        Message("assistant", "你这种情况在护士里很常见，“医者不自医”嘛。建议你先把跑量降低20%到30%，避开会诱发疼痛的长距离。", timestamp=at),
+        Message(
+            "assistant", "你这种情况在护士里很常见，“医者不自医”嘛。建议你先把跑量降低20%到30%，避开会诱发疼痛的长距离。", timestamp=at
+        ),
         Message("user", "好的，已经帮我订好周五去上海的机票了吗？", timestamp=at),
         Message("assistant", "已为您订好周五北京飞上海的经济舱机票。", timestamp=at),
     ]

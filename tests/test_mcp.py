@@ -27,7 +27,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def stdio(home, user="u1", *extra):
-    return StdioServerParameters(command=sys.executable, args=["-m", "memstack", "mcp", "--user", user, *extra], env={"MEMSTACK_HOME": str(home)})
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memstack", "mcp", "--user", user, *extra], env={"MEMSTACK_HOME": str(home)}
+    )
 
 
 async def over_stdio(home, calls, user="u1"):
@@ -64,20 +66,27 @@ def test_stdio_lists_the_tools_with_the_functions_schemas(tmp_path):
 
 
 def test_a_memory_saved_in_one_stdio_session_is_recalled_by_a_new_server_process(tmp_path):
-    [saved, bad] = anyio.run(over_stdio, tmp_path, [("save_memory", {"content": "我的后端使用SpringBoot", "category": "tech"}), ("forget_memory", {"memory_id": "note-x"})])
+    [saved, bad] = anyio.run(
+        over_stdio,
+        tmp_path,
+        [("save_memory", {"content": "我的后端使用SpringBoot", "category": "tech"}), ("forget_memory", {"memory_id": "note-x"})],
+    )
     assert not saved.is_error and text(saved).startswith("saved memory note-")
     assert bad.is_error and "no saved memory with id 'note-x'" in text(bad)
     note = text(saved).split()[2].rstrip(":")
 
-    [recalled, wrong] = anyio.run(over_stdio, tmp_path, [("recall_memory", {"query": "我的后端使用什么技术？"}), ("recall_memory", {"query": 3})])
+    [recalled, wrong] = anyio.run(
+        over_stdio, tmp_path, [("recall_memory", {"query": "我的后端使用什么技术？"}), ("recall_memory", {"query": 3})]
+    )
     assert not recalled.is_error and note in text(recalled) and "SpringBoot" in text(recalled)
     assert wrong.is_error
 
-    [other, stolen] = anyio.run(over_stdio, tmp_path, [("recall_memory", {"query": "SpringBoot"}), ("forget_memory", {"memory_id": note})], "bob")
+    [other, stolen] = anyio.run(
+        over_stdio, tmp_path, [("recall_memory", {"query": "SpringBoot"}), ("forget_memory", {"memory_id": note})], "bob"
+    )
     assert text(other) == "no relevant memories found" and stolen.is_error
     with Memory(tmp_path / "memstack.db") as mem:
         assert [u.text for u in mem.store.units.get(mem.scope("u1"), [note])] == ["我的后端使用SpringBoot"]
-
 
 
 @pytest.fixture
@@ -103,7 +112,9 @@ def http_server(tmp_path):
 def test_streamable_http_saves_in_one_session_and_recalls_in_another(tmp_path, http_server):
     [saved] = anyio.run(over_http, http_server, [("save_memory", {"content": "我正在开发一个知识中台，缓存使用Redis"})])
     assert not saved.is_error
-    [recalled, state] = anyio.run(over_http, http_server, [("recall_memory", {"query": "我的缓存用什么？"}), ("set_state", {"key": "project", "value": "知识中台"})])
+    [recalled, state] = anyio.run(
+        over_http, http_server, [("recall_memory", {"query": "我的缓存用什么？"}), ("set_state", {"key": "project", "value": "知识中台"})]
+    )
     assert "Redis" in text(recalled) and text(state) == 'state project = "知识中台"'
     # and a stdio server started later, on the same home, sees both
     [again, project] = anyio.run(over_stdio, tmp_path, [("recall_memory", {"query": "缓存"}), ("get_state", {"key": "project"})])

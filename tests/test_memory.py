@@ -49,7 +49,63 @@ def texts(ctx):
 
 def test_public_api_is_pinned():
     assert sorted(memstack.__all__) == sorted(
-        ["AsyncMemory", "AuditEvent", "Change", "ChatModel", "Completion", "Hit", "MissingAPIKey", "ModelIntegrityError", "ModelOutputError", "ProviderRejected", "ProviderUnavailable", "Record", "RecordStore", "Unit", "UsageLog", "UsageRecord", "get_chat_model", "BudgetError", "Checkpoint", "CheckpointStore", "Context", "Dropped", "HistoryStore", "InvalidInput", "JobError", "JobQueue", "JobReport", "Memory", "MemstackError", "Message", "MissingDependency", "RuntimeFailure", "SchemaError", "Scope", "Section", "StateStore", "Store", "StoreError", "ThreadInfo", "TokenCounter", "ToolCall", "Turn", "UnknownName", "UsageError", "__version__", "build_layer", "get_counter", "group_turns", "layer_names", "open_store", "pack", "register_counter", "register_layer", "trim", "window"]
+        [
+            "AsyncMemory",
+            "AuditEvent",
+            "Change",
+            "ChatModel",
+            "Completion",
+            "Hit",
+            "MissingAPIKey",
+            "ModelIntegrityError",
+            "ModelOutputError",
+            "ProviderRejected",
+            "ProviderUnavailable",
+            "Record",
+            "RecordStore",
+            "Unit",
+            "UsageLog",
+            "UsageRecord",
+            "get_chat_model",
+            "BudgetError",
+            "Checkpoint",
+            "CheckpointStore",
+            "Context",
+            "Dropped",
+            "HistoryStore",
+            "InvalidInput",
+            "JobError",
+            "JobQueue",
+            "JobReport",
+            "Memory",
+            "MemstackError",
+            "Message",
+            "MissingDependency",
+            "RuntimeFailure",
+            "SchemaError",
+            "Scope",
+            "Section",
+            "StateStore",
+            "Store",
+            "StoreError",
+            "ThreadInfo",
+            "TokenCounter",
+            "ToolCall",
+            "Turn",
+            "UnknownName",
+            "UsageError",
+            "__version__",
+            "build_layer",
+            "get_counter",
+            "group_turns",
+            "layer_names",
+            "open_store",
+            "pack",
+            "register_counter",
+            "register_layer",
+            "trim",
+            "window",
+        ]
     )
     for name in memstack.__all__:
         assert hasattr(memstack, name)
@@ -81,13 +137,19 @@ def test_a_restarted_process_continues_the_conversation(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(30, 400), st.sampled_from(["full", "window", "trim", "window,trim", "probe,window"]), st.sampled_from(["estimate", "cl100k_base", "o200k_base"]))
+@given(
+    st.integers(30, 400),
+    st.sampled_from(["full", "window", "trim", "window,trim", "probe,window"]),
+    st.sampled_from(["estimate", "cl100k_base", "o200k_base"]),
+)
 def test_context_never_exceeds_the_budget(budget, strategy, counter_name):
     import probe_layer  # noqa: F401  (registers "probe")
 
     with Memory("memory://") as m:
         add_all(m, LISI * 4)
-        ctx = m.context(user_id="user_001", thread_id="s1", query="我叫什么？", strategy=strategy, max_tokens=budget, counter=counter_name, k=3)
+        ctx = m.context(
+            user_id="user_001", thread_id="s1", query="我叫什么？", strategy=strategy, max_tokens=budget, counter=counter_name, k=3
+        )
         counter = get_counter(counter_name)
         assert ctx.tokens == counter.count_messages(ctx.messages) <= budget
         assert ctx.messages[-1].text == "我叫什么？"

@@ -50,7 +50,9 @@ EXPECTED_SECTIONS = {
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_each_preset_builds_a_context_within_its_budget(name):
     # a small buffer, so that the demo's short threads are partly summarised
-    mem = Memory("memory://", preset=name, options={"model": ScriptedModel([], default=EXTRACTION), "batch_messages": 4, "buffer_tokens": 60})
+    mem = Memory(
+        "memory://", preset=name, options={"model": ScriptedModel([], default=EXTRACTION), "batch_messages": 4, "buffer_tokens": 60}
+    )
     demo(mem)
     assert mem.flush().failed == 0
     for budget in (400, 900):
@@ -90,7 +92,9 @@ def test_a_preset_by_name_in_a_context_call_and_in_the_service():
     assert not [k for k in ctx.sections if k.startswith("memory:")]  # the call's preset, not the Memory's
     app = create_app(mem, ServerConfig(preset="medical", model=ScriptedModel([], default="好的"), worker=False))
     with TestClient(app) as http:
-        answer = http.post("/v1/users/user_001/threads/s2/context", json={"query": "知识中台的后端用什么？", "preset": "medical", "max_tokens": 800})
+        answer = http.post(
+            "/v1/users/user_001/threads/s2/context", json={"query": "知识中台的后端用什么？", "preset": "medical", "max_tokens": 800}
+        )
         assert answer.status_code == 200, answer.text
         assert "消息 " in answer.json()["messages"][0]["content"]  # provenance: facts cite their messages
         wrong = http.post("/v1/users/user_001/threads/s2/context", json={"preset": "nope"})

@@ -35,7 +35,9 @@ def test_a_newcomer_adds_with_no_flags_and_search_finds_it_after_the_worker(tmp_
         run(home, "add", "--user", "a", "--thread", "s1", "--role", "user", message)
     before = run(home, "search", "--user", "a", "我喜欢什么运动？")
     assert "no relevant memories" in text(before)
-    assert "3 jobs" not in before.stderr.decode() and "not run yet" in before.stderr.decode() and "memstack worker" in before.stderr.decode()
+    assert (
+        "3 jobs" not in before.stderr.decode() and "not run yet" in before.stderr.decode() and "memstack worker" in before.stderr.decode()
+    )
     assert "ran 1 job" in text(run(home, "worker", "--once"))
     assert "打网球" in text(run(home, "search", "--user", "a", "我喜欢什么运动？"))
     config = json.loads(text(run(home, "config", "--json")))
@@ -73,7 +75,10 @@ def test_a_store_initialised_with_a_preset_runs_its_layers_from_add_worker_and_s
         store = f"sqlite:///{home / 'memstack.db'}"
         app = create_app(config=ServerConfig(db=store, model=model, worker=False))
         with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-            assert client.post("/v1/users/v/threads/t/messages", json={"messages": [{"role": "user", "content": "我叫王五"}]}).status_code == 201
+            assert (
+                client.post("/v1/users/v/threads/t/messages", json={"messages": [{"role": "user", "content": "我叫王五"}]}).status_code
+                == 201
+            )
         with Memory(store) as memory:
             assert memory.write_layers == list(Profile.from_dict(memory.store.profiles.get("default")).layers)
             assert "summary-buffer" in memory.write_layers and memory.pending(user_id="v") >= 1
@@ -146,7 +151,13 @@ def test_worker_once_shows_progress_on_a_terminal_and_only_a_summary_when_piped(
     home = tmp_path / "home"
     for user in ("a", "b", "c"):
         run(home, "add", "--user", user, "--thread", "s1", "--role", "user", f"我是{user}，我喜欢打网球")
-    child = pexpect.spawn(sys.executable, ["-m", "memstack", "worker", "--once"], env={**os.environ, "MEMSTACK_HOME": str(home)}, encoding="utf-8", timeout=120)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "memstack", "worker", "--once"],
+        env={**os.environ, "MEMSTACK_HOME": str(home)},
+        encoding="utf-8",
+        timeout=120,
+    )
     child.expect(pexpect.EOF)
     assert "3/3 (100%) retrieval" in child.before and "ran 3 jobs, 0 failed" in child.before
     run(home, "add", "--user", "a", "--thread", "s2", "--role", "user", "我住在杭州")

@@ -116,7 +116,10 @@ def test_the_notes_of_a_schema_from_before_the_key_are_rehashed(schema: str) -> 
         conn.execute(f"SET search_path = {quote_identifier(schema)}")
         conn.execute("DROP TABLE memstack_deletion_key")
         conn.execute("DELETE FROM memstack_migrations WHERE name = '0008_deletion_key'")
-        conn.execute("INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)", (user_digest("user_001"),))
+        conn.execute(
+            "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)",
+            (user_digest("user_001"),),
+        )
     store = PostgresStore(DSN, schema=schema)
     try:
         store.delete_user(A)
@@ -139,7 +142,10 @@ def test_the_notes_of_a_schema_from_before_0009_read_as_users_of_unknown_counts(
         conn.execute("ALTER TABLE memstack_deletions DROP COLUMN kind, DROP COLUMN target_hash, DROP COLUMN counts, DROP COLUMN layer")
         conn.execute("DELETE FROM memstack_migrations WHERE name = '0009_deletion_notes'")
         conn.execute("INSERT INTO memstack_deletion_key (id, secret) VALUES (1, %s)", (secret,))
-        conn.execute("INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)", (user_hash(secret, "default", "user_001"),))
+        conn.execute(
+            "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', %s, now(), 4)",
+            (user_hash(secret, "default", "user_001"),),
+        )
     store = PostgresStore(DSN, schema=schema)
     try:
         store.history.append(A, [msg("user", "你好")])

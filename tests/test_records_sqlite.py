@@ -65,7 +65,9 @@ def test_a_deletion_leaves_only_its_note(tmp_path):
     for table in ("records", "record_audit", "model_usage"):
         assert store.query(f"SELECT count(*) FROM {table}")[0][0] == 0
     ((secret,),) = store.query("SELECT secret FROM deletion_key")
-    assert store.query("SELECT tenant, user_hash, rows_deleted FROM deletions") == [("default", user_hash(secret, "default", "user_001"), 4)]
+    assert store.query("SELECT tenant, user_hash, rows_deleted FROM deletions") == [
+        ("default", user_hash(secret, "default", "user_001"), 4)
+    ]
     store.close()
 
 
@@ -89,7 +91,10 @@ def test_the_notes_of_a_database_from_before_the_key_are_rehashed(tmp_path):
     names = [name for name, _ in MIGRATIONS]
     db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     apply_migrations(db, MIGRATIONS[: names.index("008_deletion_key")])
-    db.execute("INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)", (user_digest("user_001"),))
+    db.execute(
+        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)",
+        (user_digest("user_001"),),
+    )
     db.close()
     store = SQLiteStore(tmp_path / "old.db")
     store.delete_user(A)
@@ -106,7 +111,10 @@ def test_the_notes_of_a_database_from_before_009_read_as_users_of_unknown_counts
     db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     apply_migrations(db, MIGRATIONS[: names.index("009_deletion_notes")])
     db.execute("INSERT INTO deletion_key (id, secret) VALUES (1, ?)", (b"k" * 32,))
-    db.execute("INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)", (user_hash(b"k" * 32, "default", "user_001"),))
+    db.execute(
+        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted) VALUES ('default', ?, '2026-11-02T12:00:00+00:00', 4)",
+        (user_hash(b"k" * 32, "default", "user_001"),),
+    )
     db.close()
     store = SQLiteStore(tmp_path / "old.db")
     store.history.append(A, [msg("user", "你好")])

@@ -35,7 +35,9 @@ def test_english_expressions():
     may3 = date(2023, 5, 3)  # a Wednesday
     assert annotate("I went there last Saturday", may3, "en") == "I went there last Saturday (2023-04-29)"
     assert annotate("See you next Tuesday", may3, "en") == "See you next Tuesday (2023-05-09)"
-    assert annotate("2 days ago it rained; tomorrow is fine", may3, "en") == "2 days ago (2023-05-01) it rained; tomorrow (2023-05-04) is fine"
+    assert (
+        annotate("2 days ago it rained; tomorrow is fine", may3, "en") == "2 days ago (2023-05-01) it rained; tomorrow (2023-05-04) is fine"
+    )
     assert annotate("Last month I moved", may3, "en") == "Last month (2023-04) I moved"
 
 

@@ -48,7 +48,17 @@ def test_the_articles_sports_example_is_scoped_to_the_user(mem):
 def test_a_fact_from_ten_sessions_ago_is_recalled(mem):
     user = "engineer"
     save(mem, user, "我的职业是软件工程师", thread="s0", at=T0, reply="了解，你是软件工程师。")
-    chatter = ["今天去超市买了苹果", "周末看了一部电影", "我养了一只猫叫咪咪", "最近在读《三体》", "明天要去北京出差", "晚饭吃了饺子", "我在学弹吉他", "下雨了没带伞", "给妈妈打了电话"]
+    chatter = [
+        "今天去超市买了苹果",
+        "周末看了一部电影",
+        "我养了一只猫叫咪咪",
+        "最近在读《三体》",
+        "明天要去北京出差",
+        "晚饭吃了饺子",
+        "我在学弹吉他",
+        "下雨了没带伞",
+        "给妈妈打了电话",
+    ]
     for i, text in enumerate(chatter, 1):
         save(mem, user, text, thread=f"s{i}", at=T0 + timedelta(days=i), reply="好的")
     mem.flush()
@@ -121,13 +131,55 @@ def test_what_was_said_later_about_the_period_named_is_found(mem):
     # (it was ranked below August's rounds, which the period list lifts)
     at = datetime(2026, 9, 1, 18, tzinfo=timezone.utc)  # a Tuesday: last month = August
     user = "cleaner"
-    save(mem, user, "我这个月买了一双新的登山靴，准备九月去爬山", thread="a", at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc), reply="登山靴记得提前磨合。")
-    save(mem, user, "我的皮鞋鞋跟坏了，送去修鞋店换了鞋跟", thread="b", at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc), reply="修好了就好。")
-    save(mem, user, "上个月我终于把那双白色的阿迪达斯运动鞋洗干净了，之前一直拖着", thread="c", at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc), reply="洗干净的运动鞋看着就舒服。")
+    save(
+        mem,
+        user,
+        "我这个月买了一双新的登山靴，准备九月去爬山",
+        thread="a",
+        at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc),
+        reply="登山靴记得提前磨合。",
+    )
+    save(
+        mem,
+        user,
+        "我的皮鞋鞋跟坏了，送去修鞋店换了鞋跟",
+        thread="b",
+        at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc),
+        reply="修好了就好。",
+    )
+    save(
+        mem,
+        user,
+        "上个月我终于把那双白色的阿迪达斯运动鞋洗干净了，之前一直拖着",
+        thread="c",
+        at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc),
+        reply="洗干净的运动鞋看着就舒服。",
+    )
     user_en = "cleaner-en"
-    save(mem, user_en, "I bought new hiking boots this month for a trip in September", thread="a", at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc), reply="Break them in first.")
-    save(mem, user_en, "The heel of my leather shoes broke, so I took them to a cobbler", thread="b", at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc), reply="Good that it is fixed.")
-    save(mem, user_en, "I finally cleaned my white Adidas sneakers last month, after putting it off for weeks", thread="c", at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc), reply="Clean sneakers look great.")
+    save(
+        mem,
+        user_en,
+        "I bought new hiking boots this month for a trip in September",
+        thread="a",
+        at=datetime(2026, 8, 12, 10, tzinfo=timezone.utc),
+        reply="Break them in first.",
+    )
+    save(
+        mem,
+        user_en,
+        "The heel of my leather shoes broke, so I took them to a cobbler",
+        thread="b",
+        at=datetime(2026, 8, 20, 10, tzinfo=timezone.utc),
+        reply="Good that it is fixed.",
+    )
+    save(
+        mem,
+        user_en,
+        "I finally cleaned my white Adidas sneakers last month, after putting it off for weeks",
+        thread="c",
+        at=datetime(2026, 9, 1, 9, tzinfo=timezone.utc),
+        reply="Clean sneakers look great.",
+    )
     mem.flush()
     assert "阿迪达斯" in mem.search("我上个月洗了哪双鞋？", user_id=user, at=at)[0].unit.text
     assert "Adidas" in mem.search("Which pair of shoes did I clean last month?", user_id=user_en, at=at)[0].unit.text
@@ -157,7 +209,12 @@ def test_search_command(tmp_path):
         for text in ("我喜欢吃火锅", "我平时喜欢跑步", "我正在学习LangChain"):
             save(m, "user_001", text, thread="notes")
         m.flush()
-    out = subprocess.run([sys.executable, "-m", "memstack", "search", "--user", "user_001", "--k", "2", "--json", "我喜欢什么运动？"], capture_output=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "memstack", "search", "--user", "user_001", "--k", "2", "--json", "我喜欢什么运动？"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr.decode()
     data = json.loads(out.stdout)
     assert len(data) <= 2 and "跑步" in data[0]["text"] and 0 <= data[0]["score"] <= 1
@@ -225,7 +282,12 @@ def test_rechunk_cuts_the_threads_again_and_keeps_other_units(tmp_path):
         assert m.store.vectors.info()[2] < vectors_before and m.store.vectors.fetch(thread, ["f-1", whole.id]).keys() == {"f-1", whole.id}
         assert "跑步" in m.search("我喜欢什么运动？", user_id="u", k=1)[0].unit.text
         assert [h.unit.scope.user_id for h in m.search("我喜欢什么运动？", user_id="v")] == ["v"]
-    bad = subprocess.run([sys.executable, "-m", "memstack", "reindex", "--db", f"sqlite:///{db}", "--chunk-tokens", "100"], capture_output=True, text=True, env={**os.environ, "MEMSTACK_HOME": str(tmp_path)})
+    bad = subprocess.run(
+        [sys.executable, "-m", "memstack", "reindex", "--db", f"sqlite:///{db}", "--chunk-tokens", "100"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MEMSTACK_HOME": str(tmp_path)},
+    )
     assert bad.returncode != 0 and "--rechunk" in bad.stderr
 
 
@@ -239,7 +301,14 @@ def test_a_fact_said_in_passing_in_a_long_message_is_found_by_its_sentence_key(t
     ]
     with Memory(tmp_path / "k.db", layers=["retrieval"]) as mem:
         for i, text in enumerate([*filler, LONG_USER]):
-            mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Sure. " + "Here are a few detailed suggestions that should help you with this. " * 8}], user_id="u", thread_id=f"s{i}")
+            mem.add(
+                [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": "Sure. " + "Here are a few detailed suggestions that should help you with this. " * 8},
+                ],
+                user_id="u",
+                thread_id=f"s{i}",
+            )
         mem.flush()
         hits = mem.search("How long have I owned my guitar?", user_id="u", k=1)
         assert hits and "Yamaha FG800" in hits[0].unit.text
@@ -263,7 +332,13 @@ def test_a_short_turn_comes_with_its_neighbours(tmp_path):
         assert "Pepper" in hit.unit.text and "cello" not in hit.unit.text
 
         def memory_text(**options):
-            ctx = mem.context(user_id="u", thread_id="s2", query="What is the name of Alice's border collie?", max_tokens=600, **{"retrieval.top_k": 1, **options})
+            ctx = mem.context(
+                user_id="u",
+                thread_id="s2",
+                query="What is the name of Alice's border collie?",
+                max_tokens=600,
+                **{"retrieval.top_k": 1, **options},
+            )
             return "\n".join(m.text for m in ctx.messages if m.role == "system")
 
         plain = memory_text(**{"retrieval.neighbours": 0})

@@ -46,7 +46,13 @@ def test_a_lead_in_is_rendered_under_its_own_date():
     before, after = two_rounds()
     (unit,) = units_for_round(S, after, 2, EST, previous=before)
     lines = render_hits([Hit(unit, 1.0)]).splitlines()
-    assert lines[1:] == ["[2026-11-01 周日]", "助手: 好主意！你喜欢哪种菜系呢？", "[2026-11-20 周五]", "用户: 我比较喜欢川菜和粤菜", "助手: 川菜和粤菜都很经典。"]
+    assert lines[1:] == [
+        "[2026-11-01 周日]",
+        "助手: 好主意！你喜欢哪种菜系呢？",
+        "[2026-11-20 周五]",
+        "用户: 我比较喜欢川菜和粤菜",
+        "助手: 川菜和粤菜都很经典。",
+    ]
 
 
 def test_since_finds_a_round_said_after_it_and_the_section_shows_its_date(tmp_path):
@@ -55,7 +61,9 @@ def test_since_finds_a_round_said_after_it_and_the_section_shows_its_date(tmp_pa
         for m in (*before, *after):
             mem.add({"role": m.role, "content": m.text}, user_id="u", thread_id="t", at=m.timestamp)
         mem.flush()
-        late = mem.search("我喜欢什么菜系？", user_id="u", at=NOV20 + timedelta(days=1), where=SearchFilter(since=NOV1 + timedelta(days=14)))
+        late = mem.search(
+            "我喜欢什么菜系？", user_id="u", at=NOV20 + timedelta(days=1), where=SearchFilter(since=NOV1 + timedelta(days=14))
+        )
         assert [h.unit.timestamp for h in late] == [NOV20]
         assert "川菜" in late[0].unit.text
         ctx = mem.context(user_id="u", thread_id="new", query="我喜欢什么菜系？", at=NOV20 + timedelta(days=1))
@@ -66,15 +74,32 @@ def test_since_finds_a_round_said_after_it_and_the_section_shows_its_date(tmp_pa
 def said(thread, day, seq, text, hour=12):
     when = datetime(2026, 10, day, hour, tzinfo=TZ)
     span = [f"{thread}-{seq}", seq, "用户", 0, 4, 4 + len(text)]
-    unit = Unit(id=f"{thread}-{seq}:0", scope=Scope(user_id="u", thread_id=thread), text=f"用户: {text}", timestamp=when, metadata={"spans": [span]})
+    unit = Unit(
+        id=f"{thread}-{seq}:0", scope=Scope(user_id="u", thread_id=thread), text=f"用户: {text}", timestamp=when, metadata={"spans": [span]}
+    )
     return Hit(unit, 1.0)
 
 
 def test_each_day_has_one_date_line_in_ascending_order_when_threads_interleave():
     # thread a started first (10-10, then 10-12); thread b also speaks on 10-10 and on 10-11
-    hits = [said("a", 12, 5, "甲的第三句"), said("b", 11, 2, "乙的第二句"), said("a", 10, 1, "甲的第一句", 9), said("b", 10, 1, "乙的第一句", 10), said("a", 10, 2, "甲的第二句", 11)]
+    hits = [
+        said("a", 12, 5, "甲的第三句"),
+        said("b", 11, 2, "乙的第二句"),
+        said("a", 10, 1, "甲的第一句", 9),
+        said("b", 10, 1, "乙的第一句", 10),
+        said("a", 10, 2, "甲的第二句", 11),
+    ]
     lines = render_hits(hits).splitlines()[1:]
-    assert lines == ["[2026-10-10 周六]", "用户: 甲的第一句", "用户: 甲的第二句", "用户: 乙的第一句", "[2026-10-11 周日]", "用户: 乙的第二句", "[2026-10-12 周一]", "用户: 甲的第三句"]
+    assert lines == [
+        "[2026-10-10 周六]",
+        "用户: 甲的第一句",
+        "用户: 甲的第二句",
+        "用户: 乙的第一句",
+        "[2026-10-11 周日]",
+        "用户: 乙的第二句",
+        "[2026-10-12 周一]",
+        "用户: 甲的第三句",
+    ]
 
 
 def test_a_message_shown_by_rounds_of_both_languages_is_labelled_in_the_sections_language():
@@ -84,6 +109,14 @@ def test_a_message_shown_by_rounds_of_both_languages_is_labelled_in_the_sections
     (first,) = units_for_round(S, zh, 1, EST)
     (second,) = units_for_round(S, en, 2, EST, previous=zh)
     assert render_hits([Hit(first, 1.0), Hit(second, 0.9)], "en").splitlines()[2:] == [
-        "User: 我现在住在哪个城市？", "Assistant: 你住在深圳。", "User: What language does my backend use now?", "Assistant: Go."
+        "User: 我现在住在哪个城市？",
+        "Assistant: 你住在深圳。",
+        "User: What language does my backend use now?",
+        "Assistant: Go.",
     ]
-    assert render_hits([Hit(second, 1.0), Hit(first, 0.9)], "zh").splitlines()[2:] == ["用户: 我现在住在哪个城市？", "助手: 你住在深圳。", "用户: What language does my backend use now?", "助手: Go."]
+    assert render_hits([Hit(second, 1.0), Hit(first, 0.9)], "zh").splitlines()[2:] == [
+        "用户: 我现在住在哪个城市？",
+        "助手: 你住在深圳。",
+        "用户: What language does my backend use now?",
+        "助手: Go.",
+    ]

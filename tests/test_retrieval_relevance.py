@@ -56,9 +56,19 @@ LATER = datetime(2026, 11, 28, 10, tzinfo=TZ)
 def mem(tmp_path_factory):
     m = Memory(tmp_path_factory.mktemp("rel") / "m.db", layers=["retrieval"])
     m.add({"role": "user", "content": "我叫王五，我在杭州做前端开发"}, user_id="wangwu", thread_id="t", at=T0)
-    m.add([{"role": "user", "content": "我叫王五，我在杭州做前端开发"}, {"role": "assistant", "content": "好的，我记住了。"}], user_id="wangwu2", thread_id="t", at=T0)
+    m.add(
+        [{"role": "user", "content": "我叫王五，我在杭州做前端开发"}, {"role": "assistant", "content": "好的，我记住了。"}],
+        user_id="wangwu2",
+        thread_id="t",
+        at=T0,
+    )
     for i, (said, reply) in enumerate(ROUNDS):
-        m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="short", thread_id="t", at=T0 + timedelta(minutes=i))
+        m.add(
+            [{"role": "user", "content": said}, {"role": "assistant", "content": reply}],
+            user_id="short",
+            thread_id="t",
+            at=T0 + timedelta(minutes=i),
+        )
     moves = [
         (datetime(2026, 2, 1, tzinfo=TZ), "我在一家互联网公司做产品经理", "产品经理很锻炼人。"),
         (datetime(2026, 3, 1, tzinfo=TZ), "我住在上海", "上海是个很繁华的城市。"),
@@ -68,7 +78,9 @@ def mem(tmp_path_factory):
         (datetime(2026, 5, 9, tzinfo=TZ), "最近在学做饭", "做饭是很好的生活技能。"),
     ]
     for at, said, reply in moves:
-        m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="mover", thread_id=f"m{at.month}", at=at)
+        m.add(
+            [{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="mover", thread_id=f"m{at.month}", at=at
+        )
     for user, asked in (("chensi", ()), ("chensi-asked", ASKED)):
         for n, (at, said, reply) in enumerate([*LONG_REPLIES, *asked]):
             m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id=user, thread_id=f"s{n}", at=at)
@@ -84,14 +96,23 @@ def test_a_first_person_question_finds_what_the_user_said_of_themself(mem, user,
     assert hits and "杭州" in hits[0].unit.text
 
 
-@pytest.mark.parametrize("question", ["量子纠缠的基本原理是什么？", "What is the capital of Australia?", "我喜欢什么运动？", "推荐一部电影"])
+@pytest.mark.parametrize(
+    "question", ["量子纠缠的基本原理是什么？", "What is the capital of Australia?", "我喜欢什么运动？", "推荐一部电影"]
+)
 def test_an_unrelated_question_still_finds_nothing(mem, question):
     assert mem.search(question, user_id="wangwu", at=T0 + timedelta(days=1)) == []
 
 
 @pytest.mark.parametrize(
     ("question", "answer"),
-    [("我的猫叫什么名字？", "咪咪"), ("我用什么电脑？", "MacBook"), ("我叫什么？", "王五"), ("我下周去哪里？", "北京"), ("我住在哪里？", "杭州"), ("我在学什么乐器？", "吉他")],
+    [
+        ("我的猫叫什么名字？", "咪咪"),
+        ("我用什么电脑？", "MacBook"),
+        ("我叫什么？", "王五"),
+        ("我下周去哪里？", "北京"),
+        ("我住在哪里？", "杭州"),
+        ("我在学什么乐器？", "吉他"),
+    ],
 )
 def test_a_short_conversation_does_not_come_back_whole(mem, question, answer):
     hits = mem.search(question, user_id="short", at=T0 + timedelta(days=1))
@@ -164,7 +185,12 @@ def test_which_rounds_are_only_asked():
     assert asked_only(unit(("user", "Where do I live? And what do I do?", None), ("assistant", "In Paris; you paint.", None)))
     assert not asked_only(unit(("user", "我搬到深圳了。你觉得深圳怎么样？", None), ("assistant", "深圳很好。", None)))
     # a statement ending in a question says things: 《百年孤独》 is what the user read
-    assert not asked_only(unit(("user", "嗨，今天我在图书馆里学习的时候发现了一本非常好看的小说，叫《百年孤独》，你听说过吗？", None), ("assistant", "当然听说过。", None)))
+    assert not asked_only(
+        unit(
+            ("user", "嗨，今天我在图书馆里学习的时候发现了一本非常好看的小说，叫《百年孤独》，你听说过吗？", None),
+            ("assistant", "当然听说过。", None),
+        )
+    )
     assert not asked_only(unit(("user", "我现在住在哪个城市？", None)))  # no answer
     assert asked_only(unit(("user", "对了，我住在哪？", None), ("assistant", "你住在上海。", None)))  # a lead word only
     # a clause that says something before the question: the user told a fact
@@ -194,7 +220,12 @@ def test_a_round_asking_for_advice_keeps_the_advice_and_one_asking_about_the_use
         ("我现在住在哪个城市？", "根据你之前说的，你住在杭州。"),
     ]
     for i, (said, reply) in enumerate(rounds):
-        m.add([{"role": "user", "content": said}, {"role": "assistant", "content": reply}], user_id="runner", thread_id=f"t{i}", at=T0 + timedelta(days=i))
+        m.add(
+            [{"role": "user", "content": said}, {"role": "assistant", "content": reply}],
+            user_id="runner",
+            thread_id=f"t{i}",
+            at=T0 + timedelta(days=i),
+        )
     m.flush()
     later = T0 + timedelta(days=10)
     shown = memory_of(m.context(user_id="runner", thread_id="new", query="膝盖疼的时候要做什么训练？", at=later))
@@ -207,7 +238,11 @@ def test_a_round_asking_for_advice_keeps_the_advice_and_one_asking_about_the_use
 # ---- across languages: the question in one language, the memory in the other ----------------------
 
 ENGLISH = [
-    (datetime(2026, 3, 2, 9, tzinfo=TZ), "I'm Sarah Chen. I live in Boston and work as a nurse at Mass General.", "Nice to meet you, Sarah!"),
+    (
+        datetime(2026, 3, 2, 9, tzinfo=TZ),
+        "I'm Sarah Chen. I live in Boston and work as a nurse at Mass General.",
+        "Nice to meet you, Sarah!",
+    ),
     (datetime(2026, 4, 6, 9, tzinfo=TZ), "My son Leo is 8 and plays soccer on Saturdays.", "Fun! Does he play in a local league?"),
     (datetime(2026, 6, 14, 9, tzinfo=TZ), "I moved to Denver last month.", "Big change! How are you finding the altitude?"),
 ]
@@ -221,7 +256,15 @@ def english(mem):
     return mem
 
 
-@pytest.mark.parametrize(("question", "user", "answer"), [("What is my name?", "wangwu", "王五"), ("Which city do I work in?", "wangwu2", "杭州"), ("What is my cat called?", "short", "咪咪"), ("Which book am I reading?", "short", "三体")])
+@pytest.mark.parametrize(
+    ("question", "user", "answer"),
+    [
+        ("What is my name?", "wangwu", "王五"),
+        ("Which city do I work in?", "wangwu2", "杭州"),
+        ("What is my cat called?", "short", "咪咪"),
+        ("Which book am I reading?", "short", "三体"),
+    ],
+)
 def test_an_english_question_finds_what_was_said_in_chinese(mem, question, user, answer):
     hits = mem.search(question, user_id=user, at=T0 + timedelta(days=1))
     assert any(answer in h.unit.text for h in hits[:2]), [h.unit.text.splitlines()[0] for h in hits]
@@ -232,7 +275,9 @@ def test_an_english_question_about_now_finds_the_chinese_update_first(mem):
     assert hits and "深圳" in hits[0].unit.text, [h.unit.text.splitlines()[0] for h in hits]
 
 
-@pytest.mark.parametrize(("question", "answer"), [("我叫什么名字？", "Sarah"), ("我儿子几岁了？", "Leo"), ("我现在住在哪个城市？", "Denver")])
+@pytest.mark.parametrize(
+    ("question", "answer"), [("我叫什么名字？", "Sarah"), ("我儿子几岁了？", "Leo"), ("我现在住在哪个城市？", "Denver")]
+)
 def test_a_chinese_question_finds_what_was_said_in_english(english, question, answer):
     hits = english.search(question, user_id="sarah", at=datetime(2026, 6, 20, tzinfo=TZ))
     assert hits and answer in hits[0].unit.text, [h.unit.text.splitlines()[0] for h in hits]

@@ -78,7 +78,14 @@ def hit(text, day, thread="s1", score=1.0):
 
 def test_render_groups_by_day_in_time_order():
     text = render_hits([hit("用户: 后来的事", 3), hit("用户: 先前的事", 0), hit("用户: 同一天", 0)])
-    assert text.splitlines() == ["以下是从历史对话中检索到的相关记忆（按时间排序）：", "[2026-11-02 周一]", "用户: 先前的事", "用户: 同一天", "[2026-11-05 周四]", "用户: 后来的事"]
+    assert text.splitlines() == [
+        "以下是从历史对话中检索到的相关记忆（按时间排序）：",
+        "[2026-11-02 周一]",
+        "用户: 先前的事",
+        "用户: 同一天",
+        "[2026-11-05 周四]",
+        "用户: 后来的事",
+    ]
     assert render_hits([]) == ""
 
 
@@ -114,7 +121,9 @@ def test_a_long_unit_lists_the_users_sentences_as_keys_and_a_short_one_none():
 def test_dense_text_drops_generic_role_labels_keeps_names_and_the_head():
     zh = units_for_round(S, [m("user", "我平时喜欢跑步"), m("assistant", "跑步很健康", 1)], 1, EST)[0]
     assert dense_text(zh, 128, EST) == "我平时喜欢跑步\n跑步很健康"
-    named = units_for_round(S, [m("user", "I went to the support group yesterday.", name="Caroline"), m("assistant", "How was it?", 1)], 1, EST)[0]
+    named = units_for_round(
+        S, [m("user", "I went to the support group yesterday.", name="Caroline"), m("assistant", "How was it?", 1)], 1, EST
+    )[0]
     assert dense_text(named, 128, EST) == "Caroline: I went to the support group yesterday.\nHow was it?"
     long = units_for_round(S, [m("user", "我喜欢跑步。" * 40)], 1, EST, chunk_tokens=10_000)[0]
     cut = dense_text(long, 20, EST)

@@ -17,7 +17,10 @@ EST = get_counter()
 
 
 def rounds(*pairs):
-    msgs = [Message(role=role, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1) for i, (role, text) in enumerate((r, t) for p in pairs for r, t in zip(("user", "assistant"), p, strict=True))]
+    msgs = [
+        Message(role=role, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1)
+        for i, (role, text) in enumerate((r, t) for p in pairs for r, t in zip(("user", "assistant"), p, strict=True))
+    ]
     return [msgs[i : i + 2] for i in range(0, len(msgs), 2)]
 
 
@@ -52,7 +55,12 @@ def test_a_question_the_user_asked_is_not_moved_behind_its_reply():
 
 
 def test_between_people_the_reply_to_a_named_speakers_question_goes_first():
-    said = [Message(role="user", name=n, content=t, timestamp=T0 + timedelta(minutes=i), seq=i + 1) for i, (n, t) in enumerate([("Mel", "I went camping last weekend. Have you ever been?"), ("Caroline", "Yes, I camped at Big Sur in May.")])]
+    said = [
+        Message(role="user", name=n, content=t, timestamp=T0 + timedelta(minutes=i), seq=i + 1)
+        for i, (n, t) in enumerate(
+            [("Mel", "I went camping last weekend. Have you ever been?"), ("Caroline", "Yes, I camped at Big Sur in May.")]
+        )
+    ]
     (question,) = units_for_round(S, said[:1], 1, EST)
     (answer,) = units_for_round(S, said[1:], 2, EST, previous=said[:1])
     assert closing_question(question) == said[0].id
@@ -61,12 +69,22 @@ def test_between_people_the_reply_to_a_named_speakers_question_goes_first():
 
 def test_through_memory_the_users_answer_is_the_first_hit(tmp_path):
     turns = [
-        *ASKED, *ANSWERED,
-        "最近在学英语，有什么办法提升听力吗？", "可以多听英文歌、看英文电影，或者找外国朋友聊天。",
-        "周末想去爬山。", "天气不错，爬山很适合，记得带水。",
+        *ASKED,
+        *ANSWERED,
+        "最近在学英语，有什么办法提升听力吗？",
+        "可以多听英文歌、看英文电影，或者找外国朋友聊天。",
+        "周末想去爬山。",
+        "天气不错，爬山很适合，记得带水。",
     ]
     with Memory(tmp_path / "m.db", layers=["retrieval"]) as memory:
-        memory.add([{"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, t in enumerate(turns)], user_id="u", thread_id="t")
+        memory.add(
+            [
+                {"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": (T0 + timedelta(minutes=i)).isoformat()}
+                for i, t in enumerate(turns)
+            ],
+            user_id="u",
+            thread_id="t",
+        )
         memory.flush()
         hits = memory.search("我喜欢看哪些类型的电影？", user_id="u", k=3)
     assert hits and "喜剧和爱情片" in hits[0].unit.text

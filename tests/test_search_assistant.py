@@ -70,6 +70,12 @@ def test_a_question_about_what_the_assistant_said_keeps_its_order(found):
 
 def test_units_stored_before_roles_were_recorded_are_judged_by_their_labels():
     plain = Unit(id="a", scope=USER, text="Assistant: hi", timestamp=T0, metadata={"spans": [["m", 1, "Assistant", 0, 11, 13]]})
-    mixed = Unit(id="b", scope=USER, text="助手: 好\n用户: 嗯", timestamp=T0, metadata={"spans": [["m", 1, "助手", 0, 4, 5], ["n", 2, "用户", 0, 10, 11]]})
+    mixed = Unit(
+        id="b",
+        scope=USER,
+        text="助手: 好\n用户: 嗯",
+        timestamp=T0,
+        metadata={"spans": [["m", 1, "助手", 0, 4, 5], ["n", 2, "用户", 0, 10, 11]]},
+    )
     assert assistant_only(plain) and not assistant_only(mixed)
     assert not assistant_only(Unit(id="c", scope=USER, text="hello", timestamp=T0))

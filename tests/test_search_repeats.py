@@ -18,7 +18,10 @@ EST = get_counter()
 
 
 def said(*turns):
-    return [Message(role="user", name=name, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1) for i, (name, text) in enumerate(turns)]
+    return [
+        Message(role="user", name=name, content=text, timestamp=T0 + timedelta(minutes=i), seq=i + 1)
+        for i, (name, text) in enumerate(turns)
+    ]
 
 
 def units_of(messages):
@@ -29,7 +32,9 @@ def units_of(messages):
     return out
 
 
-SHORT = said(("Mel", "I went camping at Big Sur last weekend."), ("Caroline", "Wow, how was it?"), ("Mel", "Amazing, the kids loved the campfire."))
+SHORT = said(
+    ("Mel", "I went camping at Big Sur last weekend."), ("Caroline", "Wow, how was it?"), ("Mel", "Amazing, the kids loved the campfire.")
+)
 
 
 def test_a_unit_the_hits_before_it_show_whole_is_left_out():
@@ -44,7 +49,10 @@ def test_a_unit_the_hits_before_it_show_whole_is_left_out():
 
 def test_a_unit_with_text_of_its_own_is_kept():
     first, second, third = units_of(SHORT)
-    assert [h.unit.id for h in without_repeats([Hit(second, 0.05, {}), Hit(third, 0.04, {}), Hit(first, 0.03, {})])] == [second.id, third.id]
+    assert [h.unit.id for h in without_repeats([Hit(second, 0.05, {}), Hit(third, 0.04, {}), Hit(first, 0.03, {})])] == [
+        second.id,
+        third.id,
+    ]
     # order matters: the better hit is kept, the one it shows is dropped
     assert [h.unit.id for h in without_repeats([Hit(first, 0.05, {}), Hit(third, 0.04, {}), Hit(second, 0.03, {})])] == [first.id, third.id]
 
@@ -57,7 +65,11 @@ def test_a_lead_in_cut_short_does_not_show_the_turn_it_comes_from():
 
 def test_through_memory_no_hit_repeats_the_ones_before_it(tmp_path):
     with Memory(tmp_path / "m.db", layers=["retrieval"]) as memory:
-        memory.add([{"role": "user", "name": m.name, "content": m.text, "timestamp": m.timestamp.isoformat()} for m in SHORT], user_id="u", thread_id="t")
+        memory.add(
+            [{"role": "user", "name": m.name, "content": m.text, "timestamp": m.timestamp.isoformat()} for m in SHORT],
+            user_id="u",
+            thread_id="t",
+        )
         memory.flush()
         hits = memory.search("Where did Mel go camping with the kids?", user_id="u", k=10)
     assert hits

@@ -34,7 +34,10 @@ def turns(*said, reply="好的"):
     """(text, time) pairs, each user turn followed by the assistant's ``reply`` a minute later."""
     out_ = []
     for text, when in said:
-        out_ += [{"role": "user", "content": text, "timestamp": when.isoformat()}, {"role": "assistant", "content": reply, "timestamp": (when + timedelta(minutes=1)).isoformat()}]
+        out_ += [
+            {"role": "user", "content": text, "timestamp": when.isoformat()},
+            {"role": "assistant", "content": reply, "timestamp": (when + timedelta(minutes=1)).isoformat()},
+        ]
     return out_
 
 
@@ -93,7 +96,11 @@ def test_an_older_statement_applied_later_does_not_make_the_old_city_current(tmp
 
 
 def test_in_english_the_newer_city_is_current_in_both_sections(tmp_path):
-    mem = memory(tmp_path, ["entities", "graph"], [out(("Li Si", "person", "lives in", "Shanghai")), out(("Li Si", "person", "recently moved to", "Shenzhen"))])
+    mem = memory(
+        tmp_path,
+        ["entities", "graph"],
+        [out(("Li Si", "person", "lives in", "Shanghai")), out(("Li Si", "person", "recently moved to", "Shenzhen"))],
+    )
     add(mem, turns(("Li Si lives in Shanghai.", D1)), turns(("Li Si recently moved to Shenzhen.", D2)))
     text = context(mem, "entities,graph", "Where does Li Si live now?")
     graph = section(text, "Related facts")
@@ -108,12 +115,60 @@ def _stored(mem, lang="zh"):
     """Records as an older version (or another process) left them: the entity knows 李四 moved, the
     graph holds the old relation as current beside the new one."""
     zh = lang == "zh"
-    src, old, new, pred, pred2 = ("李四", "上海", "深圳", "住在", "现居") if zh else ("Li Si", "Shanghai", "Shenzhen", "lives in", "based in")
+    src, old, new, pred, pred2 = (
+        ("李四", "上海", "深圳", "住在", "现居") if zh else ("Li Si", "Shanghai", "Shenzhen", "lives in", "based in")
+    )
     key = src.casefold()
-    entity = {"name": src, "type": "人物" if zh else "person", "description": "", "aliases": [], "attributes": {pred: {"value": new, "source_ids": ["m2"], "valid_from": D2.isoformat(), "values": [{"value": new, "source_ids": ["m2"], "valid_from": D2.isoformat()}], "past": [{"value": old, "source_ids": ["m1"], "valid_from": D1.isoformat(), "until": D2.isoformat()}]}}}
+    entity = {
+        "name": src,
+        "type": "人物" if zh else "person",
+        "description": "",
+        "aliases": [],
+        "attributes": {
+            pred: {
+                "value": new,
+                "source_ids": ["m2"],
+                "valid_from": D2.isoformat(),
+                "values": [{"value": new, "source_ids": ["m2"], "valid_from": D2.isoformat()}],
+                "past": [{"value": old, "source_ids": ["m1"], "valid_from": D1.isoformat(), "until": D2.isoformat()}],
+            }
+        },
+    }
     rel = [
-        Change("put", "relation", f"{key}\x1f{pred}\x1f{old.casefold()}", {"source": src, "relation": pred, "target": old, "source_key": key, "target_key": old.casefold(), "evidence": f"{src}住在{old}" if zh else f"{src} lives in {old}", "confidence": 0.9, "alias": False}, ("m1",), D1),
-        Change("put", "relation", f"{key}\x1f{pred2}\x1f{new.casefold()}", {"source": src, "relation": pred2, "target": new, "source_key": key, "target_key": new.casefold(), "evidence": f"{src}搬到{new}了" if zh else f"{src} is now based in {new}", "confidence": 0.9, "alias": False}, ("m2",), D2),
+        Change(
+            "put",
+            "relation",
+            f"{key}\x1f{pred}\x1f{old.casefold()}",
+            {
+                "source": src,
+                "relation": pred,
+                "target": old,
+                "source_key": key,
+                "target_key": old.casefold(),
+                "evidence": f"{src}住在{old}" if zh else f"{src} lives in {old}",
+                "confidence": 0.9,
+                "alias": False,
+            },
+            ("m1",),
+            D1,
+        ),
+        Change(
+            "put",
+            "relation",
+            f"{key}\x1f{pred2}\x1f{new.casefold()}",
+            {
+                "source": src,
+                "relation": pred2,
+                "target": new,
+                "source_key": key,
+                "target_key": new.casefold(),
+                "evidence": f"{src}搬到{new}了" if zh else f"{src} is now based in {new}",
+                "confidence": 0.9,
+                "alias": False,
+            },
+            ("m2",),
+            D2,
+        ),
     ]
     mem.store.records.apply(mem.scope("u"), [Change("put", "entity", key, entity, ("m1", "m2"), D2), *rel], layer="test")
 
@@ -140,9 +195,32 @@ def test_the_graph_agrees_with_the_entity_section_in_english(tmp_path):
 def test_a_relation_the_graph_holds_as_past_is_past_in_the_entity_section_too(tmp_path):
     # the attribute was written without the change (an older version's record), the relation with it
     mem = memory(tmp_path, ["entities", "graph"], [])
-    entity = {"name": "王芳", "type": "人物", "description": "", "aliases": [], "attributes": {"工作单位": {"value": "华为", "source_ids": ["m1"], "valid_from": D1.isoformat()}}}
-    relation = {"source": "王芳", "relation": "工作单位", "target": "华为", "source_key": "王芳", "target_key": "华为", "evidence": "王芳在华为工作", "confidence": 0.9, "alias": False, "invalid_at": D2.isoformat()}
-    mem.store.records.apply(mem.scope("u"), [Change("put", "entity", "王芳", entity, ("m1",), D1), Change("put", "relation", "王芳\x1f工作单位\x1f华为", relation, ("m1",), D1)], layer="test")
+    entity = {
+        "name": "王芳",
+        "type": "人物",
+        "description": "",
+        "aliases": [],
+        "attributes": {"工作单位": {"value": "华为", "source_ids": ["m1"], "valid_from": D1.isoformat()}},
+    }
+    relation = {
+        "source": "王芳",
+        "relation": "工作单位",
+        "target": "华为",
+        "source_key": "王芳",
+        "target_key": "华为",
+        "evidence": "王芳在华为工作",
+        "confidence": 0.9,
+        "alias": False,
+        "invalid_at": D2.isoformat(),
+    }
+    mem.store.records.apply(
+        mem.scope("u"),
+        [
+            Change("put", "entity", "王芳", entity, ("m1",), D1),
+            Change("put", "relation", "王芳\x1f工作单位\x1f华为", relation, ("m1",), D1),
+        ],
+        layer="test",
+    )
     text = context(mem, "entities,graph", "王芳在哪里工作？")
     assert "工作单位=（目前未知；此前：华为，2026-03-01起）" in line_of(section(text, "已知的实体"), "王芳")
     assert not current(line_of(section(text, "相关的事实"), "华为"))
@@ -164,11 +242,16 @@ class EntityExtraction(BaseModel):
 
 
 def named_only(*rows):
-    return json.dumps({"entities": [{"name": n, "entity_type": t, "description": "", "attributes": {}, "confidence": 1.0} for n, t in rows]}, ensure_ascii=False)
+    return json.dumps(
+        {"entities": [{"name": n, "entity_type": t, "description": "", "attributes": {}, "confidence": 1.0} for n, t in rows]},
+        ensure_ascii=False,
+    )
 
 
 def test_entities_known_by_name_and_type_are_rendered_on_one_line(tmp_path):
-    mem = memory(tmp_path, ["entities"], [named_only(("李明", "人物"), ("张三", "人物"), ("知识中台", "项目"))], entity_schema=EntityExtraction)
+    mem = memory(
+        tmp_path, ["entities"], [named_only(("李明", "人物"), ("张三", "人物"), ("知识中台", "项目"))], entity_schema=EntityExtraction
+    )
     add(mem, turns(("张三是我的同事，李明是他的组长，他们在做知识中台项目。", D1)))
     assert len(mem.store.records.current(mem.scope("u"), "entity")) == 3
     text = context(mem, "entities", "张三在做什么？")
@@ -188,7 +271,9 @@ def test_a_name_said_on_an_entitys_line_is_not_listed_again(tmp_path):
     add(mem, turns(("张三负责星图。", D1)))
     text = context(mem, "entities", "张三负责什么？")
     lines = section(text, "已知的实体")
-    assert lines[0].startswith("- 张三（人物，说于2026-03-01）：负责=星图") and not any("还提到" in x and "星图" in x for x in lines)  # 星图 is said on 张三's line
+    assert lines[0].startswith("- 张三（人物，说于2026-03-01）：负责=星图") and not any(
+        "还提到" in x and "星图" in x for x in lines
+    )  # 星图 is said on 张三's line
 
 
 # ---- §3: dates, quotes, titles, and the budget ------------------------------------------------
@@ -250,9 +335,19 @@ def test_model_made_sections_yield_to_the_retrieved_turns(tmp_path):
     # or shrink, and it is the model-made one, never the raw turns that retrieval found
     # eight attributes (a digit in a predicate makes it a count, ``verify``: the names are letters)
     facts = [("用户", "人物", f"喜欢{'甲乙丙丁戊己庚辛'[i]}", f"运动{i}") for i in range(8)]
-    options = {"model": ScriptedModel([out(*facts)], default=out()), "batch_messages": 2, "k": 4, "entities.share": 0.3, "retrieval.share": 0.3}
+    options = {
+        "model": ScriptedModel([out(*facts)], default=out()),
+        "batch_messages": 2,
+        "k": 4,
+        "entities.share": 0.3,
+        "retrieval.share": 0.3,
+    }
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["window", "entities", "retrieval"], options=options)
-    texts = ["我喜欢" + "、".join(f"运动{i}" for i in range(8)) + "。"] + [f"第{i}个周末我去深圳湾跑步了，跑了{i + 5}公里。" for i in range(1, 6)] + [f"今天第{i}次聊天，说点别的事情，天气不错，心情也很好。" for i in range(8)]
+    texts = (
+        ["我喜欢" + "、".join(f"运动{i}" for i in range(8)) + "。"]
+        + [f"第{i}个周末我去深圳湾跑步了，跑了{i + 5}公里。" for i in range(1, 6)]
+        + [f"今天第{i}次聊天，说点别的事情，天气不错，心情也很好。" for i in range(8)]
+    )
     add(mem, [m for i, t in enumerate(texts) for m in turns((t, D1 + timedelta(days=i)), reply="好的，我记住了，祝你开心。")])
     for budget in range(350, 650, 50):
         ctx = mem.context(user_id="u", thread_id="t", strategy="window,entities,retrieval", query="我周末去哪里跑步？", max_tokens=budget)
@@ -264,7 +359,14 @@ def test_a_question_gets_the_users_facts_it_needs_not_every_one(tmp_path):
     question does not name it, drew the small model to the sentence beside it (the birthday) and
     its date. For a question, the user's own facts are those it names, those that say who the
     user is, and, for a question about now or before, those that changed."""
-    mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "住在", "上海"), ("用户", "人物", "计划", "聚会")), out(("用户", "人物", "搬到", "深圳"), ("用户", "人物", "喜欢", "网球"))])
+    mem = memory(
+        tmp_path,
+        ["entities", "graph"],
+        [
+            out(("用户", "人物", "住在", "上海"), ("用户", "人物", "计划", "聚会")),
+            out(("用户", "人物", "搬到", "深圳"), ("用户", "人物", "喜欢", "网球")),
+        ],
+    )
     add(mem, turns(("我住在上海，今年想在家里办个小聚会。", D1)), turns(("我已经从上海搬到深圳了，周末还是喜欢打网球。", D2)))
     wedding = context(mem, "entities,graph", "我表姐的婚礼是哪一天？")
     assert "计划" not in wedding and "网球" not in wedding  # (聚会 is in the quote of 上海's sentence)

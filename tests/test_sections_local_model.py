@@ -26,7 +26,10 @@ def model():
 
 
 def said(text, when, reply="好的。"):
-    return [{"role": "user", "content": text, "timestamp": when.isoformat()}, {"role": "assistant", "content": reply, "timestamp": (when + timedelta(minutes=1)).isoformat()}]
+    return [
+        {"role": "user", "content": text, "timestamp": when.isoformat()},
+        {"role": "assistant", "content": reply, "timestamp": (when + timedelta(minutes=1)).isoformat()},
+    ]
 
 
 def section(text, title):
@@ -65,8 +68,18 @@ class EntityExtraction(BaseModel):
 
 def test_the_articles_entity_example_renders_its_entities(model):
     mem = Memory("memory://", layers=["window", "entities"], entity_schema=EntityExtraction, options={"model": model})
-    turns = [("user", "我正在开发一个知识中台"), ("assistant", "你使用什么技术开发？"), ("user", "后端使用SpringBoot"), ("user", "文档检索使用Elasticsearch"), ("user", "缓存使用Redis")]
-    mem.add([{"role": r, "content": t, "timestamp": (D1 + timedelta(minutes=i)).isoformat()} for i, (r, t) in enumerate(turns)], user_id="user_001", thread_id="s1")
+    turns = [
+        ("user", "我正在开发一个知识中台"),
+        ("assistant", "你使用什么技术开发？"),
+        ("user", "后端使用SpringBoot"),
+        ("user", "文档检索使用Elasticsearch"),
+        ("user", "缓存使用Redis"),
+    ]
+    mem.add(
+        [{"role": r, "content": t, "timestamp": (D1 + timedelta(minutes=i)).isoformat()} for i, (r, t) in enumerate(turns)],
+        user_id="user_001",
+        thread_id="s1",
+    )
     assert mem.flush().failed == 0
     stored = [r.value["name"] for r in mem.memories("entity", user_id="user_001")]
     assert stored

@@ -86,7 +86,9 @@ def test_messages_history_threads_context_and_search(service, acme):
     assert answered.headers["X-Memstack-Pending-Jobs"] == "0"
     hits = ok(answered)
     assert hits and "SpringBoot" in hits[0]["text"] and hits[0]["thread_id"] == "s1"
-    later = ok(acme.post("/v1/users/lisi/threads/s2/context", json={"query": "我的后端使用什么技术？", "at": (T0 + timedelta(days=7)).isoformat()}))
+    later = ok(
+        acme.post("/v1/users/lisi/threads/s2/context", json={"query": "我的后端使用什么技术？", "at": (T0 + timedelta(days=7)).isoformat()})
+    )
     memory_text = "\n".join(m["content"] for m in later["messages"] if m["role"] == "system")
     assert "SpringBoot" in memory_text and "2026-11-02" in memory_text and later["messages"][-1]["content"] == "我的后端使用什么技术？"
 
@@ -109,12 +111,19 @@ def test_a_key_touches_only_its_tenants_users(service, acme, globex):
     assert [m["content"] for m in ok(acme.get("/v1/users/same-id/threads/t/messages"))] == ["acme 的秘密"]
     service.memory.flush()
     assert all("acme" not in h["text"] for h in ok(globex.post("/v1/users/same-id/search", json={"query": "秘密"})))
-    assert ok(httpx.get(f"{service.url}/v1/users/same-id/threads/t/messages", headers={"X-API-Key": "key-globex"}))[0]["content"] == "globex 的消息"
+    assert (
+        ok(httpx.get(f"{service.url}/v1/users/same-id/threads/t/messages", headers={"X-API-Key": "key-globex"}))[0]["content"]
+        == "globex 的消息"
+    )
     with client(service, None) as anonymous:
         fails(anonymous.get("/v1/users/same-id/threads"), 401, "unauthorized")
     with client(service, "wrong-key") as stranger:
         fails(stranger.get("/v1/users/same-id/threads"), 401, "unauthorized")
-        fails(stranger.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "user": "same-id"}), 401, "unauthorized")
+        fails(
+            stranger.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "user": "same-id"}),
+            401,
+            "unauthorized",
+        )
 
 
 def test_model_made_memory_is_listed_edited_and_audited(service, acme):
@@ -135,13 +144,20 @@ def test_model_made_memory_is_listed_edited_and_audited(service, acme):
     fails(acme.get("/v1/users/wang/memories/opinions"), 422, "invalid_input", "kind")
     put = ok(acme.put("/v1/users/wang/state/技术栈", json={"value": ["SpringBoot", "Redis"]}))
     assert put["value"] == ["SpringBoot", "Redis"] and put["version"] == 1
-    assert {r["key"]: r["value"] for r in ok(acme.get("/v1/users/wang/memories/state"))} == {"当前项目": "知识中台", "技术栈": ["SpringBoot", "Redis"]}
+    assert {r["key"]: r["value"] for r in ok(acme.get("/v1/users/wang/memories/state"))} == {
+        "当前项目": "知识中台",
+        "技术栈": ["SpringBoot", "Redis"],
+    }
     assert ok(acme.delete(f"/v1/users/wang/memories/relation/{quote(relation_key, safe='')}")) == {"deleted": 1}
     assert ok(acme.delete("/v1/users/wang/memories/entity/知识中台")) == {"deleted": 1}
     fails(acme.delete("/v1/users/wang/memories/entity/知识中台"), 404, "record_not_found", "key")
     assert ok(acme.get("/v1/users/wang/memories/entity")) == [] and ok(acme.get("/v1/users/wang/memories/relation")) == []
     audit = ok(acme.get("/v1/users/wang/audit", params={"limit": 10}))
-    assert [(e["action"], e["kind"], e["layer"]) for e in audit[:3]] == [("delete", "entity", "api"), ("delete", "relation", "api"), ("add", "state", "api")]
+    assert [(e["action"], e["kind"], e["layer"]) for e in audit[:3]] == [
+        ("delete", "entity", "api"),
+        ("delete", "relation", "api"),
+        ("add", "state", "api"),
+    ]
     assert [e["kind"] for e in ok(acme.get("/v1/users/wang/audit", params={"kind": "state"}))] == ["state", "state"]
     assert ok(acme.get("/v1/users/wang/usage")) == {"totals": {}, "calls": []}
 
@@ -152,8 +168,15 @@ def test_entity_attributes_and_summary_notes_are_corrected_through_the_audit(ser
     user = service.memory.scope("sun", tenant="acme")
     ok(acme.post("/v1/users/sun/threads/s1/messages", json={"messages": PROJECT}), 201)
     lives = {"value": "上海", "source_ids": [], "valid_from": T0.isoformat()}
-    service.memory.store.records.apply(user, [Change("put", "entity", "user", {"name": "孙七", "attributes": {"住在": lives}}, at=T0)], layer="extract")
-    notes = {"items": [{"text": "用户在开发知识中台", "at": T0.isoformat(), "source_ids": []}, {"text": "后端使用SpringBoot", "at": T0.isoformat(), "source_ids": []}]}
+    service.memory.store.records.apply(
+        user, [Change("put", "entity", "user", {"name": "孙七", "attributes": {"住在": lives}}, at=T0)], layer="extract"
+    )
+    notes = {
+        "items": [
+            {"text": "用户在开发知识中台", "at": T0.isoformat(), "source_ids": []},
+            {"text": "后端使用SpringBoot", "at": T0.isoformat(), "source_ids": []},
+        ]
+    }
     service.memory.store.records.apply(user.thread("s1"), [Change("put", "summary", "summary", notes, at=T0)], layer="summary")
     moved = ok(acme.put("/v1/users/sun/memories/entity/user/attributes/住在", json={"value": "深圳"}))
     attribute = moved["value"]["attributes"]["住在"]
@@ -176,7 +199,13 @@ def test_entity_attributes_and_summary_notes_are_corrected_through_the_audit(ser
     fails(acme.delete(f"{path}/0"), 422, "invalid_input", "expect")
     fails(acme.put("/v1/users/sun/threads/nope/summary/notes/0", json={"text": "a", "expect": "b"}), 404, "thread_not_found", "thread_id")
     audit = ok(acme.get("/v1/users/sun/audit", params={"limit": 5}))
-    assert [(e["kind"], e["layer"]) for e in audit] == [("summary", "api"), ("summary", "api"), ("entity", "api"), ("entity", "api"), ("entity", "api")]
+    assert [(e["kind"], e["layer"]) for e in audit] == [
+        ("summary", "api"),
+        ("summary", "api"),
+        ("entity", "api"),
+        ("entity", "api"),
+        ("entity", "api"),
+    ]
 
 
 def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
@@ -184,13 +213,23 @@ def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
     every REST read answers the value itself, as the get_state tool does: "杭州", never
     {"value": "杭州"}."""
     extraction = json.dumps({"state": [{"key": "当前项目", "value": "知识中台"}]}, ensure_ascii=False)
-    memory = Memory("memory://", layers="window,state", options={"model": ScriptedModel([extraction], native_schema=True), "batch_messages": 2})
+    memory = Memory(
+        "memory://", layers="window,state", options={"model": ScriptedModel([extraction], native_schema=True), "batch_messages": 2}
+    )
     app = create_app(memory, ServerConfig(model=ScriptedModel(default="好的"), worker=False))
     with BackgroundServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as c:
         u = "/v1/users/li"
-        ok(c.post(f"{u}/threads/t/messages", json={"messages": [{"role": "user", "content": "我在做知识中台这个项目"}, {"role": "assistant", "content": "好的。"}]}), 201)
+        ok(
+            c.post(
+                f"{u}/threads/t/messages",
+                json={"messages": [{"role": "user", "content": "我在做知识中台这个项目"}, {"role": "assistant", "content": "好的。"}]},
+            ),
+            201,
+        )
         assert memory.flush().failed == 0
-        assert ok(c.post(f"{u}/tools/set_state", json={"arguments": {"key": "技术栈", "value": ["SpringBoot", "Redis"]}}))["result"].startswith("state 技术栈 =")
+        assert ok(c.post(f"{u}/tools/set_state", json={"arguments": {"key": "技术栈", "value": ["SpringBoot", "Redis"]}}))[
+            "result"
+        ].startswith("state 技术栈 =")
         put = ok(c.put(f"{u}/state/city", json={"value": "杭州"}))
         assert (put["key"], put["value"], put["version"]) == ("city", "杭州", 1)
         whole = {"当前项目": "知识中台", "技术栈": ["SpringBoot", "Redis"], "city": "杭州"}
@@ -199,22 +238,37 @@ def test_state_values_read_back_as_the_value_itself_whoever_wrote_them():
         assert {k: ok(c.get(f"{u}/state/{k}"))["value"] for k in whole} == whole
         assert {r["key"]: r["value"] for r in ok(c.get(f"{u}/memories/state"))} == whole
         assert ok(c.put(f"{u}/state/city", json={"value": {"name": "杭州", "since": 2025}}))["value"] == {"name": "杭州", "since": 2025}
-        assert json.loads(ok(c.post(f"{u}/tools/get_state", json={"arguments": {"key": "city"}}))["result"]) == {"name": "杭州", "since": 2025}
+        assert json.loads(ok(c.post(f"{u}/tools/get_state", json={"arguments": {"key": "city"}}))["result"]) == {
+            "name": "杭州",
+            "since": 2025,
+        }
         fails(c.get(f"{u}/state/nothing"), 404, "record_not_found", "key")
         fails(c.get("/v1/users/nobody/state"), 404, "user_not_found", "user_id")
 
 
 def test_export_import_and_forget(service, acme, globex):
     ok(acme.post("/v1/users/zhao/threads/a/messages", json={"messages": PROJECT, "at": T0.isoformat()}), 201)
-    ok(acme.post("/v1/users/zhao/threads/b/messages", json={"messages": [{"role": "user", "content": "第二个会话"}], "at": (T0 + timedelta(days=1)).isoformat()}), 201)
+    ok(
+        acme.post(
+            "/v1/users/zhao/threads/b/messages",
+            json={"messages": [{"role": "user", "content": "第二个会话"}], "at": (T0 + timedelta(days=1)).isoformat()},
+        ),
+        201,
+    )
     records = ok(acme.get("/v1/users/zhao/export"))["records"]
-    assert [(r["thread_id"], r["content"]) for r in records] == [("a", PROJECT[0]["content"]), ("a", PROJECT[1]["content"]), ("b", "第二个会话")]
+    assert [(r["thread_id"], r["content"]) for r in records] == [
+        ("a", PROJECT[0]["content"]),
+        ("a", PROJECT[1]["content"]),
+        ("b", "第二个会话"),
+    ]
     fails(acme.post("/v1/users/qian/import", json={"records": records}), 422, "invalid_input", "records[0].user_id")
     mine = [{k: v for k, v in r.items() if k not in ("user_id", "tenant")} for r in records]
     assert ok(acme.post("/v1/users/qian/import", json={"records": mine})) == {"imported": 3, "records": 3}
     assert ok(acme.post("/v1/users/qian/import", json={"records": mine})) == {"imported": 0, "records": 3}  # ids kept: nothing twice
     copied = ok(acme.get("/v1/users/qian/export"))["records"]
-    assert [{k: v for k, v in r.items() if k != "user_id"} for r in copied] == [{k: v for k, v in r.items() if k != "user_id"} for r in records]
+    assert [{k: v for k, v in r.items() if k != "user_id"} for r in copied] == [
+        {k: v for k, v in r.items() if k != "user_id"} for r in records
+    ]
     assert ok(acme.delete("/v1/users/qian/threads/a")) == {"deleted": 2}
     fails(acme.get("/v1/users/qian/threads/a/messages"), 404, "thread_not_found", "thread_id")
     assert [t["thread_id"] for t in ok(acme.get("/v1/users/qian/threads"))] == ["b"]
@@ -240,7 +294,11 @@ def test_errors_are_json_with_a_stable_code_and_the_field(service, acme):
     fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_100_000}]}), 413, "body_too_large", "body")
     fails(acme.post("/v1/users/err/threads/t/context", json={"strategy": "window,nope"}), 422, "invalid_input", "strategy")
     fails(acme.post("/v1/users/err/threads/t/context", json={"k": -1}), 422, "invalid_input", "k")
-    fails(acme.post("/v1/users/err/threads/t/context", json={"max_tokens": 5, "query": "一个很长很长很长很长很长很长很长的问题"}), 422, "budget_too_small")
+    fails(
+        acme.post("/v1/users/err/threads/t/context", json={"max_tokens": 5, "query": "一个很长很长很长很长很长很长很长的问题"}),
+        422,
+        "budget_too_small",
+    )
     fails(acme.get("/v1/users/err/audit", params={"limit": 0}), 422, "invalid_input", "limit")
     fails(acme.get("/v1/users/" + "x" * 300 + "/threads"), 422, "invalid_input", "user_id")
     fails(acme.get("/v1/nothing-here"), 404, "not_found")
@@ -252,11 +310,23 @@ def test_an_error_in_an_item_of_a_list_names_its_index_path(service, acme):
     message too, as it does for a field pydantic checks (messages[0].role)."""
     path = "/v1/users/err/threads/t/messages"
     fine = {"role": "user", "content": "hi"}
-    error = fails(acme.post(path, json={"messages": [fine, fine, {"role": "user", "content": "   "}]}), 422, "invalid_input", "messages[2].content")
+    error = fails(
+        acme.post(path, json={"messages": [fine, fine, {"role": "user", "content": "   "}]}), 422, "invalid_input", "messages[2].content"
+    )
     assert error["message"] == "messages[2].content: user message content is empty"
     fails(acme.post(path, json={"messages": [fine, {"role": "tool", "content": "42"}]}), 422, "invalid_input", "messages[1].tool_call_id")
-    fails(acme.post(path, json={"messages": [{"role": "user", "content": [{"text": "no type"}]}]}), 422, "invalid_input", "messages[0].content")
-    assert ok(acme.post(path, json={"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f"}}]}]}), 201)
+    fails(
+        acme.post(path, json={"messages": [{"role": "user", "content": [{"text": "no type"}]}]}),
+        422,
+        "invalid_input",
+        "messages[0].content",
+    )
+    assert ok(
+        acme.post(
+            path, json={"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "f"}}]}]}
+        ),
+        201,
+    )
 
 
 def test_the_413_body_is_shaped_like_every_other_error(service, acme):
@@ -287,7 +357,9 @@ def test_the_openapi_document_validates(acme):
 
     spec = ok(acme.get("/openapi.json"))
     validate(spec)
-    assert {"/v1/chat/completions", "/v1/models", "/v1/users/{user_id}/threads/{thread_id}/messages", "/health", "/metrics"} <= set(spec["paths"])
+    assert {"/v1/chat/completions", "/v1/models", "/v1/users/{user_id}/threads/{thread_id}/messages", "/health", "/metrics"} <= set(
+        spec["paths"]
+    )
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
 
 
@@ -334,7 +406,13 @@ def test_every_route_the_app_declares_is_requested():
             assert c.get(path).status_code == 200, path
         # every documented operation, and the undocumented routes of the app itself (/docs, ...)
         declared = {(method.upper(), path) for path, operations in app.openapi()["paths"].items() for method in operations}
-        declared |= {(method, r.path) for r in app.routes if isinstance(r, Route) and not isinstance(r, APIRoute) for method in r.methods if method != "HEAD"}
+        declared |= {
+            (method, r.path)
+            for r in app.routes
+            if isinstance(r, Route) and not isinstance(r, APIRoute)
+            for method in r.methods
+            if method != "HEAD"
+        }
         assert len(declared) == 31, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
@@ -347,7 +425,12 @@ SERVICE_PAGES = ("/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", 
 
 @pytest.mark.parametrize(
     ("options", "public"),
-    [({}, ()), ({"public_metrics": True}, ("/metrics",)), ({"public_docs": True}, SERVICE_PAGES[1:]), ({"public_metrics": True, "public_docs": True}, SERVICE_PAGES)],
+    [
+        ({}, ()),
+        ({"public_metrics": True}, ("/metrics",)),
+        ({"public_docs": True}, SERVICE_PAGES[1:]),
+        ({"public_metrics": True, "public_docs": True}, SERVICE_PAGES),
+    ],
 )
 def test_metrics_and_the_api_document_need_a_key_unless_made_public(options, public):
     """With keys configured, /metrics, /openapi.json, /docs and /redoc are closed like every /v1

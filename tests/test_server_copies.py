@@ -76,7 +76,10 @@ def thread_of(url: str, thread: str, user: str = "u") -> list[tuple[str, str]]:
 
 def servers(db, upstream: CannedOpenAI, n: int, **config) -> list:
     """``n`` servers on one store (``db``: a URL, or a function that opens a Store: one each)."""
-    return [create_app(config=ServerConfig(db=db() if callable(db) else db, strategy="window", model=upstream.model, worker=False, **config)) for _ in range(n)]
+    return [
+        create_app(config=ServerConfig(db=db() if callable(db) else db, strategy="window", model=upstream.model, worker=False, **config))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -94,7 +97,11 @@ def test_keyed_copies_at_once_on_two_servers_store_one_answer_that_every_copy_an
             assert text_of(retry) == "回答0" and retry.headers["Idempotent-Replayed"] == "true" and gate.calls == 1
             other = httpx.post(f"{two.url}/v1/chat/completions", json=body, headers={**headers, "Idempotency-Key": "k2"})
             assert text_of(other) == "回答1"  # another key is another request: here a regenerate
-            assert thread_of(one.url, "t") == [("user", "问题"), ("assistant", "回答0"), ("assistant", "回答1")]  # (the last replaces the first)
+            assert thread_of(one.url, "t") == [
+                ("user", "问题"),
+                ("assistant", "回答0"),
+                ("assistant", "回答1"),
+            ]  # (the last replaces the first)
 
 
 def test_a_copy_whose_first_failed_upstream_answers_itself(tmp_path):
@@ -143,7 +150,11 @@ def test_an_unkeyed_double_submit_answers_once_and_a_later_same_request_regenera
             time.sleep(1.1)  # past the window: the same request again is the user's regenerate
             later = httpx.post(f"{one.url}/v1/chat/completions", json=body, headers=headers)
             assert text_of(later) == "回答2" and "X-Memstack-Double-Submit" not in later.headers
-            assert thread_of(one.url, "t") == [("user", "问题"), ("assistant", "回答0"), ("assistant", "回答2")]  # (the last replaces the first)
+            assert thread_of(one.url, "t") == [
+                ("user", "问题"),
+                ("assistant", "回答0"),
+                ("assistant", "回答2"),
+            ]  # (the last replaces the first)
             with Memory(f"sqlite:///{tmp_path / 'm.db'}") as memory:  # the replaced answer stays in the history
                 assert [m.text for m in memory.history(user_id="u", thread_id="t", order="append")] == ["问题", "回答0", "回答2"]
 

@@ -62,7 +62,10 @@ def test_connections_with_half_sent_heads_or_nothing_are_closed_and_the_server_s
 def test_a_slow_head_that_arrives_in_time_is_served(server):
     c = socket.create_connection(server.address)
     body = b'{"messages": [{"role": "user", "content": "slow"}]}'
-    head = b"POST /v1/users/u/threads/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+    head = (
+        b"POST /v1/users/u/threads/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+        % len(body)
+    )
     for i in range(0, len(head), 20):  # in pieces over ~0.5 s
         c.sendall(head[i : i + 20])
         time.sleep(0.08)

@@ -36,7 +36,20 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 def test_sigterm_during_a_burst_loses_no_acknowledged_message_and_drains_the_queue(tmp_path):
     port, db = free_port(), tmp_path / "burst.db"
     env = {**os.environ, "MEMSTACK_API_KEYS": "burst-key:acme", "MEMSTACK_HOME": str(tmp_path / "home")}
-    command = [sys.executable, "-m", "memstack", "serve", "--db", f"sqlite:///{db}", "--port", str(port), "--strategy", "window,retrieval", "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "memstack",
+        "serve",
+        "--db",
+        f"sqlite:///{db}",
+        "--port",
+        str(port),
+        "--strategy",
+        "window,retrieval",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     acknowledged: list[tuple[str, str]] = []
@@ -84,10 +97,20 @@ def test_sigterm_during_a_burst_loses_no_acknowledged_message_and_drains_the_que
 
 def test_a_public_address_without_keys_is_refused(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "MEMSTACK_API_KEYS"} | {"MEMSTACK_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "memstack", "serve", "--host", "0.0.0.0", "--port", str(free_port())], env=env, capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memstack", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     err = proc.stderr.decode().strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1 and "without API keys" in err, err
-    bad = subprocess.run([sys.executable, "-m", "memstack", "serve", "--api-key", "no-tenant", "--port", str(free_port())], env=env, capture_output=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "memstack", "serve", "--api-key", "no-tenant", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "KEY:TENANT" in bad.stderr.decode()
 
 
@@ -118,7 +141,12 @@ def test_serve_keeps_metrics_and_docs_closed_unless_made_public(monkeypatch, tmp
     monkeypatch.setattr(memstack.server.run, "serve", lambda app, **kw: None)
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
     keys = ["--api-key", "k:acme"]
-    for flags, public in (([], (False, False)), (["--public-metrics"], (True, False)), (["--public-docs"], (False, True)), (["--public-metrics", "--public-docs"], (True, True))):
+    for flags, public in (
+        ([], (False, False)),
+        (["--public-metrics"], (True, False)),
+        (["--public-docs"], (False, True)),
+        (["--public-metrics", "--public-docs"], (True, True)),
+    ):
         assert main(["serve", *keys, *flags]) == 0
         assert (configs[-1].public_metrics, configs[-1].public_docs) == public, flags
 
@@ -147,7 +175,9 @@ def test_the_model_assembly_is_shown_on_stderr(tmp_path, process):
     lines = proc.stderr.splitlines()
     prefix = "INFO:     " if process == "serve" else "memstack: "
     assert lines[0].startswith(f"{prefix}assembling the local model (4000 bytes) from 1 packaged parts into "), lines
-    assert [line.removeprefix(prefix) for line in lines[1:-1]] == [f"assembling the local model: {p}% ({p * 40} bytes of 4000 bytes)" for p in range(10, 100, 10)]
+    assert [line.removeprefix(prefix) for line in lines[1:-1]] == [
+        f"assembling the local model: {p}% ({p * 40} bytes of 4000 bytes)" for p in range(10, 100, 10)
+    ]
     assert lines[-1] == f"{prefix}assembled the local model in 0 s", lines
 
 

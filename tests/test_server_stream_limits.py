@@ -31,7 +31,13 @@ class Trickle:
                 self.end_headers()
                 try:
                     for i in range(n):
-                        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": f"片{i}"}, "finish_reason": None}]}
+                        chunk = {
+                            "id": "c",
+                            "object": "chat.completion.chunk",
+                            "created": 0,
+                            "model": "m",
+                            "choices": [{"index": 0, "delta": {"content": f"片{i}"}, "finish_reason": None}],
+                        }
                         self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
                         self.wfile.flush()
                         time.sleep(gap)
@@ -65,7 +71,11 @@ def test_a_stream_longer_than_the_total_limit_ends_with_a_timeout_event_and_stor
     try:
         with BackgroundServer(app) as server, httpx.Client(timeout=30) as client:
             started = time.monotonic()
-            events = [line for line in client.post(f"{server.url}/v1/chat/completions", json=ask(server.url, "a")).text.splitlines() if line.startswith("data:")]
+            events = [
+                line
+                for line in client.post(f"{server.url}/v1/chat/completions", json=ask(server.url, "a")).text.splitlines()
+                if line.startswith("data:")
+            ]
             assert time.monotonic() - started < 4
         assert "片0" in events[0] and "upstream_timeout" in events[-1] and "[DONE]" not in events[-1]
         assert [m.role for m in memory.history(user_id="u", thread_id=_thread(memory))] == ["user"]
@@ -78,7 +88,10 @@ def test_a_client_that_hangs_up_mid_stream_leaves_the_question_stored_and_no_par
     memory, app = proxy(tmp_path, trickle, upstream_timeout=5)
     try:
         with BackgroundServer(app) as server:
-            with httpx.Client(timeout=30) as client, client.stream("POST", f"{server.url}/v1/chat/completions", json=ask(server.url, "b")) as response:
+            with (
+                httpx.Client(timeout=30) as client,
+                client.stream("POST", f"{server.url}/v1/chat/completions", json=ask(server.url, "b")) as response,
+            ):
                 for line in response.iter_lines():
                     if "片1" in line:
                         break  # the user closes the tab
@@ -103,13 +116,17 @@ def test_a_half_sent_body_gets_408_and_its_connection_closed(tmp_path):
         host, port = server.url.removeprefix("http://").split(":")
         stalled = [socket.create_connection((host, int(port)), timeout=10) for _ in range(20)]
         for conn in stalled:  # headers whole, the body promised but never sent
-            conn.sendall(b"POST /v1/users/u/threads/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\"")
+            conn.sendall(
+                b'POST /v1/users/u/threads/t/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"messages"'
+            )
         started = time.monotonic()
         answers = [_until_closed(conn) for conn in stalled]  # the server answers and closes
         assert time.monotonic() - started < 5
         assert all(a.startswith("HTTP/1.1 408") and "request_timeout" in a for a in answers)
         with httpx.Client(base_url=server.url, timeout=10) as client:  # the server still serves
-            assert client.post("/v1/users/u/threads/t/messages", json={"messages": [{"role": "user", "content": "你好"}]}).status_code == 201
+            assert (
+                client.post("/v1/users/u/threads/t/messages", json={"messages": [{"role": "user", "content": "你好"}]}).status_code == 201
+            )
     assert len(memory.history(user_id="u", thread_id="t")) == 1
 
 

@@ -39,9 +39,16 @@ def test_the_first_piece_reaches_the_client_before_the_model_writes_the_next():
     model = Gated()
     memory = Memory("memory://", layers="window")
     with BackgroundServer(create_app(memory, ServerConfig(model=model, worker=False))) as server:
-        body = {"model": "gated", "messages": [{"role": "user", "content": "杭州怎么样？"}], "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": "gated",
+            "messages": [{"role": "user", "content": "杭州怎么样？"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         pieces, usage = [], None
-        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, headers={"X-Memstack-User": "u", "X-Memstack-Thread": "t"}, timeout=30) as response:
+        with httpx.stream(
+            "POST", f"{server.url}/v1/chat/completions", json=body, headers={"X-Memstack-User": "u", "X-Memstack-Thread": "t"}, timeout=30
+        ) as response:
             assert response.status_code == 200
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
@@ -55,4 +62,7 @@ def test_the_first_piece_reaches_the_client_before_the_model_writes_the_next():
                         model.gate.set()
     assert model.client_had_the_first_piece is True
     assert pieces == ["杭州", "是个好地方"] and usage == {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16}
-    assert [(m.role, m.text) for m in memory.history(user_id="u", thread_id="t")] == [("user", "杭州怎么样？"), ("assistant", "杭州是个好地方")]
+    assert [(m.role, m.text) for m in memory.history(user_id="u", thread_id="t")] == [
+        ("user", "杭州怎么样？"),
+        ("assistant", "杭州是个好地方"),
+    ]

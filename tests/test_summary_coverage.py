@@ -41,7 +41,11 @@ def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_token
     # the model noted the project but not the name: the name's turn must not vanish, whether the
     # note is shown or hidden because its own turn is in the buffer (45 tokens hold the last two)
     model = ScriptedModel([out(("用户", "人物", "开发", "知识中台"))])
-    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary-buffer"], options={"model": model, "batch_messages": 4, "buffer_tokens": buffer_tokens})
+    mem = Memory(
+        f"sqlite:///{tmp_path / 'm.db'}",
+        layers=["summary-buffer"],
+        options={"model": model, "batch_messages": 4, "buffer_tokens": buffer_tokens},
+    )
     mem.add(turns(["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思，祝你顺利。"]), user_id="u", thread_id="t")
     assert mem.flush().failed == 0
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary-buffer", query="我叫什么？", max_tokens=2000)
@@ -52,7 +56,12 @@ def test_a_turn_no_note_carries_is_not_dropped_as_covered(tmp_path, buffer_token
 def test_a_note_grounded_nowhere_is_not_kept_and_the_turns_stay_carried(tmp_path):
     # a statement the user's words do not support ("enjoys hiking" of a nurse's introduction) is
     # no note at all (layers.verify: a wrong memory is worse than none); the turns stay carried
-    mem, items = summarised(tmp_path, out(("User", "person", "enjoys", "hiking")), ["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"], 2)
+    mem, items = summarised(
+        tmp_path,
+        out(("User", "person", "enjoys", "hiking")),
+        ["My name is Zhang Wei and I work as a nurse in Chengdu", "Nice to meet you!"],
+        2,
+    )
     assert not any("hiking" in i["text"] for i in items)
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary", query="Where do I work?", max_tokens=2000)
     text = context_text(ctx)
@@ -61,7 +70,12 @@ def test_a_note_grounded_nowhere_is_not_kept_and_the_turns_stay_carried(tmp_path
 
 
 def test_turns_the_notes_carry_still_leave_the_context(tmp_path):
-    mem, items = summarised(tmp_path, out(("用户", "人物", "叫", "李四"), ("用户", "人物", "正在开发", "一个知识中台")), ["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思。"], 4)
+    mem, items = summarised(
+        tmp_path,
+        out(("用户", "人物", "叫", "李四"), ("用户", "人物", "正在开发", "一个知识中台")),
+        ["我叫李四", "你好李四！", "我正在开发一个知识中台", "好的，听起来很有意思。"],
+        4,
+    )
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary", max_tokens=2000)
     assert [m.text for m in ctx.messages if m.role != "system"] == []
     assert [i["text"] for i in items] == ["用户叫李四", "用户正在开发一个知识中台"]  # nothing copied: the notes carry both
@@ -80,6 +94,11 @@ def test_short_statements_reach_the_model_and_acknowledgements_do_not():
 def test_a_quoted_turn_carries_the_date_of_its_relative_dates(tmp_path):
     # read weeks later, a bare "大后天" under the note's own date reads as that date: the quote
     # carries the day it means (a real LifeAssist-CN miss, after a batch whose statements failed)
-    _, items = summarised(tmp_path, out(("用户", "人物", "跑了", "18公里")), ["最近跑了18公里。告诉你个事，大后天是我生日，男朋友要给我惊喜。", "提前祝你生日快乐！"], 2)
+    _, items = summarised(
+        tmp_path,
+        out(("用户", "人物", "跑了", "18公里")),
+        ["最近跑了18公里。告诉你个事，大后天是我生日，男朋友要给我惊喜。", "提前祝你生日快乐！"],
+        2,
+    )
     quote = next(i for i in items if i.get("said"))
     assert "大后天（2024-03-04）" in quote["text"], quote

@@ -13,7 +13,10 @@ from memstack.layers.state import current_state
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(300)]
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
-FLIGHT = [("user", "帮我订一张机票：下周五从北京飞上海，经济舱，预算1000元以内"), ("assistant", "好的，我来帮你查询下周五北京到上海的经济舱机票。")]
+FLIGHT = [
+    ("user", "帮我订一张机票：下周五从北京飞上海，经济舱，预算1000元以内"),
+    ("assistant", "好的，我来帮你查询下周五北京到上海的经济舱机票。"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +28,33 @@ def model():
 
 
 def add(mem, turns):
-    mem.add([{"role": r, "content": t, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, (r, t) in enumerate(turns)], user_id="u", thread_id="t")
+    mem.add(
+        [{"role": r, "content": t, "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, (r, t) in enumerate(turns)],
+        user_id="u",
+        thread_id="t",
+    )
 
 
 @pytest.mark.timeout(120)
 def test_summary_of_six_messages_keeps_the_name_and_the_job(model):
     # the articles' configuration: a batch of 6 messages summarised, the 2 most recent kept raw
-    texts = ["我叫李四，是一名软件工程师", "你好李四！很高兴认识你。", "我正在开发一个知识中台", "好的，听起来不错。", "后端使用SpringBoot", "明白。", "文档检索使用Elasticsearch", "好的。"]
+    texts = [
+        "我叫李四，是一名软件工程师",
+        "你好李四！很高兴认识你。",
+        "我正在开发一个知识中台",
+        "好的，听起来不错。",
+        "后端使用SpringBoot",
+        "明白。",
+        "文档检索使用Elasticsearch",
+        "好的。",
+    ]
     mem = Memory("memory://", layers=["summary-buffer"], options={"model": model, "batch_messages": 6, "buffer_tokens": 40})
     for i, text in enumerate(texts):  # one message at a time, as an app adds them
-        mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": (T0 + timedelta(minutes=i)).isoformat()}], user_id="u", thread_id="t")
+        mem.add(
+            [{"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": (T0 + timedelta(minutes=i)).isoformat()}],
+            user_id="u",
+            thread_id="t",
+        )
         mem.run_jobs()
     ctx = mem.context(user_id="u", thread_id="t", strategy="summary-buffer", query="我叫什么，做什么工作？", max_tokens=1000)
     text = "\n".join(m.text for m in ctx.messages)

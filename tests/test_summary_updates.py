@@ -19,7 +19,14 @@ out = statements
 
 
 def say(mem, user_text, at):
-    mem.add([{"role": "user", "content": user_text, "timestamp": at}, {"role": "assistant", "content": "记下了，还有别的吗？", "timestamp": at}], user_id="u", thread_id="t")
+    mem.add(
+        [
+            {"role": "user", "content": user_text, "timestamp": at},
+            {"role": "assistant", "content": "记下了，还有别的吗？", "timestamp": at},
+        ],
+        user_id="u",
+        thread_id="t",
+    )
     assert mem.flush().failed == 0
 
 
@@ -55,9 +62,23 @@ def test_values_that_accumulate_are_not_superseded(tmp_path):
 def test_a_rescheduled_date_in_english(tmp_path):
     model = ScriptedModel([out(("launch", "event", "scheduled for", "Friday")), out(("launch", "event", "postponed to", "next Wednesday"))])
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
-    mem.add([{"role": "user", "content": "The launch is scheduled for Friday", "timestamp": "2026-03-01T09:00:00+00:00"}, {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-01T09:00:00+00:00"}], user_id="u", thread_id="t")
+    mem.add(
+        [
+            {"role": "user", "content": "The launch is scheduled for Friday", "timestamp": "2026-03-01T09:00:00+00:00"},
+            {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-01T09:00:00+00:00"},
+        ],
+        user_id="u",
+        thread_id="t",
+    )
     assert mem.flush().failed == 0
-    mem.add([{"role": "user", "content": "The launch was postponed to next Wednesday", "timestamp": "2026-03-03T09:00:00+00:00"}, {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-03T09:00:00+00:00"}], user_id="u", thread_id="t")
+    mem.add(
+        [
+            {"role": "user", "content": "The launch was postponed to next Wednesday", "timestamp": "2026-03-03T09:00:00+00:00"},
+            {"role": "assistant", "content": "Noted, anything else?", "timestamp": "2026-03-03T09:00:00+00:00"},
+        ],
+        user_id="u",
+        thread_id="t",
+    )
     assert mem.flush().failed == 0
     text = "\n".join(summary_lines(mem))
     # "next Wednesday" said on Tuesday 03-03 is 03-11 (llm.extract.dated)
@@ -89,9 +110,22 @@ def test_a_switch_said_as_a_change_supersedes_a_value_that_otherwise_accumulates
 def test_a_change_that_names_only_its_topic_supersedes_the_value_said_of_that_topic(tmp_path):
     """The articles' 知识中台: "缓存改用Memcached了" beside 使用 SpringBoot, Elasticsearch and Redis.
     The change names none of them; the words each was said in do ("…，缓存使用Redis")."""
-    model = ScriptedModel([out(("知识中台", "项目", "使用", "SpringBoot"), ("知识中台", "项目", "使用", "Elasticsearch"), ("知识中台", "项目", "使用", "Redis")), out(("知识中台", "项目", "改用", "Memcached"))])
+    model = ScriptedModel(
+        [
+            out(
+                ("知识中台", "项目", "使用", "SpringBoot"),
+                ("知识中台", "项目", "使用", "Elasticsearch"),
+                ("知识中台", "项目", "使用", "Redis"),
+            ),
+            out(("知识中台", "项目", "改用", "Memcached")),
+        ]
+    )
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
-    say(mem, "知识中台后端使用SpringBoot，文档检索使用Elasticsearch，缓存使用Redis。", datetime(2026, 11, 2, 9, tzinfo=timezone.utc).isoformat())
+    say(
+        mem,
+        "知识中台后端使用SpringBoot，文档检索使用Elasticsearch，缓存使用Redis。",
+        datetime(2026, 11, 2, 9, tzinfo=timezone.utc).isoformat(),
+    )
     say(mem, "缓存改用Memcached了。", datetime(2026, 11, 9, 9, tzinfo=timezone.utc).isoformat())
     text = "\n".join(summary_lines(mem))
     assert "知识中台使用Redis（过去的情况" in text, text

@@ -235,6 +235,8 @@ def test_at_must_be_timezone_aware() -> None:
         parse_time_range("今天", datetime(2024, 5, 15))
 
 
-@pytest.mark.parametrize(("text", "value"), [("三", 3), ("两", 2), ("十", 10), ("十五", 15), ("二十", 20), ("二十三", 23), ("一百零五", 105), ("12", 12)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("三", 3), ("两", 2), ("十", 10), ("十五", 15), ("二十", 20), ("二十三", 23), ("一百零五", 105), ("12", 12)]
+)
 def test_chinese_numerals(text: str, value: int) -> None:
     assert zh_number(text) == value

@@ -17,7 +17,11 @@ from memstack.testing import ScriptedModel
 from memstack.tool_chat import run_tool_chat, takes_tools
 from memstack.tools import MemoryTools
 
-SAVE = {"id": "call_1", "type": "function", "function": {"name": "save_memory", "arguments": json.dumps({"content": "我的后端使用SpringBoot"}, ensure_ascii=False)}}
+SAVE = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "save_memory", "arguments": json.dumps({"content": "我的后端使用SpringBoot"}, ensure_ascii=False)},
+}
 
 
 def answer(body: dict):
@@ -31,7 +35,9 @@ def test_an_openai_compatible_model_calls_the_tools_natively_and_the_note_is_sav
     with CannedOpenAI(answer) as server:
         model = get_chat_model(server.model)  # a self-hosted server (vllm:...): native when asked
         assert takes_tools(model) and not model.native_tools
-        result = run_tool_chat(model, MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}], native=True)
+        result = run_tool_chat(
+            model, MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}], native=True
+        )
         first, second = server.requests
     assert [f["function"]["name"] for f in first["tools"]] == list(MemoryTools(memory, "u1", "s1").specs())
     assert "response_format" not in first  # no JSON-action schema on the native path
@@ -47,7 +53,13 @@ def test_an_openai_compatible_model_calls_the_tools_natively_and_the_note_is_sav
 def test_the_last_step_offers_no_tools_so_the_model_must_answer():
     memory = Memory("memory://", layers="window")
     with CannedOpenAI(lambda body: {"content": None, "tool_calls": [SAVE]} if body.get("tools") else "只能回答了") as server:
-        result = run_tool_chat(get_chat_model(server.model), MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "记住这个"}], max_steps=2, native=True)
+        result = run_tool_chat(
+            get_chat_model(server.model),
+            MemoryTools(memory, "u1", "s1"),
+            [{"role": "user", "content": "记住这个"}],
+            max_steps=2,
+            native=True,
+        )
         assert "tools" in server.requests[0] and "tools" not in server.requests[1]
     assert result.answer == "只能回答了" and len(result.steps) == 1
 
@@ -61,7 +73,10 @@ def test_a_hosted_api_is_called_natively_by_default_and_a_self_hosted_one_gets_j
         run_tool_chat(hosted, MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}])
         assert "tools" in server.requests[0]
     with CannedOpenAI(lambda body: '{"action": "answer", "answer": "好的"}') as server:
-        assert run_tool_chat(get_chat_model(server.model), MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "你好"}]).answer == "好的"
+        assert (
+            run_tool_chat(get_chat_model(server.model), MemoryTools(memory, "u1", "s1"), [{"role": "user", "content": "你好"}]).answer
+            == "好的"
+        )
         assert "tools" not in server.requests[0] and "response_format" in server.requests[0]
 
 

@@ -68,7 +68,12 @@ def test_a_note_is_a_retrieval_unit_in_the_notes_thread_and_saving_it_again_adds
 
 def test_recall_spans_conversations_and_an_unrelated_query_finds_nothing(path):
     with Memory(path, layers=["window", "retrieval"]) as mem:
-        mem.add([{"role": "user", "content": "我平时喜欢跑步"}, {"role": "assistant", "content": "跑步很健康！"}], user_id="u1", thread_id="s1", at=T0)
+        mem.add(
+            [{"role": "user", "content": "我平时喜欢跑步"}, {"role": "assistant", "content": "跑步很健康！"}],
+            user_id="u1",
+            thread_id="s1",
+            at=T0,
+        )
         mem.flush()
         recalled = tools_for(mem, thread="s2").recall_memory("我喜欢什么运动？", k=3)
         assert "我平时喜欢跑步" in recalled and "(conversation s1)" in recalled
@@ -122,7 +127,11 @@ def test_state_is_read_written_deleted_and_audited(mem):
     assert tools.set_state("language", None) == "deleted state key language"
     assert tools.set_state("language", None) == "state key language was not set"
     events = mem.audit(user_id="u1", kind="state")
-    assert [(e.layer, e.key, e.action) for e in events] == [("tools", "language", "delete"), ("tools", "language", "add"), ("tools", "current_task", "add")]
+    assert [(e.layer, e.key, e.action) for e in events] == [
+        ("tools", "language", "delete"),
+        ("tools", "language", "add"),
+        ("tools", "current_task", "add"),
+    ]
     [record] = mem.memories("state", user_id="u1")
     assert (record.key, record.valid_from, record.source_ids) == ("current_task", T0, ())
 
@@ -154,7 +163,13 @@ def test_openai_schemas_are_derived_from_the_functions(mem):
         assert fn["parameters"]["type"] == "object" and fn["parameters"]["additionalProperties"] is False
         assert "title" not in json.dumps(fn["parameters"])
     assert schemas["save_memory"]["parameters"]["required"] == ["content"]
-    assert schemas["recall_memory"]["parameters"]["properties"]["k"] == {"default": 5, "description": "how many memories at most", "maximum": 20, "minimum": 1, "type": "integer"}
+    assert schemas["recall_memory"]["parameters"]["properties"]["k"] == {
+        "default": 5,
+        "description": "how many memories at most",
+        "maximum": 20,
+        "minimum": 1,
+        "type": "integer",
+    }
     assert "required" not in schemas["get_state"]["parameters"]
 
 
@@ -167,8 +182,16 @@ def test_openai_schemas_are_derived_from_the_functions(mem):
         ("save_memory", 42, "error: invalid arguments for save_memory: arguments must be a JSON object, got int"),
         ("save_memory", "{}", "error: invalid arguments for save_memory: content: Field required"),
         ("save_memory", {"content": 3}, "error: invalid arguments for save_memory: content: Input should be a valid string"),
-        ("save_memory", {"content": "x", "importance": 9}, "error: invalid arguments for save_memory: importance: Extra inputs are not permitted"),
-        ("recall_memory", {"query": "x", "k": 0}, "error: invalid arguments for recall_memory: k: Input should be greater than or equal to 1"),
+        (
+            "save_memory",
+            {"content": "x", "importance": 9},
+            "error: invalid arguments for save_memory: importance: Extra inputs are not permitted",
+        ),
+        (
+            "recall_memory",
+            {"query": "x", "k": 0},
+            "error: invalid arguments for recall_memory: k: Input should be greater than or equal to 1",
+        ),
         ("save_memory", {"content": "  "}, "error: content is empty"),
         ("set_state", {"key": "k"}, "error: invalid arguments for set_state: value: Field required"),
     ],
@@ -215,7 +238,9 @@ def test_the_model_saves_in_one_session_and_recalls_in_another(mem):
         return answer("你的后端使用SpringBoot。" if "SpringBoot" in result else "我不知道。")
 
     second = ScriptedModel([action("recall_memory", query="我的后端使用什么技术？"), answer_from_the_result])
-    out = run_tool_chat(second, tools_for(mem, thread="s2", at=T0 + timedelta(days=3)), [{"role": "user", "content": "我的后端使用什么技术？"}])
+    out = run_tool_chat(
+        second, tools_for(mem, thread="s2", at=T0 + timedelta(days=3)), [{"role": "user", "content": "我的后端使用什么技术？"}]
+    )
     assert out.answer == "你的后端使用SpringBoot。"
     assert "2026-11-02" in out.steps[0].result and len(out.completions) == 2
     assert [m["role"] for m in out.messages] == ["system", "user", "assistant", "user", "assistant"]
@@ -239,7 +264,9 @@ def test_invalid_model_output_is_retried_once_then_raises(mem):
 
 def test_the_last_step_and_the_step_after_a_repeated_call_may_only_answer(mem):
     model = ScriptedModel([action("get_state"), action("recall_memory", query="a"), answer("done")], native_schema=True)
-    out = run_tool_chat(model, tools_for(mem), [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "state?"}], max_steps=3)
+    out = run_tool_chat(
+        model, tools_for(mem), [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "state?"}], max_steps=3
+    )
     assert out.answer == "done" and [s.name for s in out.steps] == ["get_state", "recall_memory"]
     assert "oneOf" in model.calls[0]["schema"] and "oneOf" not in model.calls[2]["schema"]
     assert model.calls[2]["schema"]["properties"]["action"]["const"] == "answer"
@@ -260,7 +287,9 @@ def test_the_local_model_saves_and_recalls_through_the_tools(mem):
     from memstack.llm import get_chat_model
 
     model = get_chat_model("local")
-    saved = run_tool_chat(model, MemoryTools(mem, "u1", "s1"), [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}], max_tokens=96)
+    saved = run_tool_chat(
+        model, MemoryTools(mem, "u1", "s1"), [{"role": "user", "content": "请记住：我的后端使用SpringBoot"}], max_tokens=96
+    )
     assert [s.name for s in saved.steps][:1] == ["save_memory"] and "SpringBoot" in saved.steps[0].arguments["content"]
     asked = run_tool_chat(model, MemoryTools(mem, "u1", "s2"), [{"role": "user", "content": "我的后端使用什么技术？"}], max_tokens=96)
     assert "recall_memory" in [s.name for s in asked.steps]

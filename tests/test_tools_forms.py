@@ -43,7 +43,9 @@ def test_a_value_is_put_and_got_back_exactly_by_its_key_and_a_new_value_replaces
     tools.save_memory("城市", " 我搬到了上海 ")
     assert tools.recall_memory(" 城市 ") == "我搬到了上海"  # the key as the model wrote it, less spaces
     units = [u for b in mem.store.units.iterate(mem.scope("u1")) for u in b if u.kind == "note"]
-    assert [(u.id.startswith(KEY_PREFIX), u.scope.thread_id, u.text, u.metadata["key"]) for u in units] == [(True, NOTES_THREAD, "城市: 我搬到了上海", "城市")]
+    assert [(u.id.startswith(KEY_PREFIX), u.scope.thread_id, u.text, u.metadata["key"]) for u in units] == [
+        (True, NOTES_THREAD, "城市: 我搬到了上海", "城市")
+    ]
     assert tools.recall_memory("城") == "no memory saved under key '城'"  # exact, not a prefix or a search
     mem.close()
     with Memory(tmp_path / "m.db") as later:  # another process, a week later, another thread
@@ -73,7 +75,9 @@ def test_the_key_value_schemas_are_the_articles_names_and_arguments(mem):
     assert schemas["recall_memory"]["parameters"]["required"] == ["key"]
     assert schemas["save_memory"]["description"].startswith("Save one important piece of information to long-term memory under a key")
     assert {n: s for n, s in schemas.items() if n not in ("save_memory", "recall_memory")} == {
-        t["function"]["name"]: t["function"] for t in notes(mem).openai_tools() if t["function"]["name"] not in ("save_memory", "recall_memory")
+        t["function"]["name"]: t["function"]
+        for t in notes(mem).openai_tools()
+        if t["function"]["name"] not in ("save_memory", "recall_memory")
     }
 
 
@@ -107,7 +111,9 @@ def test_the_json_action_chat_loop_runs_the_key_value_form(mem):
     def act(name, **arguments):
         return json.dumps({"action": name, "arguments": arguments}, ensure_ascii=False)
 
-    model = ScriptedModel([act("save_memory", key="城市", value="杭州"), json.dumps({"action": "answer", "answer": "记住了"}, ensure_ascii=False)])
+    model = ScriptedModel(
+        [act("save_memory", key="城市", value="杭州"), json.dumps({"action": "answer", "answer": "记住了"}, ensure_ascii=False)]
+    )
     out = run_tool_chat(model, kv(mem), [{"role": "user", "content": "记住：我住在杭州"}])
     assert out.answer == "记住了" and "save_memory(key, value)" in model.calls[0]["messages"][0]["content"]
     assert kv(mem).recall_memory("城市") == "杭州"
@@ -138,9 +144,15 @@ def test_langchain_structured_tools_run_a_models_tool_calls(mem):
     graph.add_node("tools", ToolNode(kv(mem).langchain_tools()))
     graph.add_edge(START, "tools")
     node = graph.compile()
-    saved = node.invoke({"messages": [AIMessage("", tool_calls=[tool_call("save_memory", "c1", key="技术栈", value="SpringBoot")])]})["messages"][1:]
+    saved = node.invoke({"messages": [AIMessage("", tool_calls=[tool_call("save_memory", "c1", key="技术栈", value="SpringBoot")])]})[
+        "messages"
+    ][1:]
     assert [(type(m), m.tool_call_id, m.content.startswith("saved memory note-key-")) for m in saved] == [(ToolMessage, "c1", True)]
-    calls = [tool_call("recall_memory", "c2", key="技术栈"), tool_call("recall_memory", "c3", key="数据库"), tool_call("save_memory", "c4", key="x")]
+    calls = [
+        tool_call("recall_memory", "c2", key="技术栈"),
+        tool_call("recall_memory", "c3", key="数据库"),
+        tool_call("save_memory", "c4", key="x"),
+    ]
     results = {m.tool_call_id: m.content for m in node.invoke({"messages": [AIMessage("", tool_calls=calls)]})["messages"][1:]}
     assert results["c2"] == "SpringBoot" and results["c3"] == "no memory saved under key '数据库'"
     assert results["c4"] == "error: invalid arguments for save_memory: value: Field required"
@@ -148,7 +160,11 @@ def test_langchain_structured_tools_run_a_models_tool_calls(mem):
     # the note form through one StructuredTool invocation with a ToolCall: a ToolMessage back
     save, recall = notes(mem).langchain_tools()[:2]
     message = save.invoke(tool_call("save_memory", "c5", content="我平时喜欢跑步", category="hobby"))
-    assert isinstance(message, ToolMessage) and message.content.startswith("saved memory note-") and message.content.endswith("(hobby): 我平时喜欢跑步")
+    assert (
+        isinstance(message, ToolMessage)
+        and message.content.startswith("saved memory note-")
+        and message.content.endswith("(hobby): 我平时喜欢跑步")
+    )
     assert "我平时喜欢跑步" in recall.invoke({"query": "我喜欢什么运动？", "k": 3})
     assert recall.invoke({"query": " "}) == "error: query is empty"  # a memstack error is the model's to read
 
@@ -162,7 +178,9 @@ def test_saved_memories_travel_with_export_and_import_into_a_fresh_store(tmp_pat
     kv(mem).save_memory("城市", "杭州")
     exported = list(mem.export(user_id="u1"))
     assert [r.get("type") for r in exported] == [None, None, "note", "note"]
-    assert exported[2]["text"] == "我的后端使用SpringBoot" and exported[2]["category"] == "tech" and exported[2]["thread_id"] == NOTES_THREAD
+    assert (
+        exported[2]["text"] == "我的后端使用SpringBoot" and exported[2]["category"] == "tech" and exported[2]["thread_id"] == NOTES_THREAD
+    )
     assert exported[3]["metadata"]["key"] == "城市"
     text = "\n".join(json.dumps(r, ensure_ascii=False) for r in exported)  # what `memstack export` prints
 
@@ -197,13 +215,23 @@ def test_the_rest_tools_api_serves_the_key_value_form(tmp_path):
     from memstack.server import ServerConfig, create_app
     from memstack.testing import ScriptedModel
 
-    with Memory(tmp_path / "s.db") as memory, TestClient(create_app(memory, ServerConfig(model=ScriptedModel(default="好的"), worker=False))) as c:
+    with (
+        Memory(tmp_path / "s.db") as memory,
+        TestClient(create_app(memory, ServerConfig(model=ScriptedModel(default="好的"), worker=False))) as c,
+    ):
         listed = c.get("/v1/tools", params={"form": "key-value"}).json()
         assert [t["function"]["parameters"]["required"] for t in listed[:2]] == [["key", "value"], ["key"]]
         assert c.get("/v1/tools").json()[0]["function"]["parameters"]["required"] == ["content"]
         u = "/v1/users/u1/tools"
-        assert c.post(f"{u}/save_memory", params={"form": "key-value"}, json={"arguments": {"key": "城市", "value": "杭州"}}).json()["result"].startswith("saved memory")
-        assert c.post(f"{u}/recall_memory", params={"form": "key-value"}, json={"arguments": {"key": "城市"}}).json() == {"tool": "recall_memory", "result": "杭州"}
+        assert (
+            c.post(f"{u}/save_memory", params={"form": "key-value"}, json={"arguments": {"key": "城市", "value": "杭州"}})
+            .json()["result"]
+            .startswith("saved memory")
+        )
+        assert c.post(f"{u}/recall_memory", params={"form": "key-value"}, json={"arguments": {"key": "城市"}}).json() == {
+            "tool": "recall_memory",
+            "result": "杭州",
+        }
         assert "城市: 杭州" in c.post(f"{u}/recall_memory", json={"arguments": {"query": "我住在哪个城市？"}}).json()["result"]
         assert c.get("/v1/tools", params={"form": "kv"}).status_code == 422
         exported = c.get("/v1/users/u1/export").json()["records"]
@@ -221,7 +249,9 @@ def test_memstack_mcp_serves_the_key_value_form(tmp_path):
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    server = StdioServerParameters(command=sys.executable, args=["-m", "memstack", "mcp", "--user", "u1", "--tools", "key-value"], env={"MEMSTACK_HOME": str(tmp_path)})
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "memstack", "mcp", "--user", "u1", "--tools", "key-value"], env={"MEMSTACK_HOME": str(tmp_path)}
+    )
 
     async def session_run():
         async with stdio_client(server) as (read, write), ClientSession(read, write) as session:

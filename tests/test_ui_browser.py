@@ -21,7 +21,16 @@ import pytest
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("MEMSTACK_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = Path(os.environ.get("MEMSTACK_SCREENSHOTS", Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"))
 SIZES = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
@@ -151,7 +160,9 @@ def test_a_graph_of_hundreds_of_relations_is_drawn_and_answers_a_click(chromium,
     hit.dispatch_event("click")
     expect(page.locator("#graph-info")).to_contain_text("证据")
     expect(page.locator("svg#graph .edge-label")).to_have_count(1)  # the selected edge keeps its label
-    boxes = page.evaluate("[...document.querySelectorAll('svg#graph .node')].map((g) => g.transform.baseVal[0].matrix).map((m) => [m.e, m.f])")
+    boxes = page.evaluate(
+        "[...document.querySelectorAll('svg#graph .node')].map((g) => g.transform.baseVal[0].matrix).map((m) => [m.e, m.f])"
+    )
     xs, ys = [x for x, _ in boxes], [y for _, y in boxes]
     assert max(xs) - min(xs) > 300 and max(ys) - min(ys) > 300  # spread out, not collapsed
     shot(page, "graph-360-relations", "laptop")
@@ -234,13 +245,21 @@ def test_an_edit_and_a_delete_are_in_the_audit_log(chromium, service):
     expect(second).to_contain_text("知识中台")
     expect(second.locator(".layer")).to_have_text("ui")
     records = service.memory.store.records
-    assert records.current(service.memory.scope(USER, tenant="acme"), "entity", ["知识中台"])[0].value["attributes"]["预算"]["value"] == "三十万"
+    assert (
+        records.current(service.memory.scope(USER, tenant="acme"), "entity", ["知识中台"])[0].value["attributes"]["预算"]["value"]
+        == "三十万"
+    )
     page.context.close()
 
 
 def test_a_user_is_forgotten_after_the_typed_confirmation(chromium, service):
     memory = service.memory
-    memory.add([{"role": "user", "content": "请记住我喜欢火锅"}, {"role": "assistant", "content": "好的"}], user_id="zhao_liu", thread_id="z1", tenant="acme")
+    memory.add(
+        [{"role": "user", "content": "请记住我喜欢火锅"}, {"role": "assistant", "content": "好的"}],
+        user_id="zhao_liu",
+        thread_id="z1",
+        tenant="acme",
+    )
     page = open_page(chromium, service)
     page.goto(f"{service.url}/ui/user?u=zhao_liu")
     button = page.locator("#forget button")
@@ -302,7 +321,13 @@ def test_another_tenants_key_sees_nothing_of_this_one(chromium, service):
 
 def test_markup_in_the_store_never_runs(chromium, service):
     page = open_page(chromium, service)
-    for path in (f"/ui/thread?u={USER}&t=s1", f"/ui/user?u={USER}", f"/ui/entity?u={USER}&k=xss", f"/ui/graph?u={USER}", f"/ui/audit?u={USER}"):
+    for path in (
+        f"/ui/thread?u={USER}&t=s1",
+        f"/ui/user?u={USER}",
+        f"/ui/entity?u={USER}&k=xss",
+        f"/ui/graph?u={USER}",
+        f"/ui/audit?u={USER}",
+    ):
         page.goto(service.url + path)
         if "graph" in path:
             page.wait_for_selector("svg#graph[data-ready]")

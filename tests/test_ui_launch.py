@@ -33,7 +33,13 @@ def launch(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, int, Path]:
     port = free_port()
     env = {**os.environ, "MEMSTACK_HOME": str(home), "BROWSER": str(opener)}
     env.pop("MEMSTACK_API_KEYS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "memstack", "ui", "--port", str(port), *options], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memstack", "ui", "--port", str(port), *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, port, opened
 
 

@@ -120,7 +120,13 @@ def test_every_form_needs_the_csrf_token_of_its_cookie(service):
 
 def test_what_users_and_models_wrote_is_escaped(service):
     with browser(service) as c:
-        for path in (f"/ui/user?u={USER}", f"/ui/thread?u={USER}&t=s1", f"/ui/graph?u={USER}", f"/ui/entity?u={USER}&k=xss", f"/ui/audit?u={USER}"):
+        for path in (
+            f"/ui/user?u={USER}",
+            f"/ui/thread?u={USER}&t=s1",
+            f"/ui/graph?u={USER}",
+            f"/ui/entity?u={USER}&k=xss",
+            f"/ui/audit?u={USER}",
+        ):
             html = c.get(path).text
             assert "<script>window" not in html and "<img src=x" not in html, path
             assert "&lt;script&gt;" in html or "\\u003cscript\\u003e" in html, path
@@ -153,7 +159,9 @@ def test_bad_input_is_a_page_not_a_500(service):
         r = c.get(f"/ui/context?u={USER}&t=s1&strategy=nolayer&build=1")
         assert r.status_code == 200 and "nolayer" in r.text and 'role="alert"' in r.text
         token = csrf(c.get("/ui").text)
-        assert c.post("/ui/do/note-edit", data={"csrf": token, "u": USER, "t": "s1", "i": "x", "text": "a", "expect": "b"}).status_code == 422
+        assert (
+            c.post("/ui/do/note-edit", data={"csrf": token, "u": USER, "t": "s1", "i": "x", "text": "a", "expect": "b"}).status_code == 422
+        )
         assert c.post("/ui/do/no-such-action", data={"csrf": token}).status_code == 404
         assert c.get("/ui/static/../app.py").status_code == 404
 
@@ -183,7 +191,17 @@ def test_users_without_messages_are_listed_with_their_saved_memories(service):
 
 def test_a_saved_memory_is_deleted_and_the_deletion_noted(service):
     memory = service.memory
-    memory.store.units.put([Unit(id=note_id("临时笔记"), scope=memory.scope("sun_shi", NOTES_THREAD, tenant="acme"), text="临时笔记：密码是1234", timestamp=utcnow(), kind="note")])
+    memory.store.units.put(
+        [
+            Unit(
+                id=note_id("临时笔记"),
+                scope=memory.scope("sun_shi", NOTES_THREAD, tenant="acme"),
+                text="临时笔记：密码是1234",
+                timestamp=utcnow(),
+                kind="note",
+            )
+        ]
+    )
     with browser(service) as c:
         token = csrf(c.get("/ui/user?u=sun_shi").text)
         r = c.post("/ui/do/saved-delete", data={"csrf": token, "u": "sun_shi", "id": note_id("临时笔记")})
@@ -199,9 +217,18 @@ def test_a_saved_memory_is_deleted_and_the_deletion_noted(service):
 
 def test_forgetting_is_in_the_audit_timeline_and_the_deletion_log(service):
     memory = service.memory
-    memory.add([{"role": "user", "content": "第一个会话：我的身份证号是110101"}, {"role": "assistant", "content": "好的"}], user_id="zheng_shi", thread_id="z1", tenant="acme")
+    memory.add(
+        [{"role": "user", "content": "第一个会话：我的身份证号是110101"}, {"role": "assistant", "content": "好的"}],
+        user_id="zheng_shi",
+        thread_id="z1",
+        tenant="acme",
+    )
     memory.add({"role": "user", "content": "第二个会话"}, user_id="zheng_shi", thread_id="z2", tenant="acme")
-    memory.store.records.apply(memory.scope("zheng_shi", "z1", tenant="acme"), [Change("put", "summary", "summary", {"items": [{"text": "身份证号110101"}]}, (), utcnow())], layer="summary")
+    memory.store.records.apply(
+        memory.scope("zheng_shi", "z1", tenant="acme"),
+        [Change("put", "summary", "summary", {"items": [{"text": "身份证号110101"}]}, (), utcnow())],
+        layer="summary",
+    )
     with browser(service) as c:
         token = csrf(c.get("/ui").text)
         r = c.post("/ui/do/thread-forget", data={"csrf": token, "u": "zheng_shi", "t": "z1", "confirm": "z1"})

@@ -25,7 +25,6 @@ from memstack.backends.postgres import MIGRATIONS, PostgresStore, quote_identifi
 pytestmark = pytest.mark.postgres
 
 
-
 @pytest.fixture
 def pg(schema: str) -> Iterator[PostgresStore]:
     store = PostgresStore(DSN, schema=schema)

@@ -113,7 +113,10 @@ def test_delete_user_erases_every_agent_and_thread(shared):
     [
         ("milvus://127.0.0.1:19530", {"uri": "http://127.0.0.1:19530", "token": None, "db_name": "", "collection": "memstack_units"}),
         ("milvus://db.example", {"uri": "http://db.example:19530"}),
-        ("milvus://u:p%40ss@h:1/team?collection=mine&timeout=3&secure=true", {"uri": "https://h:1", "token": "u:p@ss", "db_name": "team", "collection": "mine", "timeout": 3.0}),
+        (
+            "milvus://u:p%40ss@h:1/team?collection=mine&timeout=3&secure=true",
+            {"uri": "https://h:1", "token": "u:p@ss", "db_name": "team", "collection": "mine", "timeout": 3.0},
+        ),
         ("milvus://:API_KEY@h", {"token": "API_KEY"}),
         ("milvus:///srv/vectors.db?collection=k", {"uri": "/srv/vectors.db", "token": None, "collection": "k"}),
         ("milvus://[::1]:19530?index=hnsw", {"uri": "http://[::1]:19530", "index_type": "HNSW", "consistency": "Strong"}),
@@ -169,9 +172,24 @@ def test_missing_pymilvus_names_the_install_command(tmp_path):
     code = "import sys; sys.modules['pymilvus'] = None; from memstack.cli import main; sys.exit(main(sys.argv[1:]))"
     db = f"sqlite:///{tmp_path / 'm.db'}"
     env = {**os.environ, "MEMSTACK_HOME": str(tmp_path)}
-    failed = subprocess.run([sys.executable, "-c", code, "--db", db, "--vectors", "milvus://127.0.0.1:19530", "history", "--user", "u", "--thread", "t"], capture_output=True, text=True, env=env, timeout=120)
-    assert failed.returncode == 2 and failed.stderr.strip() == 'memstack: error: pymilvus is not installed; install it with: pip install "memstack[milvus]"'
-    plain = subprocess.run([sys.executable, "-c", code, "--db", db, "add", "--user", "u", "--thread", "t", "--role", "user", "hi"], capture_output=True, text=True, env=env, timeout=120)
+    failed = subprocess.run(
+        [sys.executable, "-c", code, "--db", db, "--vectors", "milvus://127.0.0.1:19530", "history", "--user", "u", "--thread", "t"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        failed.returncode == 2
+        and failed.stderr.strip() == 'memstack: error: pymilvus is not installed; install it with: pip install "memstack[milvus]"'
+    )
+    plain = subprocess.run(
+        [sys.executable, "-c", code, "--db", db, "add", "--user", "u", "--thread", "t", "--role", "user", "hi"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert plain.returncode == 0, plain.stderr
 
 
@@ -240,7 +258,11 @@ def test_memory_keeps_vectors_in_milvus_lite_and_the_profile_says_so(tmp_path):
 
     db, vectors = f"sqlite:///{tmp_path / 'm.db'}", f"milvus:///{tmp_path / 'vectors.db'}?collection=mem"
     with Memory(db, vectors=vectors) as mem:
-        mem.add([{"role": "user", "content": "我正在开发一个知识中台，后端使用SpringBoot"}, {"role": "assistant", "content": "好的"}], user_id="u1", thread_id="s1")
+        mem.add(
+            [{"role": "user", "content": "我正在开发一个知识中台，后端使用SpringBoot"}, {"role": "assistant", "content": "好的"}],
+            user_id="u1",
+            thread_id="s1",
+        )
         mem.flush()
         assert "SpringBoot" in mem.search("我的后端用什么技术？", user_id="u1", k=1)[0].unit.text
         assert mem.vectors.info()[2] >= 1 and mem.store.vectors.info()[2] == 0

@@ -70,7 +70,9 @@ def client(server):
 
 
 def memstack_cli(*args, env=None, check=True, timeout=180):
-    proc = subprocess.run([sys.executable, "-m", "memstack", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memstack", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"memstack {' '.join(args)}: exit {proc.returncode}\n{proc.stderr}")
     return proc
@@ -116,7 +118,9 @@ class TestMilvusServerVectorIndex(VectorIndexContract):
 
 def test_no_category_and_an_empty_one_are_apart(shared):
     shared.reset()
-    shared.upsert([unit("none", category=None), unit("empty", category=""), unit("work", category="work")], [axis(0), axis(1), axis(2)], model=MODEL)
+    shared.upsert(
+        [unit("none", category=None), unit("empty", category=""), unit("work", category="work")], [axis(0), axis(1), axis(2)], model=MODEL
+    )
     assert ids(shared.search(A, axis(0), k=5, where=SearchFilter(categories=("",)))) == ["empty"]
     assert ids(shared.search(A, axis(0), k=5, where=SearchFilter(categories=("work", "")))) == ["empty", "work"]
     assert len(shared.search(A, axis(0), k=5)) == 3
@@ -126,10 +130,18 @@ def test_another_model_is_refused_with_reindex_advice_and_nothing_dropped(server
     index = MilvusVectorIndex.from_url(f"{server.url}?collection=advice")
     try:
         index.upsert([unit("u1")], [axis(0)], model=MODEL)
-        for call in (lambda: index.upsert([unit("u2")], [axis(0, 4)], model=MODEL), lambda: index.upsert([unit("u2")], [axis(0)], model="other"), lambda: index.search(A, axis(0, 4), k=1)):
+        for call in (
+            lambda: index.upsert([unit("u2")], [axis(0, 4)], model=MODEL),
+            lambda: index.upsert([unit("u2")], [axis(0)], model="other"),
+            lambda: index.search(A, axis(0, 4), k=1),
+        ):
             with pytest.raises(InvalidInput) as caught:
                 call()
-            assert "memstack reindex" in str(caught.value) and "new Milvus collection" in str(caught.value) and "nothing is dropped" in str(caught.value)
+            assert (
+                "memstack reindex" in str(caught.value)
+                and "new Milvus collection" in str(caught.value)
+                and "nothing is dropped" in str(caught.value)
+            )
         assert index.info() == (MODEL, 8, 1)
         assert client.describe_collection("advice")["collection_name"] == "advice_g1"
     finally:
@@ -165,7 +177,9 @@ def test_a_collection_memstack_did_not_make_is_refused_and_left_alone(server, cl
         db = f"sqlite:///{tmp_path / 'm.db'}"
         foreign = ("--db", db, "--vectors", f"{server.url}?collection=conversation")
         failed = memstack_cli(*foreign, "search", "--user", "u1", "后端", check=False)  # a real process: its stderr whole
-        refusals = [(failed.returncode, failed.stderr)] + [cli(capfd, *foreign, *command)[::2] for command in (["reindex"], ["init", "--strategy", "window,retrieval"])]
+        refusals = [(failed.returncode, failed.stderr)] + [
+            cli(capfd, *foreign, *command)[::2] for command in (["reindex"], ["init", "--strategy", "window,retrieval"])
+        ]
         for code, stderr in refusals:
             assert code == 2, stderr
             line = one_clean_line(stderr)
@@ -186,9 +200,28 @@ def test_a_collection_memstack_did_not_make_is_refused_and_left_alone(server, cl
 def test_cli_add_and_search_keep_the_vectors_in_milvus(server, client, tmp_path, capfd):
     db, vectors = f"sqlite:///{tmp_path / 'cli.db'}", f"{server.url}?collection=cli"
     for i, (role, text) in enumerate(LISI[2:4]):
-        memstack_cli("--db", db, "--vectors", vectors, "add", "--user", "user_001", "--thread", "s1", "--role", role, "--at", f"2026-11-02T20:0{i}:00+08:00", text)
-    memstack_cli("--db", db, "--vectors", vectors, "add", "--user", "user_001", "--thread", "s2", "--role", "user", LISI[4][1], "--wait")  # --wait: indexed now
-    found = memstack_cli("--db", db, "search", "--user", "user_001", "我的后端用什么技术？", "--k", "1", env={"MEMSTACK_VECTORS": vectors})  # the variable instead of the flag
+        memstack_cli(
+            "--db",
+            db,
+            "--vectors",
+            vectors,
+            "add",
+            "--user",
+            "user_001",
+            "--thread",
+            "s1",
+            "--role",
+            role,
+            "--at",
+            f"2026-11-02T20:0{i}:00+08:00",
+            text,
+        )
+    memstack_cli(
+        "--db", db, "--vectors", vectors, "add", "--user", "user_001", "--thread", "s2", "--role", "user", LISI[4][1], "--wait"
+    )  # --wait: indexed now
+    found = memstack_cli(
+        "--db", db, "search", "--user", "user_001", "我的后端用什么技术？", "--k", "1", env={"MEMSTACK_VECTORS": vectors}
+    )  # the variable instead of the flag
     assert "SpringBoot" in found.stdout
     assert client.describe_collection("cli")["collection_name"] == "cli_g1"
     assert client.query("cli", filter='user_id == "user_001"', output_fields=["count(*)"])[0]["count(*)"] >= 2
@@ -206,7 +239,23 @@ def test_cli_add_and_search_keep_the_vectors_in_milvus(server, client, tmp_path,
 
 def serve(db: str, vectors: str, port: int, tmp_path, *extra: str) -> subprocess.Popen:
     log = open(tmp_path / f"serve-{port}.log", "w")  # noqa: SIM115 (the process's, closed with it)
-    command = [sys.executable, "-m", "memstack", "--db", db, "--vectors", vectors, "serve", "--port", str(port), "--model", "vllm:none@http://127.0.0.1:9/v1", "--log-level", "warning", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "memstack",
+        "--db",
+        db,
+        "--vectors",
+        vectors,
+        "serve",
+        "--port",
+        str(port),
+        "--model",
+        "vllm:none@http://127.0.0.1:9/v1",
+        "--log-level",
+        "warning",
+        *extra,
+    ]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -252,7 +301,9 @@ def test_serve_searches_milvus_and_a_lost_server_is_503_not_500(server, client, 
             lost = http.post("/v1/users/user_001/search", json={"query": "后端", "k": 3})
             assert lost.status_code == 503 and lost.json()["error"]["code"] == "store_error", lost.text
             assert "Milvus failed while" in lost.json()["error"]["message"]
-            added = http.post("/v1/users/user_001/threads/s2/messages", json={"messages": [{"role": "user", "content": "我养了一只叫豆豆的猫"}]})
+            added = http.post(
+                "/v1/users/user_001/threads/s2/messages", json={"messages": [{"role": "user", "content": "我养了一只叫豆豆的猫"}]}
+            )
             assert added.status_code == 201  # the history is the store's: kept, indexed when Milvus is back
             relay.restore()
             search_until(http, "我的猫叫什么？", "豆豆", timeout=90)
@@ -272,7 +323,12 @@ def test_serve_workers_share_the_vectors_url(server, client, tmp_path):
         wait_healthy(url, proc)
         with httpx.Client(base_url=url, timeout=30) as http:
             for thread in ("s1", "s2", "s3", "s4"):  # spread over both processes
-                assert http.post(f"/v1/users/user_001/threads/{thread}/messages", json={"messages": [{"role": r, "content": t} for r, t in LISI]}).status_code == 201
+                assert (
+                    http.post(
+                        f"/v1/users/user_001/threads/{thread}/messages", json={"messages": [{"role": r, "content": t} for r, t in LISI]}
+                    ).status_code
+                    == 201
+                )
             search_until(http, "我的后端用什么技术？", "SpringBoot")
         assert client.query("workers", filter='user_id == "user_001"', output_fields=["count(*)"])[0]["count(*)"] >= 4
         with Memory(db, vectors=f"{server.url}?collection=workers") as mem:
@@ -320,7 +376,11 @@ def test_reindex_fills_a_new_collection_and_switches_to_it(server, client, tmp_p
 
         n = layer.reindex(batch=4, progress=meanwhile)
         assert during and "SpringBoot" in during[0]
-        assert layer.switched is not None and (layer.switched.serving, layer.switched.previous, layer.switched.dropped) == ("reidx_g2", "reidx_g1", ())
+        assert layer.switched is not None and (layer.switched.serving, layer.switched.previous, layer.switched.dropped) == (
+            "reidx_g2",
+            "reidx_g1",
+            (),
+        )
         assert n >= 4 and client.describe_collection("reidx")["collection_name"] == "reidx_g2"
         assert "SpringBoot" in mem.search("我的后端用什么技术？", user_id="user_001", k=1)[0].unit.text
         assert "钢琴" in mem.search("我在学什么乐器？", user_id="user_001", k=1)[0].unit.text
@@ -329,7 +389,9 @@ def test_reindex_fills_a_new_collection_and_switches_to_it(server, client, tmp_p
     assert code == 0, err
     assert "into collection reidx_g3, now searched; reidx_g2 is kept" in out and "dropped older generations reidx_g1" in out
     assert sorted(n for n in client.list_collections() if n.startswith("reidx")) == ["reidx_g2", "reidx_g3"]
-    code, out, _ = cli(capfd, "--db", db, "--vectors", vectors, "search", "--user", "user_001", "我的后端用什么技术？", "--k", "1", "--json")
+    code, out, _ = cli(
+        capfd, "--db", db, "--vectors", vectors, "search", "--user", "user_001", "我的后端用什么技术？", "--k", "1", "--json"
+    )
     assert code == 0 and "SpringBoot" in json.loads(out)[0]["text"]
 
 

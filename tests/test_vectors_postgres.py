@@ -27,7 +27,6 @@ from memstack.backends.postgres import PostgresStore  # noqa: E402
 pytestmark = pytest.mark.postgres
 
 
-
 @pytest.fixture
 def pg(schema: str) -> Iterator[PostgresStore]:
     store = PostgresStore(DSN, schema=schema, max_size=2)

@@ -45,7 +45,11 @@ CASES_KEPT = [
     (st("张伟", "负责", "星图项目"), [user("张伟是我们部门的后端工程师，他负责星图项目。")], ("负责", "星图项目", False)),
     (st("张伟", "是", "后端工程师"), [user("张伟是我们部门的后端工程师，他负责星图项目。")], ("是", "后端工程师", False)),
     (st("我妹妹", "住在", "杭州"), [user("我妹妹住在杭州。")], ("住在", "杭州", False)),
-    (st("知识中台", "后端使用", "SpringBoot"), [user("我正在开发一个知识中台"), bot("好的"), user("后端使用SpringBoot")], ("后端使用", "SpringBoot", False)),
+    (
+        st("知识中台", "后端使用", "SpringBoot"),
+        [user("我正在开发一个知识中台"), bot("好的"), user("后端使用SpringBoot")],
+        ("后端使用", "SpringBoot", False),
+    ),
     (st("用户", "搬到", "杭州"), [user("我打算明年搬到杭州。")], ("打算搬到", "杭州", False)),
     (st("用户", "喜欢", "Python"), [user("我喜欢Python，也在学Rust。")], ("喜欢", "Python", False)),
     (st("用户", "不喜欢", "香菜"), [user("我不喜欢香菜。")], ("不喜欢", "香菜", False)),
@@ -56,7 +60,9 @@ CASES_KEPT = [
 ]
 
 
-@pytest.mark.parametrize(("statement", "turns", "stored"), CASES_KEPT, ids=[f"{s.subject}|{s.predicate}|{s.object}" for s, _, _ in CASES_KEPT])
+@pytest.mark.parametrize(
+    ("statement", "turns", "stored"), CASES_KEPT, ids=[f"{s.subject}|{s.predicate}|{s.object}" for s, _, _ in CASES_KEPT]
+)
 def test_a_statement_the_users_words_support_is_kept_tidied(statement, turns, stored):
     got = verdict(statement, *turns, names={"星图项目", "张伟", "李四"})
     assert not isinstance(got, Rejected), got
@@ -65,8 +71,18 @@ def test_a_statement_the_users_words_support_is_kept_tidied(statement, turns, st
 
 CASES_REJECTED = [
     # (statement, turns, names the batch's other statements give as subjects, the reason's start)
-    (st("用户", "使用", "Kafka"), [user("张伟负责星图项目。星图项目使用Kafka和PostgreSQL。")], ["星图项目", "张伟"], "the words say it of 星图项目"),
-    (st("张伟", "使用", "Flink"), [user("张伟负责星图项目，李娜负责天枢项目，天枢用的是Flink。")], ["李娜", "天枢项目"], "the words say it of"),
+    (
+        st("用户", "使用", "Kafka"),
+        [user("张伟负责星图项目。星图项目使用Kafka和PostgreSQL。")],
+        ["星图项目", "张伟"],
+        "the words say it of 星图项目",
+    ),
+    (
+        st("张伟", "使用", "Flink"),
+        [user("张伟负责星图项目，李娜负责天枢项目，天枢用的是Flink。")],
+        ["李娜", "天枢项目"],
+        "the words say it of",
+    ),
     (st("用户", "不喜欢", "数据分析"), [user("我也换工作了，现在在腾讯做产品经理，不再做数据分析了。")], [], "the words do not say 不喜欢"),
     (st("用户", "喜欢", "香菜"), [user("我不喜欢香菜。")], [], "negated in the user's words"),
     (st("用户", "吃", "香菜"), [user("我从来不吃香菜。")], [], "negated in the user's words"),
@@ -82,7 +98,11 @@ CASES_REJECTED = [
 ]
 
 
-@pytest.mark.parametrize(("statement", "turns", "names", "reason"), CASES_REJECTED, ids=[f"{s.subject}|{s.predicate}|{s.object}" for s, _, _, _ in CASES_REJECTED])
+@pytest.mark.parametrize(
+    ("statement", "turns", "names", "reason"),
+    CASES_REJECTED,
+    ids=[f"{s.subject}|{s.predicate}|{s.object}" for s, _, _, _ in CASES_REJECTED],
+)
 def test_a_statement_the_users_words_do_not_support_is_dropped_with_its_reason(statement, turns, names, reason):
     got = verdict(statement, *turns, names=set(names))
     assert isinstance(got, Rejected), got
@@ -108,11 +128,24 @@ def test_the_profile_holds_what_was_said_and_the_audit_what_was_not(tmp_path):
     model = ScriptedModel(
         [
             out(("王磊", "住在上海", "招商银行")),
-            out(("用户", "搬到", "上海"), ("用户", "搬到", "深圳"), ("用户", "换工作", "腾讯"), ("用户", "不喜欢", "数据分析"), ("用户", "换工作", "数据分析")),
+            out(
+                ("用户", "搬到", "上海"),
+                ("用户", "搬到", "深圳"),
+                ("用户", "换工作", "腾讯"),
+                ("用户", "不喜欢", "数据分析"),
+                ("用户", "换工作", "数据分析"),
+            ),
         ]
     )
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["profile"], options={"model": model, "batch_messages": 2})
-    mem.add([{"role": "user", "content": "我叫王磊，住在上海，在招商银行做数据分析师。", "timestamp": T0.isoformat()}, {"role": "assistant", "content": "你好王磊！", "timestamp": T0.isoformat()}], user_id="u", thread_id="s1")
+    mem.add(
+        [
+            {"role": "user", "content": "我叫王磊，住在上海，在招商银行做数据分析师。", "timestamp": T0.isoformat()},
+            {"role": "assistant", "content": "你好王磊！", "timestamp": T0.isoformat()},
+        ],
+        user_id="u",
+        thread_id="s1",
+    )
     mem.run_jobs()
     later = T0 + timedelta(days=70)
     mem.add(

@@ -27,7 +27,10 @@ def model():
 def dated(*pairs: tuple[str, str], at: datetime) -> list[dict]:
     out = []
     for i, (said, reply) in enumerate(pairs):
-        out += [{"role": "user", "content": said, "timestamp": (at + timedelta(minutes=2 * i)).isoformat()}, {"role": "assistant", "content": reply, "timestamp": (at + timedelta(minutes=2 * i + 1)).isoformat()}]
+        out += [
+            {"role": "user", "content": said, "timestamp": (at + timedelta(minutes=2 * i)).isoformat()},
+            {"role": "assistant", "content": reply, "timestamp": (at + timedelta(minutes=2 * i + 1)).isoformat()},
+        ]
     return out
 
 
@@ -50,8 +53,18 @@ def test_a_move_and_a_job_left_are_never_current(model):
     model wrote "王磊|住在上海|招商银行" and "用户|不喜欢|数据分析"; the profile read 住在上海=招商银行
     and kept 数据分析 as the current job."""
     mem = Memory("memory://", preset="personal-assistant", options={"model": model})
-    mem.add(dated(("我叫王磊，住在上海，在招商银行做数据分析师。", "你好王磊！数据分析师的工作很有意思。"), at=D1), user_id="u", thread_id="s1")
-    mem.add(dated(("我上个月从上海搬到深圳了。", "搬家辛苦了！深圳的生活还习惯吗？"), ("我也换工作了，现在在腾讯做产品经理，不再做数据分析了。", "恭喜！产品经理是个新的挑战。"), at=D2), user_id="u", thread_id="s2")
+    mem.add(
+        dated(("我叫王磊，住在上海，在招商银行做数据分析师。", "你好王磊！数据分析师的工作很有意思。"), at=D1), user_id="u", thread_id="s1"
+    )
+    mem.add(
+        dated(
+            ("我上个月从上海搬到深圳了。", "搬家辛苦了！深圳的生活还习惯吗？"),
+            ("我也换工作了，现在在腾讯做产品经理，不再做数据分析了。", "恭喜！产品经理是个新的挑战。"),
+            at=D2,
+        ),
+        user_id="u",
+        thread_id="s2",
+    )
     assert mem.flush().failed == 0
     me = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value
     lives, lived = attribute(me, "住在")

@@ -64,7 +64,18 @@ def values(attribute):
 
 @pytest.mark.parametrize(
     ("spelling", "attribute"),
-    [("换教练", "教练"), ("换了教练", "教练"), ("新教练", "教练"), ("换手机", "手机"), ("new manager", "manager"), ("new coach", "coach"), ("changed jobs", "job"), ("new job", "job"), ("新家", "住在"), ("改名", "名字")],
+    [
+        ("换教练", "教练"),
+        ("换了教练", "教练"),
+        ("新教练", "教练"),
+        ("换手机", "手机"),
+        ("new manager", "manager"),
+        ("new coach", "coach"),
+        ("changed jobs", "job"),
+        ("new job", "job"),
+        ("新家", "住在"),
+        ("改名", "名字"),
+    ],
 )
 def test_a_change_verb_before_a_noun_is_that_nouns_attribute(spelling, attribute):
     assert canonical(spelling) == attribute
@@ -83,7 +94,9 @@ def test_a_new_coach_supersedes_the_old_one_though_the_model_spelt_the_attribute
 
 
 def test_an_english_new_coach_supersedes_the_old_one(tmp_path):
-    mem = memory(tmp_path, ["profile"], [statements(("User", "person", "coach", "Tom")), statements(("User", "person", "new coach", "Priya"))])
+    mem = memory(
+        tmp_path, ["profile"], [statements(("User", "person", "coach", "Tom")), statements(("User", "person", "new coach", "Priya"))]
+    )
     said(mem, (["My swimming coach is Tom.", "ok"], T0), (["I have a new coach now, Priya.", "ok"], T0 + timedelta(days=30)))
     assert values(me(mem)["coach"]) == (["Priya"], ["Tom"])
 
@@ -111,7 +124,15 @@ def test_a_cessation_names_the_object_it_governs(said_text, ended):
 
 @pytest.mark.parametrize(
     "said_text",
-    ["我不吃香菜。", "如果我不再上班了会怎样？", "今天太累，不去健身房了。", "I don't like cilantro.", "Should I quit my job?", "I left my keys at the office.", "I dropped my kids at school."],
+    [
+        "我不吃香菜。",
+        "如果我不再上班了会怎样？",
+        "今天太累，不去健身房了。",
+        "I don't like cilantro.",
+        "Should I quit my job?",
+        "I left my keys at the office.",
+        "I dropped my kids at school.",
+    ],
 )
 def test_a_plain_negation_a_supposition_or_a_question_ends_nothing(said_text):
     assert cessations([user(said_text)]) == []
@@ -150,15 +171,30 @@ def test_a_cessation_ends_the_thing_it_names_not_a_name_that_begins_with_it():
 
 def test_a_cessation_with_no_statement_for_it_ends_the_value_in_the_profile_and_the_graph(tmp_path):
     mem = memory(tmp_path, ["profile", "graph"], [statements(("用户", "人物", "每周去", "游泳馆")), statements()])
-    said(mem, (["我办了游泳馆的卡，每周去游泳馆。", "好的"], T0), (["我已经不去游泳馆了，改成在小区里跑步。", "也不错"], T0 + timedelta(days=40)))
+    said(
+        mem,
+        (["我办了游泳馆的卡，每周去游泳馆。", "好的"], T0),
+        (["我已经不去游泳馆了，改成在小区里跑步。", "也不错"], T0 + timedelta(days=40)),
+    )
     assert values(me(mem)["去"]) == ([], ["游泳馆"])  # ("每周去": the frequency is no part of the name)
     (relation,) = mem.store.records.current(mem.scope("u"), "relation")
     assert relation.value["target"] == "游泳馆" and relation.value["invalid_at"].startswith("2026-10-17")
 
 
 def test_an_english_cessation_ends_the_attribute_it_names(tmp_path):
-    mem = memory(tmp_path, ["profile"], [statements(("User", "person", "plays", "tennis"), ("User", "person", "drinks", "beer")), statements(("User", "person", "drinks", "kombucha"))])
-    said(mem, (["I play tennis and I drink beer on weekends.", "ok"], T0), (["I gave up tennis. And I no longer drink beer. I switched to kombucha.", "ok"], T0 + timedelta(days=40)))
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [
+            statements(("User", "person", "plays", "tennis"), ("User", "person", "drinks", "beer")),
+            statements(("User", "person", "drinks", "kombucha")),
+        ],
+    )
+    said(
+        mem,
+        (["I play tennis and I drink beer on weekends.", "ok"], T0),
+        (["I gave up tennis. And I no longer drink beer. I switched to kombucha.", "ok"], T0 + timedelta(days=40)),
+    )
     attributes = me(mem)
     assert values(attributes["plays"]) == ([], ["tennis"])
     assert values(attributes["drinks"]) == (["kombucha"], ["beer"])
@@ -317,14 +353,22 @@ def test_a_project_or_service_named_in_the_sentence_owns_its_stack():
 
 
 def test_an_older_value_applied_later_does_not_supersede_a_newer_one():
-    newer = _update_attribute(None, "住在", {"value": "广州", "source_ids": ["b"], "valid_from": "2026-06-01T00:00:00+00:00"}, "我搬到广州了", "zh")
-    both = _update_attribute(newer, "住在", {"value": "厦门", "source_ids": ["a"], "valid_from": "2026-01-01T00:00:00+00:00"}, "我住在厦门", "zh")
+    newer = _update_attribute(
+        None, "住在", {"value": "广州", "source_ids": ["b"], "valid_from": "2026-06-01T00:00:00+00:00"}, "我搬到广州了", "zh"
+    )
+    both = _update_attribute(
+        newer, "住在", {"value": "厦门", "source_ids": ["a"], "valid_from": "2026-01-01T00:00:00+00:00"}, "我住在厦门", "zh"
+    )
     assert values(both) == (["广州"], ["厦门"])
     assert both["past"][0]["until"].startswith("2026-06-01")
 
 
 def test_batches_applied_out_of_order_keep_the_newest_current(tmp_path):
-    mem = memory(tmp_path, ["profile", "graph"], [statements(("User", "person", "lives in", "Denver")), statements(("User", "person", "lives in", "Austin"))])
+    mem = memory(
+        tmp_path,
+        ["profile", "graph"],
+        [statements(("User", "person", "lives in", "Denver")), statements(("User", "person", "lives in", "Austin"))],
+    )
     said(mem, (["I moved to Denver.", "ok"], T0 + timedelta(days=90)), thread="later")
     said(mem, (["I live in Austin.", "ok"], T0), thread="earlier")
     assert values(me(mem)["lives in"]) == (["Denver"], ["Austin"])

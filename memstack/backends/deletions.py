@@ -57,7 +57,15 @@ def user_hash(secret: bytes, tenant: str, user_id: str) -> str:
 COUNTED: tuple[str, ...] = ("messages", "memories", "audit", "usage", "units", "vectors", "other")
 
 #: each table's rows as COUNTED names them (SQLite's names; PostgreSQL's with "memstack_" before)
-_TABLES = {"messages": "messages", "records": "memories", "record_audit": "audit", "model_usage": "usage", "units": "units", "vectors": "vectors", "embedding_cache": "vectors"}
+_TABLES = {
+    "messages": "messages",
+    "records": "memories",
+    "record_audit": "audit",
+    "model_usage": "usage",
+    "units": "units",
+    "vectors": "vectors",
+    "embedding_cache": "vectors",
+}
 
 
 def counted_as(table: str) -> str:
@@ -86,7 +94,9 @@ def target_hash(secret: bytes, scope: Scope, kind: str, name: str | None) -> str
     return keyed(secret, scope.tenant, digest)
 
 
-def note(secret: bytes, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None, at: datetime | None = None) -> Deletion:
+def note(
+    secret: bytes, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None, at: datetime | None = None
+) -> Deletion:
     """The note of a deletion in ``scope`` (a user, a thread, or with ``name`` a saved memory)."""
     if kind not in DELETION_KINDS:
         raise InvalidInput(f"a deletion is of one of {', '.join(DELETION_KINDS)}, not {kind!r}", field="kind")
@@ -121,7 +131,16 @@ def of_user(notes: Iterable[Deletion], secret: bytes | None, tenant: str, user_i
 
 def as_row(d: Deletion) -> dict[str, Any]:
     """A note as JSON-ready data (the JSON lines backend's line, the views' answer)."""
-    return {"tenant": d.tenant, "kind": d.kind, "user_hash": d.user_hash, "target_hash": d.target_hash, "at": d.at.isoformat(), "rows": d.rows, "counts": dict(d.counts), "layer": d.layer}
+    return {
+        "tenant": d.tenant,
+        "kind": d.kind,
+        "user_hash": d.user_hash,
+        "target_hash": d.target_hash,
+        "at": d.at.isoformat(),
+        "rows": d.rows,
+        "counts": dict(d.counts),
+        "layer": d.layer,
+    }
 
 
 def from_row(row: Mapping[str, Any]) -> Deletion:

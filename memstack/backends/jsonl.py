@@ -422,7 +422,9 @@ class _History:
     def __init__(self, store: JsonlStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         path = self._s.thread_path(scope)
         with self._s.locked():
             existing, complete = read_log(path)
@@ -585,7 +587,12 @@ class _Jobs:
         return self._update(
             job,
             lambda row: row.update(
-                done=max(row["done"], job.version), cursor=max(row["cursor"], cursor), attempts=0, last_error=None, not_before=None, waiting=waiting
+                done=max(row["done"], job.version),
+                cursor=max(row["cursor"], cursor),
+                attempts=0,
+                last_error=None,
+                not_before=None,
+                waiting=waiting,
             ),
             owners=(job.worker,),
         )

@@ -114,7 +114,9 @@ class _History:
     def __init__(self, store: MemoryStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         key = scope.require_thread().key
         s = self._s
         with s._lock:
@@ -306,9 +308,7 @@ class _Jobs:
     def pending(self, scope: Scope | None = None) -> int:
         with self._s._lock:
             return sum(
-                1
-                for (key, _), row in self._s._jobs.items()
-                if row.requested > row.done and (scope is None or _user_match(key, scope))
+                1 for (key, _), row in self._s._jobs.items() if row.requested > row.done and (scope is None or _user_match(key, scope))
             )
 
 

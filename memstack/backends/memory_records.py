@@ -250,7 +250,9 @@ class MemoryRecords:
 
     def users(self, tenant: str) -> list[str]:
         with self._lock:
-            return sorted({key[1] for key, records in self._versions.items() if key[0] == tenant and any(v[-1].current for v in records.values())})
+            return sorted(
+                {key[1] for key, records in self._versions.items() if key[0] == tenant and any(v[-1].current for v in records.values())}
+            )
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         if kind is not None:

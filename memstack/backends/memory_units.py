@@ -35,6 +35,7 @@ K1 = 1.2
 B = 0.75
 SCALE = 1e9  # scores are rounded to 9 decimals: round(score * SCALE) / SCALE, in every store
 
+
 def idf(df: int, units: int) -> float:
     return math.log(1 + (units - df + 0.5) / (df + 0.5))
 
@@ -134,7 +135,11 @@ class MemoryUnits:
         wanted = thread_rounds(scope, rounds)
         with self._lock:
             corpus = self._users.get((scope.tenant, scope.user_id), {}).get(scope.agent_id or "")
-            found = [u for u, _ in corpus.units.values() if u.scope.thread_id == scope.thread_id and u.round in wanted] if corpus and wanted else []
+            found = (
+                [u for u, _ in corpus.units.values() if u.scope.thread_id == scope.thread_id and u.round in wanted]
+                if corpus and wanted
+                else []
+            )
         return [_copy(u) for u in found]
 
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
@@ -142,7 +147,8 @@ class MemoryUnits:
             return sorted(
                 user
                 for (t, user), agents in self._users.items()
-                if t == tenant and any(thread_id is None or u.scope.thread_id == thread_id for c in agents.values() for u, _ in c.units.values())
+                if t == tenant
+                and any(thread_id is None or u.scope.thread_id == thread_id for c in agents.values() for u, _ in c.units.values())
             )
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:

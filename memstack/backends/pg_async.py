@@ -27,7 +27,17 @@ class AsyncPostgresHistory:
     """``AsyncHistory`` over one PostgreSQL schema: ``min_size`` to ``max_size`` async connections,
     a call waiting up to ``pool_timeout`` seconds for one."""
 
-    def __init__(self, conninfo: str, schema: str, connect_kwargs: dict[str, Any], *, min_size: int = 1, max_size: int = 10, open_timeout: float = 5.0, pool_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        schema: str,
+        connect_kwargs: dict[str, Any],
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        open_timeout: float = 5.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
         self._psycopg, self._pools = load_driver()
         self._conninfo = conninfo
         self._schema = schema
@@ -70,7 +80,9 @@ class AsyncPostgresHistory:
             self._pool = pool
 
     async def _configure(self, conn: Any) -> None:
-        await conn.execute("SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)", (quote_identifier(self._schema),))
+        await conn.execute(
+            "SELECT set_config('search_path', %s, false), set_config('TimeZone', 'UTC', false)", (quote_identifier(self._schema),)
+        )
 
     async def _run(self, doing: str, steps: Steps[Any]) -> Any:
         await self.open()
@@ -78,7 +90,9 @@ class AsyncPostgresHistory:
             async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 return await arun(cur, steps)
 
-    async def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    async def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         return await self._run("appending messages", append_steps(self._schema, scope, messages, enqueue, expect_last))
 
     async def read(

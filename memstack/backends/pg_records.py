@@ -116,7 +116,9 @@ def _m0008_deletion_key(cur: Cursor[Any]) -> None:
     notes = cur.fetchall()
     if notes:
         secret = _deletion_secret(cur)
-        cur.executemany("UPDATE memstack_deletions SET user_hash = %s WHERE n = %s", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes])
+        cur.executemany(
+            "UPDATE memstack_deletions SET user_hash = %s WHERE n = %s", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes]
+        )
 
 
 def _deletion_secret(cur: Cursor[Any]) -> bytes:
@@ -250,7 +252,9 @@ class PostgresRecords:
 
     def users(self, tenant: str) -> list[str]:
         with self._db.transaction("listing users with records") as cur:
-            cur.execute("SELECT DISTINCT user_id FROM memstack_records WHERE tenant = %s AND invalid_at IS NULL ORDER BY user_id", (tenant,))
+            cur.execute(
+                "SELECT DISTINCT user_id FROM memstack_records WHERE tenant = %s AND invalid_at IS NULL ORDER BY user_id", (tenant,)
+            )
             return [r[0] for r in cur.fetchall()]
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:
@@ -314,7 +318,9 @@ class PostgresUsage:
             return [_usage(r) for r in cur.fetchall()]
 
 
-def record_deletion(cur: Cursor[Any], scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+def record_deletion(
+    cur: Cursor[Any], scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None
+) -> Deletion:
     """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
     d = deletions.note(_deletion_secret(cur), scope, kind, counts, layer=layer, name=name)
     cur.execute(
@@ -327,7 +333,10 @@ def record_deletion(cur: Cursor[Any], scope: Scope, kind: str, counts: Mapping[s
 def read_deletions(db: _Database, tenant: str, user_id: str | None = None) -> list[Deletion]:
     """The tenant's notes (of one user), oldest first."""
     with db.transaction("reading deletions") as cur:
-        sql, params = "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM memstack_deletions WHERE tenant = %s", [tenant]
+        sql, params = (
+            "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM memstack_deletions WHERE tenant = %s",
+            [tenant],
+        )
         if user_id is not None:
             cur.execute("SELECT secret FROM memstack_deletion_key WHERE id = 1")
             key = cur.fetchone()

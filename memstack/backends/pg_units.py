@@ -209,7 +209,9 @@ class PostgresUnits:
             marks = "(" + ", ".join(["%s"] * 11 + ["%s::jsonb"] * 3 + ["%s", "%s"]) + ")"
             for start in range(0, len(rows), ROWS_PER_INSERT):
                 chunk = rows[start : start + ROWS_PER_INSERT]
-                cur.execute(f"INSERT INTO memstack_units ({INSERT_COLUMNS}) VALUES {', '.join([marks] * len(chunk))}", [v for r in chunk for v in r])
+                cur.execute(
+                    f"INSERT INTO memstack_units ({INSERT_COLUMNS}) VALUES {', '.join([marks] * len(chunk))}", [v for r in chunk for v in r]
+                )
 
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
         """Units in the order of ``ids``; an id several of the user's agents hold gives each of them."""
@@ -276,7 +278,9 @@ class PostgresUnits:
         after = 0
         while True:
             with self._db.transaction("reading units") as cur:
-                cur.execute(f"SELECT {COLUMNS}, n FROM memstack_units WHERE {condition} n > %s ORDER BY n LIMIT %s", [*params, after, batch])
+                cur.execute(
+                    f"SELECT {COLUMNS}, n FROM memstack_units WHERE {condition} n > %s ORDER BY n LIMIT %s", [*params, after, batch]
+                )
                 rows = cur.fetchall()
             if not rows:
                 return
@@ -297,11 +301,17 @@ class PostgresUnits:
             if not units:
                 return []
             ids = [row[0] for row in owners]
-            cur.execute("SELECT term, count(*) FROM memstack_unit_terms WHERE owner = ANY(%s) AND term = ANY(%s) GROUP BY term", [ids, terms])
+            cur.execute(
+                "SELECT term, count(*) FROM memstack_unit_terms WHERE owner = ANY(%s) AND term = ANY(%s) GROUP BY term", [ids, terms]
+            )
             df = dict(cur.fetchall())
             weights = [idf(df.get(t, 0), units) for t in terms]
             # without filters, only units scoring at least the k-th best score need their id read
-            keep = f"WHERE {filters}" if filters else "WHERE s.score >= coalesce((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET %s), 0)"
+            keep = (
+                f"WHERE {filters}"
+                if filters
+                else "WHERE s.score >= coalesce((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET %s), 0)"
+            )
             cur.execute(
                 f"""WITH w(term, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),
                     s AS MATERIALIZED (

@@ -366,7 +366,13 @@ class PostgresStore:
                 pool_timeout=pool_timeout,
             )
         self._db = _Database(psycopg, pool, schema)
-        self._pool_options = {"connect_kwargs": connect_kwargs, "min_size": min_size, "max_size": max_size, "open_timeout": connect_timeout, "pool_timeout": pool_timeout}
+        self._pool_options = {
+            "connect_kwargs": connect_kwargs,
+            "min_size": min_size,
+            "max_size": max_size,
+            "open_timeout": connect_timeout,
+            "pool_timeout": pool_timeout,
+        }
         self.history = _History(self._db)
         self.state = _State(self._db)
         self.profiles = _Profiles(self._db)
@@ -414,7 +420,9 @@ class _History:
     def __init__(self, db: _Database) -> None:
         self._db = db
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         with self._db.transaction("appending messages") as cur:
             return run(cur, append_steps(self._db.schema, scope, messages, enqueue, expect_last))
 
@@ -458,7 +466,9 @@ class _History:
 # ---- the history's statements, as steps (``pg_steps``): the same SQL for PostgresStore and the async path
 
 
-def append_steps(schema: str, scope: Scope, messages: Sequence[Message], enqueue: Sequence[str], expect_last: int | None | object) -> Steps[list[Message]]:
+def append_steps(
+    schema: str, scope: Scope, messages: Sequence[Message], enqueue: Sequence[str], expect_last: int | None | object
+) -> Steps[list[Message]]:
     """``HistoryStore.append``: under the thread's lock, check the tail, insert, request the jobs."""
     key = scope.require_thread().key
     params = [message_params(key, m) for m in messages]
@@ -482,7 +492,13 @@ def append_steps(schema: str, scope: Scope, messages: Sequence[Message], enqueue
 
 
 def read_steps(
-    scope: Scope, *, after: int | None = None, until: datetime | None = None, last: int | None = None, roles: Sequence[str] | None = None, order: str = "append"
+    scope: Scope,
+    *,
+    after: int | None = None,
+    until: datetime | None = None,
+    last: int | None = None,
+    roles: Sequence[str] | None = None,
+    order: str = "append",
 ) -> Steps[list[Message]]:
     """``HistoryStore.read``."""
     key = scope.require_thread().key
@@ -521,7 +537,7 @@ def threads_steps(scope: Scope) -> Steps[list[ThreadInfo]]:
         conditions += " AND agent_id = %s"
         params.append(scope.agent_id)
     rows = yield Sql(
-        f"""SELECT thread_id, agent_id, count(*), {read_ts('min(ts)')}, {read_ts('max(ts)')} FROM memstack_messages WHERE {conditions}
+        f"""SELECT thread_id, agent_id, count(*), {read_ts("min(ts)")}, {read_ts("max(ts)")} FROM memstack_messages WHERE {conditions}
             GROUP BY agent_id, thread_id ORDER BY max(ts) DESC, thread_id DESC, agent_id DESC""",
         params,
         fetch="all",
@@ -614,7 +630,9 @@ class _Profiles:
         data = to_json(value, field="profile")
         conflict = "DO UPDATE SET value = excluded.value, updated_at = now()" if replace else "DO NOTHING"
         with self._db.transaction("writing the memory profile") as cur:
-            cur.execute(f"INSERT INTO memstack_profiles (tenant, value) VALUES (%s, %s::jsonb) ON CONFLICT (tenant) {conflict}", (tenant, data))
+            cur.execute(
+                f"INSERT INTO memstack_profiles (tenant, value) VALUES (%s, %s::jsonb) ON CONFLICT (tenant) {conflict}", (tenant, data)
+            )
             cur.execute("SELECT value FROM memstack_profiles WHERE tenant = %s", (tenant,))
             return cur.fetchone()[0]
 
@@ -739,11 +757,22 @@ from .pg_records import (  # noqa: E402
 from .pg_units import UNIT_MIGRATIONS, UNIT_TABLES, PostgresUnits  # noqa: E402
 from .pg_vectors import VECTOR_MIGRATIONS, VECTOR_TABLES, PgEmbeddingCache, PgVectorIndex  # noqa: E402
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [
-    ("0006_job_waiting", "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting"),
-    ("0007_profiles", "CREATE TABLE memstack_profiles (tenant TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
-    DELETION_KEY_MIGRATION,
-    DELETION_NOTES_MIGRATION,
-]
+MIGRATIONS += (
+    UNIT_MIGRATIONS
+    + VECTOR_MIGRATIONS
+    + RECORD_MIGRATIONS
+    + [
+        (
+            "0006_job_waiting",
+            "ALTER TABLE memstack_jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false; CREATE INDEX memstack_jobs_waiting ON memstack_jobs (pending_since) WHERE waiting",
+        ),
+        (
+            "0007_profiles",
+            "CREATE TABLE memstack_profiles (tenant TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        ),
+        DELETION_KEY_MIGRATION,
+        DELETION_NOTES_MIGRATION,
+    ]
+)
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

@@ -70,13 +70,16 @@ def _m001_core(db: sqlite3.Connection) -> None:
             PRIMARY KEY (tenant, user_id, agent_id, thread_id, layer)
         );
         CREATE INDEX jobs_open ON jobs (pending_since_us) WHERE requested > done;
-        """
+        """,
     )
 
 
 #: Append-only: never edit or reorder an entry; add a new one at the end.
 def _m006_job_waiting(db: sqlite3.Connection) -> None:
-    _statements(db, "ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0; CREATE INDEX jobs_waiting ON jobs (pending_since_us) WHERE waiting = 1;")
+    _statements(
+        db,
+        "ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0; CREATE INDEX jobs_waiting ON jobs (pending_since_us) WHERE waiting = 1;",
+    )
 
 
 MIGRATIONS: list[Migration] = [
@@ -200,7 +203,9 @@ class SQLiteStore:
 
     def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self.write() as db:
-            counts = [(counted_as(t), db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount) for t in USER_TABLES]
+            counts = [
+                (counted_as(t), db.execute(f"DELETE FROM {t} WHERE {USER}", (scope.tenant, scope.user_id)).rowcount) for t in USER_TABLES
+            ]
             counts.append(("other", delete_checkpoints(sqlite_runner(db), "sqlite", scope)))  # the LangGraph saver's, if any
             return record_deletion(db, scope.user(), "user", tally(counts), layer=layer).rows
 
@@ -242,7 +247,9 @@ def _message_row(scope: Scope, m: Message) -> tuple:
         json.dumps([dict(p) for p in m.content], ensure_ascii=False) if parts else m.content,
         int(parts),
         m.name,
-        json.dumps([{"id": t.id, "name": t.name, "arguments": t.arguments} for t in m.tool_calls], ensure_ascii=False) if m.tool_calls else None,
+        json.dumps([{"id": t.id, "name": t.name, "arguments": t.arguments} for t in m.tool_calls], ensure_ascii=False)
+        if m.tool_calls
+        else None,
         m.tool_call_id,
         m.timestamp.isoformat(),
         _us(m.timestamp),
@@ -267,7 +274,9 @@ class _History:
     def __init__(self, store: SQLiteStore) -> None:
         self._s = store
 
-    def append(self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY) -> list[Message]:
+    def append(
+        self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
+    ) -> list[Message]:
         key = scope.require_thread().key
         rows = [_message_row(scope, m) for m in messages]
         stored: list[Message] = []
@@ -426,7 +435,9 @@ class _Checkpoints:
         return self._list(scope, limit=-1)
 
     def _list(self, scope: Scope, *, limit: int) -> list[Checkpoint]:
-        rows = self._s.query(f"SELECT id, created, data FROM checkpoints WHERE {KEY} ORDER BY n DESC LIMIT ?", (*scope.require_thread().key, limit))
+        rows = self._s.query(
+            f"SELECT id, created, data FROM checkpoints WHERE {KEY} ORDER BY n DESC LIMIT ?", (*scope.require_thread().key, limit)
+        )
         return [Checkpoint(i, scope, datetime.fromisoformat(c), json.loads(d)) for i, c, d in rows]
 
 
@@ -507,6 +518,11 @@ def _m007_profiles(db: sqlite3.Connection) -> None:
     _statements(db, "CREATE TABLE profiles (tenant TEXT PRIMARY KEY, value TEXT NOT NULL, updated_us INTEGER NOT NULL)")
 
 
-MIGRATIONS += UNIT_MIGRATIONS + VECTOR_MIGRATIONS + RECORD_MIGRATIONS + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles), DELETION_KEY_MIGRATION, DELETION_NOTES_MIGRATION]
+MIGRATIONS += (
+    UNIT_MIGRATIONS
+    + VECTOR_MIGRATIONS
+    + RECORD_MIGRATIONS
+    + [("006_job_waiting", _m006_job_waiting), ("007_profiles", _m007_profiles), DELETION_KEY_MIGRATION, DELETION_NOTES_MIGRATION]
+)
 USER_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES
 THREAD_TABLES += UNIT_TABLES + VECTOR_TABLES + RECORD_TABLES

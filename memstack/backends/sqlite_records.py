@@ -87,7 +87,9 @@ def _m008_deletion_key(db: sqlite3.Connection) -> None:
     notes = db.execute("SELECT n, tenant, user_hash FROM deletions").fetchall()
     if notes:
         secret = _deletion_secret(db)
-        db.executemany("UPDATE deletions SET user_hash = ? WHERE n = ?", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes])
+        db.executemany(
+            "UPDATE deletions SET user_hash = ? WHERE n = ?", [(keyed(secret, tenant, digest), n) for n, tenant, digest in notes]
+        )
 
 
 def _deletion_secret(db: sqlite3.Connection) -> bytes:
@@ -253,7 +255,12 @@ class SQLiteRecords:
         return [_event(r) for r in rows]
 
     def users(self, tenant: str) -> list[str]:
-        return [r[0] for r in self._s.query("SELECT DISTINCT user_id FROM records WHERE tenant = ? AND invalid_at IS NULL ORDER BY user_id", (tenant,))]
+        return [
+            r[0]
+            for r in self._s.query(
+                "SELECT DISTINCT user_id FROM records WHERE tenant = ? AND invalid_at IS NULL ORDER BY user_id", (tenant,)
+            )
+        ]
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         sql, params = f"DELETE FROM records WHERE {KEY}", list(scope.key)
@@ -332,7 +339,9 @@ class SQLiteUsage:
         return [_usage(r) for r in self._s.query(f"SELECT {USAGE_COLUMNS} FROM model_usage WHERE {where} ORDER BY at_us, n", params)]
 
 
-def record_deletion(db: sqlite3.Connection, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
+def record_deletion(
+    db: sqlite3.Connection, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None
+) -> Deletion:
     """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
     d = deletions.note(_deletion_secret(db), scope, kind, counts, layer=layer, name=name)
     db.execute(
@@ -352,4 +361,7 @@ def read_deletions(store: SQLiteStore, tenant: str, user_id: str | None = None) 
         sql += " AND user_hash = ?"
         params.append(deletions.user_hash(bytes(key[0][0]), tenant, user_id))
     rows = store.query(sql + " ORDER BY n", params)
-    return [Deletion(t, kind, u, target, datetime.fromisoformat(at), n, json.loads(counts), layer) for t, u, at, n, kind, target, counts, layer in rows]
+    return [
+        Deletion(t, kind, u, target, datetime.fromisoformat(at), n, json.loads(counts), layer)
+        for t, u, at, n, kind, target, counts, layer in rows
+    ]

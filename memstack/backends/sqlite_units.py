@@ -170,7 +170,8 @@ class SQLiteUnits:
             owners = {unit.scope.key[:3]: 0 for unit in units}
             for key in owners:
                 owners[key] = db.execute(
-                    "INSERT INTO unit_owners (tenant, user_id, agent_id) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET units = units RETURNING owner", key
+                    "INSERT INTO unit_owners (tenant, user_id, agent_id) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET units = units RETURNING owner",
+                    key,
                 ).fetchone()[0]
             db.executemany(
                 f"INSERT INTO units ({INSERT_COLUMNS}) VALUES ({','.join('?' * 16)})",
@@ -217,7 +218,9 @@ class SQLiteUnits:
                     for chunk in _chunks(ids)
                 )
             if scope.thread_id is not None:
-                return db.execute("DELETE FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ?", scope.key).rowcount
+                return db.execute(
+                    "DELETE FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ?", scope.key
+                ).rowcount
             return db.execute(f"DELETE FROM units WHERE {corpus}", params).rowcount
 
     def iterate(self, scope: Scope | None = None, *, batch: int = 500, thread_id: str | None = None) -> Iterator[list[Unit]]:
@@ -294,4 +297,3 @@ def _with_agent(sql: str, scope: Scope) -> tuple[str, list[Any]]:
     if scope.agent_id is None:
         return sql, [scope.tenant, scope.user_id]
     return sql + " AND agent_id = ?", [scope.tenant, scope.user_id, scope.agent_id]
-

@@ -40,12 +40,16 @@ HELP = """\
 
 
 def banner(user_id: str, thread_id: str, layers: Sequence[str], model: str) -> Panel:
-    body = Text.assemble(("user ", "dim"), user_id, ("  thread ", "dim"), thread_id, ("  model ", "dim"), model, ("\nmemory ", "dim"), " + ".join(layers))
+    body = Text.assemble(
+        ("user ", "dim"), user_id, ("  thread ", "dim"), thread_id, ("  model ", "dim"), model, ("\nmemory ", "dim"), " + ".join(layers)
+    )
     return Panel(body, title="memstack chat", subtitle="/help for commands, /quit or Ctrl-D to leave", border_style="cyan")
 
 
 def answer(text: str, model: str) -> Panel:
-    return Panel(Markdown(text) if text else Text("(the model answered nothing)", style="dim"), title=model, title_align="left", border_style="green")
+    return Panel(
+        Markdown(text) if text else Text("(the model answered nothing)", style="dim"), title=model, title_align="left", border_style="green"
+    )
 
 
 def help_table() -> Markdown:
@@ -62,7 +66,11 @@ def context_view(ctx: Context | None, counter: TokenCounter) -> RenderableType:
 
 def _messages_table(ctx: Context, counter: TokenCounter) -> Table:
     budget = "no budget" if ctx.max_tokens is None else f"budget {ctx.max_tokens}"
-    table = Table(title=f"Context: {plural(len(ctx.messages), 'message')}, {plural(ctx.tokens, 'token')} ({budget}, {ctx.counter})", title_justify="left", expand=True)
+    table = Table(
+        title=f"Context: {plural(len(ctx.messages), 'message')}, {plural(ctx.tokens, 'token')} ({budget}, {ctx.counter})",
+        title_justify="left",
+        expand=True,
+    )
     table.add_column("#", justify="right", style="dim", no_wrap=True)
     table.add_column("role", no_wrap=True)
     table.add_column("tokens", justify="right", no_wrap=True)
@@ -96,7 +104,9 @@ def _dropped_table(ctx: Context) -> RenderableType:
 def memories_view(found: Memories) -> RenderableType:
     parts: list[RenderableType] = [_entities_table(found.entities), _relations_text(found.relations), _notes_text(found.notes)]
     if found.hits is not None:
-        parts.append(Text(f"Retrieval finds {plural(found.hits, 'earlier round')} for your last message ({_preview(found.query or '', 60)!r})."))
+        parts.append(
+            Text(f"Retrieval finds {plural(found.hits, 'earlier round')} for your last message ({_preview(found.query or '', 60)!r}).")
+        )
     return Group(*parts)
 
 
@@ -118,7 +128,9 @@ def _entities_table(entities: list[dict[str, Any]]) -> RenderableType:
 def _relations_text(relations: list[dict[str, Any]]) -> RenderableType:
     if not relations:
         return Text("No relations yet.", style="dim")
-    lines = [f"{r['value']['source']} —{r['value']['relation']}→ {r['value']['target']}  ({(r['valid_from'] or '')[:10]})" for r in relations]
+    lines = [
+        f"{r['value']['source']} —{r['value']['relation']}→ {r['value']['target']}  ({(r['valid_from'] or '')[:10]})" for r in relations
+    ]
     return Text(f"Relations ({len(relations)})\n" + "\n".join(lines))
 
 

@@ -37,7 +37,9 @@ def lazy_bar(console: Console, description: str, *, in_bytes: bool = False) -> I
         nonlocal progress, task
         if progress is None:
             amount = DownloadColumn() if in_bytes else MofNCompleteColumn()
-            progress = Progress(TextColumn("{task.description}"), BarColumn(), amount, TimeRemainingColumn(), console=console, transient=True)
+            progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), amount, TimeRemainingColumn(), console=console, transient=True
+            )
             progress.start()
             task = progress.add_task(description, total=total)
         progress.update(task, completed=done, total=total)

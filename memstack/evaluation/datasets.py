@@ -89,7 +89,10 @@ def load(dataset: str, path: str | Path | None, *, translated: bool = False) -> 
                 raise
             raise InvalidInput(f"{path} is not a {dataset} file: {type(exc).__name__}: {exc}") from exc
     if translated:
-        out = [Conversation(c.id, c.sessions, tuple(replace(q, text=q.translation, translation=q.text) for q in c.questions if q.translation)) for c in out]
+        out = [
+            Conversation(c.id, c.sessions, tuple(replace(q, text=q.translation, translation=q.text) for q in c.questions if q.translation))
+            for c in out
+        ]
         if not any(c.questions for c in out):
             raise InvalidInput(f"no question of {dataset} has a translation", field="translated")
     return out
@@ -133,7 +136,14 @@ def load_locomo(data: list[dict[str, Any]]) -> list[Conversation]:
             sessions.append(Session(f"session_{n}", locomo_date(conv[f"session_{n}_date_time"]), turns))
         last = max(s.date for s in sessions)
         questions = tuple(
-            Question(f"{sample['sample_id']}#{i}", q["question"], locomo_evidence(q.get("evidence", [])), LOCOMO_CATEGORIES[int(q["category"])], last + timedelta(days=1), str(q.get("answer", "")) or None)
+            Question(
+                f"{sample['sample_id']}#{i}",
+                q["question"],
+                locomo_evidence(q.get("evidence", [])),
+                LOCOMO_CATEGORIES[int(q["category"])],
+                last + timedelta(days=1),
+                str(q.get("answer", "")) or None,
+            )
             for i, q in enumerate(sample["qa"])
             if int(q["category"]) != 5
         )
@@ -167,7 +177,14 @@ def load_longmemeval(data: list[dict[str, Any]]) -> list[Conversation]:
                     keyed.append(Turn(key, t["role"], str(t["content"])))
             sessions.append(Session(sid, longmemeval_date(date), tuple(keyed)))
         sessions.sort(key=lambda s: s.date)
-        question = Question(str(q["question_id"]), q["question"], frozenset(evidence), q["question_type"], longmemeval_date(q["question_date"]), str(q.get("answer", "")) or None)
+        question = Question(
+            str(q["question_id"]),
+            q["question"],
+            frozenset(evidence),
+            q["question_type"],
+            longmemeval_date(q["question_date"]),
+            str(q.get("answer", "")) or None,
+        )
         out.append(Conversation(str(q["question_id"]), tuple(sessions), (question,) if evidence else ()))
     return out
 
@@ -201,7 +218,17 @@ def load_memorybank(data: dict[str, Any]) -> list[Conversation]:
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise ValueError(f"question {i}: answer_keywords must be a list of strings")
         keywords = tuple(k for k in keywords if k.strip())
-        by_user[user].append(Question(f"{user}#{i}", q["question"], frozenset(q["evidence"]), str(q.get("type", "")), last + timedelta(hours=2), str(q.get("answer", "")) or None, keywords))
+        by_user[user].append(
+            Question(
+                f"{user}#{i}",
+                q["question"],
+                frozenset(q["evidence"]),
+                str(q.get("type", "")),
+                last + timedelta(hours=2),
+                str(q.get("answer", "")) or None,
+                keywords,
+            )
+        )
     return [Conversation(user, tuple(sessions), tuple(by_user[user])) for user, sessions, _ in out]
 
 
@@ -218,11 +245,18 @@ def from_facts(conversations: list[FactConversation]) -> list[Conversation]:
     for c in conversations:
         index = {id(t): i for i, t in enumerate(c.turns)}
         sessions = tuple(
-            Session(name, turns[0].at, tuple(Turn(f"t{index[id(t)]}", role, text) for t in turns for role, text in (("user", t.user), ("assistant", t.assistant))))
+            Session(
+                name,
+                turns[0].at,
+                tuple(Turn(f"t{index[id(t)]}", role, text) for t in turns for role, text in (("user", t.user), ("assistant", t.assistant))),
+            )
             for name, turns in c.sessions()
         )
         at = c.turns[-1].at + FACTS_ASKED_AFTER
-        questions = tuple(Question(f"{c.id}#{i}", q.text, frozenset(f"t{n}" for n in q.evidence), q.type, at, q.answer, q.keywords, q.translation) for i, q in enumerate(c.questions))
+        questions = tuple(
+            Question(f"{c.id}#{i}", q.text, frozenset(f"t{n}" for n in q.evidence), q.type, at, q.answer, q.keywords, q.translation)
+            for i, q in enumerate(c.questions)
+        )
         out.append(Conversation(c.id, sessions, questions))
     return out
 

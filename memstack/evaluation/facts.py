@@ -71,7 +71,10 @@ def default_data() -> Path:
     """The bundled set of a source checkout; InvalidInput when this memstack is installed without one."""
     if DEFAULT_DATA.is_dir() and any(DEFAULT_DATA.glob("*.jsonl")):
         return DEFAULT_DATA
-    raise InvalidInput(f"the fact set is not installed with the package (looked in {DEFAULT_DATA}): run from a memstack checkout or pass --data DIR", field="data")
+    raise InvalidInput(
+        f"the fact set is not installed with the package (looked in {DEFAULT_DATA}): run from a memstack checkout or pass --data DIR",
+        field="data",
+    )
 
 
 # ---- the data ------------------------------------------------------------------------------------
@@ -216,7 +219,9 @@ def _conversation(obj: Any) -> FactConversation:
     if not isinstance(raw_questions, list):
         raise InvalidInput(f"{cid}: questions must be a list")
     questions = tuple(_question(q, f"{cid} question {i}", len(turns)) for i, q in enumerate(raw_questions))
-    return FactConversation(cid, lang, tuple(turns), tuple(gold), _strings(obj.get("user_names", []), f"{cid}: user_names"), note, questions)
+    return FactConversation(
+        cid, lang, tuple(turns), tuple(gold), _strings(obj.get("user_names", []), f"{cid}: user_names"), note, questions
+    )
 
 
 def _question(q: Any, what: str, turns: int) -> FactQuestion:
@@ -229,12 +234,18 @@ def _question(q: Any, what: str, turns: int) -> FactQuestion:
     if kind not in QUESTION_TYPES:
         raise InvalidInput(f"{what}: type must be one of {', '.join(QUESTION_TYPES)}")
     evidence = q.get("evidence")
-    if not isinstance(evidence, list) or not evidence or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < turns for i in evidence):
+    if (
+        not isinstance(evidence, list)
+        or not evidence
+        or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < turns for i in evidence)
+    ):
         raise InvalidInput(f"{what}: evidence must be a non-empty list of turn indices below {turns}")
     keywords = _strings(q.get("keywords"), f"{what}: keywords")
     if not keywords or any(not all(alt.strip() for alt in k.split("|")) for k in keywords):
         raise InvalidInput(f"{what}: keywords must be non-empty '|'-separated alternatives")
-    return FactQuestion(_text(q, "question", what), _text(q, "translation", what), kind, keywords, _text(q, "answer", what), tuple(sorted(set(evidence))))
+    return FactQuestion(
+        _text(q, "question", what), _text(q, "translation", what), kind, keywords, _text(q, "answer", what), tuple(sorted(set(evidence)))
+    )
 
 
 def _gold(g: Any, what: str, said: str) -> Gold:
@@ -267,7 +278,9 @@ def _gold(g: Any, what: str, said: str) -> Gold:
     if _is_self(out.subject) and out.whose != "user":
         raise InvalidInput(f"{what}: a statement about the user is whose=user")
     if not out.derived and not any(_inside(_light(form), said) for form in (out.object, *out.aliases)):
-        raise InvalidInput(f"{what}: neither the object {out.object!r} nor an alias is said in the turns (mark a worked-out object derived)")
+        raise InvalidInput(
+            f"{what}: neither the object {out.object!r} nor an alias is said in the turns (mark a worked-out object derived)"
+        )
     return out
 
 
@@ -326,13 +339,148 @@ def object_score(stored: str, gold: Gold) -> int:
 
 #: predicates that mean one thing, for breaking ties between gold statements with the same object
 _PREDICATE_GROUPS = [
-    {"住在", "住", "居住", "居住在", "搬到", "搬家到", "搬去", "搬来", "定居", "现居", "所在城市", "城市", "居住地", "住址", "live", "lives", "lives in", "live in", "living in", "moved to", "moved", "based in", "location", "city", "resides in"},
-    {"工作", "工作于", "在工作", "就职", "就职于", "任职", "任职于", "入职", "公司", "雇主", "单位", "供职", "上班", "works at", "work at", "employer", "company", "works for", "joined", "job at"},
-    {"职业", "工作是", "职位", "岗位", "身份", "是", "做", "担任", "从事", "是一名", "job", "occupation", "role", "profession", "position", "works as", "is", "is a"},
-    {"使用", "用", "采用", "改用", "换成", "技术栈", "依赖", "基于", "后端", "后端使用", "uses", "use", "built with", "using", "stack", "backend", "framework"},
-    {"喜欢", "爱", "爱好", "兴趣", "热爱", "偏好", "最喜欢", "迷上", "likes", "like", "loves", "love", "enjoys", "prefers", "hobby", "favorite", "favourite"},
-    {"叫", "名字", "姓名", "名叫", "名字是", "又名", "别名", "笔名", "昵称", "姓", "name", "called", "named", "alias", "nickname", "pen name", "also known as"},
-    {"日期", "时间", "定在", "推迟到", "提前到", "改到", "生日", "date", "time", "on", "scheduled", "postponed to", "rescheduled to", "birthday"},
+    {
+        "住在",
+        "住",
+        "居住",
+        "居住在",
+        "搬到",
+        "搬家到",
+        "搬去",
+        "搬来",
+        "定居",
+        "现居",
+        "所在城市",
+        "城市",
+        "居住地",
+        "住址",
+        "live",
+        "lives",
+        "lives in",
+        "live in",
+        "living in",
+        "moved to",
+        "moved",
+        "based in",
+        "location",
+        "city",
+        "resides in",
+    },
+    {
+        "工作",
+        "工作于",
+        "在工作",
+        "就职",
+        "就职于",
+        "任职",
+        "任职于",
+        "入职",
+        "公司",
+        "雇主",
+        "单位",
+        "供职",
+        "上班",
+        "works at",
+        "work at",
+        "employer",
+        "company",
+        "works for",
+        "joined",
+        "job at",
+    },
+    {
+        "职业",
+        "工作是",
+        "职位",
+        "岗位",
+        "身份",
+        "是",
+        "做",
+        "担任",
+        "从事",
+        "是一名",
+        "job",
+        "occupation",
+        "role",
+        "profession",
+        "position",
+        "works as",
+        "is",
+        "is a",
+    },
+    {
+        "使用",
+        "用",
+        "采用",
+        "改用",
+        "换成",
+        "技术栈",
+        "依赖",
+        "基于",
+        "后端",
+        "后端使用",
+        "uses",
+        "use",
+        "built with",
+        "using",
+        "stack",
+        "backend",
+        "framework",
+    },
+    {
+        "喜欢",
+        "爱",
+        "爱好",
+        "兴趣",
+        "热爱",
+        "偏好",
+        "最喜欢",
+        "迷上",
+        "likes",
+        "like",
+        "loves",
+        "love",
+        "enjoys",
+        "prefers",
+        "hobby",
+        "favorite",
+        "favourite",
+    },
+    {
+        "叫",
+        "名字",
+        "姓名",
+        "名叫",
+        "名字是",
+        "又名",
+        "别名",
+        "笔名",
+        "昵称",
+        "姓",
+        "name",
+        "called",
+        "named",
+        "alias",
+        "nickname",
+        "pen name",
+        "also known as",
+    },
+    {
+        "日期",
+        "时间",
+        "定在",
+        "推迟到",
+        "提前到",
+        "改到",
+        "生日",
+        "date",
+        "time",
+        "on",
+        "scheduled",
+        "postponed to",
+        "rescheduled to",
+        "birthday",
+    },
 ]
 #: the name group: an alias is a name, and only a name statement is right for it
 _NAME_PREDICATES = _PREDICATE_GROUPS[5]
@@ -342,7 +490,9 @@ _NEGATION = re.compile(
     r"\bno longer\b|\bnot\b|n't\b|\bnever\b|\bquit\b|\bquits\b|\bstopped\b|\bgave up\b|\bgive up\b|\bleft\b|\bsold\b|\bdislikes?\b|\bhates?\b|\bcan ?t stand\b|\bavoids?\b|\bcancell?ed\b"
 )
 _PAST = re.compile(r"以前|之前|曾经|曾|原来|过去|此前|从前|前任|\bused to\b|\bformerly\b|\bpreviously\b|\bformer\b|\bex\b|\bbefore\b")
-_PLAN = re.compile(r"打算|计划|考虑|想|希望|可能|也许|如果|要去|将要|将会|预计|即将|\bplans?\b|\bplanning\b|\bthinking about\b|\bconsidering\b|\bconsider\b|\bmaybe\b|\bmight\b|\bwants?\b|\bwish\b|\bhopes?\b|\bintends?\b|\bgoing to\b|\bwill\b|\bwould like\b|\bif\b")
+_PLAN = re.compile(
+    r"打算|计划|考虑|想|希望|可能|也许|如果|要去|将要|将会|预计|即将|\bplans?\b|\bplanning\b|\bthinking about\b|\bconsidering\b|\bconsider\b|\bmaybe\b|\bmight\b|\bwants?\b|\bwish\b|\bhopes?\b|\bintends?\b|\bgoing to\b|\bwill\b|\bwould like\b|\bif\b"
+)
 
 
 def _group(predicate: str) -> int | None:
@@ -389,8 +539,12 @@ def item_status(status: str, predicate: str, obj: str) -> str:
 COMPATIBLE = {"current": {"current"}, "past": {"past", "negated"}, "negated": {"negated", "past"}, "plan": {"plan"}, "not_a_fact": set()}
 #: words that say a value is the old one in a change ("从上海搬到深圳", "switched from soda"): a
 #: stored value naming an old value beside them does not claim it is current
-_CHANGE = re.compile(r"从|搬|换|改|转|迁移|推迟|提前|不再|已经不|以前|原来|之前|曾|离开|辞|退出|戒|卖|→|->|\bfrom\b|\bswitched\b|\bmoved\b|\bchanged\b|\breplaced\b|\binstead\b|\bused to\b|\bno longer\b|\bformerly\b|\bpreviously\b|\bleft\b|\bquit\b|\bgave up\b|\bmigrated\b|\bpushed back\b|\bpostponed\b")
-_DATE = re.compile(r"\d\s*(?:年|月|日|号)|\d{4}-\d{2}|\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b|五一|国庆|周[一二三四五六日]|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b")
+_CHANGE = re.compile(
+    r"从|搬|换|改|转|迁移|推迟|提前|不再|已经不|以前|原来|之前|曾|离开|辞|退出|戒|卖|→|->|\bfrom\b|\bswitched\b|\bmoved\b|\bchanged\b|\breplaced\b|\binstead\b|\bused to\b|\bno longer\b|\bformerly\b|\bpreviously\b|\bleft\b|\bquit\b|\bgave up\b|\bmigrated\b|\bpushed back\b|\bpostponed\b"
+)
+_DATE = re.compile(
+    r"\d\s*(?:年|月|日|号)|\d{4}-\d{2}|\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b|五一|国庆|周[一二三四五六日]|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b"
+)
 
 
 def agrees(reads: str, gold: Gold) -> bool:
@@ -457,9 +611,33 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
         for key, attribute in (v.get("attributes") or {}).items():
             current, past = attribute_values(attribute)
             for x in current:
-                out.append(Item(name, key, str(x.get("value", "")), "current", source, r.key, str(x.get("valid_from", "")), "", quote(x.get("source_ids", ()))))
+                out.append(
+                    Item(
+                        name,
+                        key,
+                        str(x.get("value", "")),
+                        "current",
+                        source,
+                        r.key,
+                        str(x.get("valid_from", "")),
+                        "",
+                        quote(x.get("source_ids", ())),
+                    )
+                )
             for x in past:
-                out.append(Item(name, key, str(x.get("value", "")), "past", source, r.key, str(x.get("valid_from", "")), str(x.get("until", "")), quote(x.get("source_ids", ()))))
+                out.append(
+                    Item(
+                        name,
+                        key,
+                        str(x.get("value", "")),
+                        "past",
+                        source,
+                        r.key,
+                        str(x.get("valid_from", "")),
+                        str(x.get("until", "")),
+                        quote(x.get("source_ids", ())),
+                    )
+                )
         for alias in v.get("aliases") or ():
             a, n = _light(alias), _light(name)
             if r.key != SELF_KEY and (_inside(a, n) or _inside(n, a) or _inside(a, _light(r.key))):
@@ -469,17 +647,52 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
         v = r.value
         status = "past" if v.get("invalid_at") else "current"
         since = (r.valid_from or r.created_at).isoformat() if (r.valid_from or r.created_at) else ""
-        out.append(Item(str(v.get("source", "")), str(v.get("relation", "")), str(v.get("target", "")), status, "relation", str(v.get("source_key", "")), since, str(v.get("invalid_at") or ""), str(v.get("evidence", ""))[:200]))
+        out.append(
+            Item(
+                str(v.get("source", "")),
+                str(v.get("relation", "")),
+                str(v.get("target", "")),
+                status,
+                "relation",
+                str(v.get("source_key", "")),
+                since,
+                str(v.get("invalid_at") or ""),
+                str(v.get("evidence", ""))[:200],
+            )
+        )
     for r in records.current(user, "state"):
         value = r.value.get("value")
-        out.append(Item("用户", r.key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), "current", "state", SELF_KEY, said=quote(r.source_ids)))
+        out.append(
+            Item(
+                "用户",
+                r.key,
+                value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+                "current",
+                "state",
+                SELF_KEY,
+                said=quote(r.source_ids),
+            )
+        )
     for thread in threads:
         for r in records.current(memory.scope(user_id, thread), "summary"):
             for note in r.value.get("items", []):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
                 status = "past" if note.get("superseded_at") else "current"
-                out.append(Item(note["subject"], note.get("predicate", ""), note["object"], status, "note", "", str(note.get("at", "")), str(note.get("superseded_at") or ""), quote(note.get("source_ids", ())), thread))
+                out.append(
+                    Item(
+                        note["subject"],
+                        note.get("predicate", ""),
+                        note["object"],
+                        status,
+                        "note",
+                        "",
+                        str(note.get("at", "")),
+                        str(note.get("superseded_at") or ""),
+                        quote(note.get("source_ids", ())),
+                        thread,
+                    )
+                )
     return [i for i in out if i.object.strip()]
 
 
@@ -509,7 +722,9 @@ def _subject_matches(subject: str, is_user: bool, gold: Gold, predicate: str = "
         p = _light(predicate)
         return any(_is_self(n) for n in names) or (bool(p) and any(_size(n) >= 2 and _inside(n, p) for n in others))
     s = _light(subject)
-    return bool(s) and any(_compact(s) == _compact(n) or (_size(n) >= 2 and _inside(n, s)) or (_size(s) >= 2 and _inside(s, n)) for n in others)
+    return bool(s) and any(
+        _compact(s) == _compact(n) or (_size(n) >= 2 and _inside(n, s)) or (_size(s) >= 2 and _inside(s, n)) for n in others
+    )
 
 
 @dataclass(slots=True)
@@ -528,12 +743,30 @@ class Verdict:
 
     def row(self, conv: FactConversation) -> dict[str, Any]:
         g = conv.gold[self.gold] if self.gold is not None else None
-        out: dict[str, Any] = {"conversation": conv.id, "verdict": self.verdict, "source": self.item.source, "stored": {"subject": self.item.subject, "predicate": self.item.predicate, "object": self.item.object, "status": self.item.status, "reads_as": self.reads_as}}
+        out: dict[str, Any] = {
+            "conversation": conv.id,
+            "verdict": self.verdict,
+            "source": self.item.source,
+            "stored": {
+                "subject": self.item.subject,
+                "predicate": self.item.predicate,
+                "object": self.item.object,
+                "status": self.item.status,
+                "reads_as": self.reads_as,
+            },
+        }
         for k in ("subject_key", "since", "until", "said", "thread"):
             if getattr(self.item, k):
                 out["stored"][k] = getattr(self.item, k)
         if g is not None:
-            out["gold"] = {"subject": g.subject, "predicate": g.predicate, "object": g.object, "status": g.status, "whose": g.whose, "category": g.category}
+            out["gold"] = {
+                "subject": g.subject,
+                "predicate": g.predicate,
+                "object": g.object,
+                "status": g.status,
+                "whose": g.whose,
+                "category": g.category,
+            }
         if self.why:
             out["why"] = self.why
         return out
@@ -546,7 +779,16 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
     candidates = []  # (object score, subject matches, predicate score, status agrees, reversed, index)
     for i, g in enumerate(conv.gold):
         if score := object_score(item.object, g):
-            candidates.append((score, _subject_matches(item.subject, is_user, g, item.predicate), predicate_score(item.predicate, g.predicate), agrees(reads, g), False, i))
+            candidates.append(
+                (
+                    score,
+                    _subject_matches(item.subject, is_user, g, item.predicate),
+                    predicate_score(item.predicate, g.predicate),
+                    agrees(reads, g),
+                    False,
+                    i,
+                )
+            )
     if item.source == "relation" and not any(c[1] for c in candidates):
         # a relation written the other way round ("知识中台 —开发者→ 小李" for 小李 开发 知识中台)
         target_is_user = _is_self(item.object) or _light(item.object) in {_light(n) for n in conv.user_names}
@@ -568,13 +810,21 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
             also = tuple(c[5] for c in own if c[5] != best[5] and c[3] and c[0] >= 2 and not c[4])
             return Verdict(item, "correct", best[5], reads_as=reads, also=also)
         if item.status == "current" and _shown_as_current(reads, g):
-            return Verdict(item, "wrong_current", best[5], f"stored as {'a plan still on' if reads == 'plan' else 'current'}, gold is {g.status}", reads)
+            return Verdict(
+                item,
+                "wrong_current",
+                best[5],
+                f"stored as {'a plan still on' if reads == 'plan' else 'current'}, gold is {g.status}",
+                reads,
+            )
         return Verdict(item, "wrong_status", best[5], f"stored as {reads}, gold is {g.status}", reads)
     best = max(candidates, key=lambda c: (conv.gold[c[5]].status == "not_a_fact", c[0], c[2]))
     g = conv.gold[best[5]]
     if g.status == "not_a_fact":  # a trap's object under any subject: the assistant's words or a question
         if item.status == "current" and reads != "negated":
-            return Verdict(item, "wrong_current", best[5], "not a fact (the assistant's suggestion or a question), stored as current", reads)
+            return Verdict(
+                item, "wrong_current", best[5], "not a fact (the assistant's suggestion or a question), stored as current", reads
+            )
         return Verdict(item, "wrong_status", best[5], "not a fact, stored", reads)
     return Verdict(item, "misattributed", best[5], f"the value is {g.subject}'s, stored under {item.subject}", reads)
 
@@ -602,7 +852,9 @@ def score(conv: FactConversation, items: Sequence[Item]) -> list[Verdict]:
     return [score_item(i, conv) for i in items]
 
 
-def tally(conversations: Sequence[FactConversation], verdicts: dict[str, list[Verdict]], *, sources: Sequence[str] = SCORED_SOURCES) -> dict[str, Any]:
+def tally(
+    conversations: Sequence[FactConversation], verdicts: dict[str, list[Verdict]], *, sources: Sequence[str] = SCORED_SOURCES
+) -> dict[str, Any]:
     """Overall and per-category counts of the verdicts of ``sources``' items: stored, correct,
     precision, gold (traps left out), found, recall, and each kind of error."""
     cats: dict[str, Counter[str]] = defaultdict(Counter)
@@ -630,7 +882,14 @@ def tally(conversations: Sequence[FactConversation], verdicts: dict[str, list[Ve
                 c["found"] += hit
 
     def row(c: Counter[str]) -> dict[str, Any]:
-        out = {"stored": c["stored"], "correct": c["correct"], "precision": round(c["correct"] / c["stored"], 3) if c["stored"] else None, "gold": c["gold"], "found": c["found"], "recall": round(c["found"] / c["gold"], 3) if c["gold"] else None}
+        out = {
+            "stored": c["stored"],
+            "correct": c["correct"],
+            "precision": round(c["correct"] / c["stored"], 3) if c["stored"] else None,
+            "gold": c["gold"],
+            "found": c["found"],
+            "recall": round(c["found"] / c["gold"], 3) if c["gold"] else None,
+        }
         out.update({k: c[k] for k in VERDICTS[1:]})
         if c["traps"]:
             out["traps"] = c["traps"]
@@ -734,14 +993,22 @@ def _ingest(system: Any, conv: FactConversation, chat: ChatModel, embedder: str 
         return stored_items(memory, conv.id, threads)
 
 
-def _system_report(system: Any, conversations: Sequence[FactConversation], verdicts: dict[str, list[Verdict]], cost: _Cost) -> dict[str, Any]:
+def _system_report(
+    system: Any, conversations: Sequence[FactConversation], verdicts: dict[str, list[Verdict]], cost: _Cost
+) -> dict[str, Any]:
     scored = tally(conversations, verdicts)
     by_source = {}
     for source in (*SCORED_SOURCES, "note"):
         n = sum(1 for vs in verdicts.values() for v in vs if v.item.source == source)
         if n:
             by_source[source] = tally(conversations, verdicts, sources=(source,))["overall"]
-    found = {(c.id, i) for c in conversations for v in verdicts[c.id] if v.verdict == "correct" and v.item.source in SCORED_SOURCES for i in (v.gold, *v.also)}
+    found = {
+        (c.id, i)
+        for c in conversations
+        for v in verdicts[c.id]
+        if v.verdict == "correct" and v.item.source in SCORED_SOURCES
+        for i in (v.gold, *v.also)
+    }
     rows = [v.row(c) for c in conversations for v in verdicts[c.id]]
     turns = max(1, cost.turns)
     return {
@@ -764,7 +1031,12 @@ def _system_report(system: Any, conversations: Sequence[FactConversation], verdi
         "failed_jobs": cost.failed_jobs,
         "errors": cost.errors[:20],
         "items": rows,
-        "missed": [{"conversation": c.id, "category": g.category, "gold": g.describe()} for c in conversations for i, g in enumerate(c.gold) if g.status != "not_a_fact" and (c.id, i) not in found],
+        "missed": [
+            {"conversation": c.id, "category": g.category, "gold": g.describe()}
+            for c in conversations
+            for i, g in enumerate(c.gold)
+            if g.status != "not_a_fact" and (c.id, i) not in found
+        ],
     }
 
 
@@ -774,15 +1046,36 @@ def rescore(report: dict[str, Any], path: str | Path | None = None) -> dict[str,
     saved = {r["conversation"] for s in report["systems"].values() for r in (*s["items"], *s["missed"])}
     conversations = [c for c in load_facts(path) if c.id in saved]
     known = {c.id: c for c in conversations}
-    out = {**report, "gold": sum(1 for c in conversations for g in c.gold if g.status != "not_a_fact"), "traps": sum(1 for c in conversations for g in c.gold if g.status == "not_a_fact"), "systems": {}}
+    out = {
+        **report,
+        "gold": sum(1 for c in conversations for g in c.gold if g.status != "not_a_fact"),
+        "traps": sum(1 for c in conversations for g in c.gold if g.status == "not_a_fact"),
+        "systems": {},
+    }
     for name, s in report["systems"].items():
         verdicts: dict[str, list[Verdict]] = {c.id: [] for c in conversations}
         for r in s["items"]:
             st = r["stored"]
-            item = Item(st["subject"], st["predicate"], st["object"], st["status"], r["source"], st.get("subject_key", ""), st.get("since", ""), st.get("until", ""), st.get("said", ""), st.get("thread", ""))
+            item = Item(
+                st["subject"],
+                st["predicate"],
+                st["object"],
+                st["status"],
+                r["source"],
+                st.get("subject_key", ""),
+                st.get("since", ""),
+                st.get("until", ""),
+                st.get("said", ""),
+                st.get("thread", ""),
+            )
             verdicts[r["conversation"]].append(score_item(item, known[r["conversation"]]))
         system = _Saved(tuple(s.get("layers", ())), s.get("preset"))
-        out["systems"][name] = {**_system_report(system, conversations, verdicts, _Cost()), "cost": s["cost"], "failed_jobs": s["failed_jobs"], "errors": s.get("errors", [])}
+        out["systems"][name] = {
+            **_system_report(system, conversations, verdicts, _Cost()),
+            "cost": s["cost"],
+            "failed_jobs": s["failed_jobs"],
+            "errors": s.get("errors", []),
+        }
     return out
 
 
@@ -807,19 +1100,48 @@ def format_report(report: dict[str, Any], *, examples: int = 8) -> str:
     """Markdown: per system, a table by category (and the totals, then the summary's notes apart),
     the cost per turn, and the first wrong current values with their gold."""
     langs = ", ".join(f"{n} {k}" for k, n in sorted(report["languages"].items()))
-    lines = [f"facts: {report['conversations']} conversations ({langs}), {report['gold']} gold statements and {report['traps']} traps, {report['turns']} turns; model {report['model']}"]
-    head = ["category", "stored", "correct", "precision", "gold", "found", "recall", "wrong current", "wrong status", "misattributed", "unmatched"]
+    lines = [
+        f"facts: {report['conversations']} conversations ({langs}), {report['gold']} gold statements and {report['traps']} traps, {report['turns']} turns; model {report['model']}"
+    ]
+    head = [
+        "category",
+        "stored",
+        "correct",
+        "precision",
+        "gold",
+        "found",
+        "recall",
+        "wrong current",
+        "wrong status",
+        "misattributed",
+        "unmatched",
+    ]
     for name, s in report["systems"].items():
         lines += ["", f"**{name}** ({', '.join(s['layers'])})", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         rows = [*s["by_category"].items(), ("**all**", s["overall"])]
         if s.get("notes"):
             rows.append(("summary notes (apart)", s["notes"]))
         for label, r in rows:
-            cells = [label, r["stored"], r["correct"], r["precision"], r["gold"] or "–", r["found"] if r["gold"] else "–", r["recall"], r["wrong_current"], r["wrong_status"], r["misattributed"], r["unmatched"]]
+            cells = [
+                label,
+                r["stored"],
+                r["correct"],
+                r["precision"],
+                r["gold"] or "–",
+                r["found"] if r["gold"] else "–",
+                r["recall"],
+                r["wrong_current"],
+                r["wrong_status"],
+                r["misattributed"],
+                r["unmatched"],
+            ]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         c = s["cost"]
         lines.append("")
-        lines.append(f"cost: {c['model_calls']} model calls, {c['prompt_tokens']:,} prompt + {c['completion_tokens']:,} completion tokens for {c['turns']} turns ({c['tokens_per_turn']} per turn); {c['seconds_per_turn']} s per turn ingest, {c['model_seconds_per_turn']} s of it the model" + (f"; {s['failed_jobs']} failed write jobs" if s["failed_jobs"] else ""))
+        lines.append(
+            f"cost: {c['model_calls']} model calls, {c['prompt_tokens']:,} prompt + {c['completion_tokens']:,} completion tokens for {c['turns']} turns ({c['tokens_per_turn']} per turn); {c['seconds_per_turn']} s per turn ingest, {c['model_seconds_per_turn']} s of it the model"
+            + (f"; {s['failed_jobs']} failed write jobs" if s["failed_jobs"] else "")
+        )
         sources = ", ".join(f"{k} {v['correct']}/{v['stored']}" for k, v in s["by_source"].items())
         if sources:
             lines.append(f"by source (correct/stored): {sources}")
@@ -828,5 +1150,7 @@ def format_report(report: dict[str, Any], *, examples: int = 8) -> str:
             lines.append(f"wrong current values ({len(wrong)}), the first {min(examples, len(wrong))}:")
             for r in wrong[:examples]:
                 st, g = r["stored"], r.get("gold", {})
-                lines.append(f"- {r['conversation']} [{r['source']}] stored `{st['subject']} | {st['predicate']} | {st['object']}` as current; gold `{g.get('subject')} | {g.get('predicate')} | {g.get('object')}` is {g.get('status')}")
+                lines.append(
+                    f"- {r['conversation']} [{r['source']}] stored `{st['subject']} | {st['predicate']} | {st['object']}` as current; gold `{g.get('subject')} | {g.get('predicate')} | {g.get('object')}` is {g.get('status')}"
+                )
     return "\n".join(lines)

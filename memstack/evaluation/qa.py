@@ -70,8 +70,8 @@ INSTRUCTIONS = {
         "You are the user's personal assistant and have talked with them before. The system messages hold what you "
         "remember of earlier conversations (possibly nothing). Today is {date}. Answer the user's question from that "
         "memory: give the answer directly, in one or two sentences, without explaining your reasoning; when something "
-        "changed later, give the latest value; when asked about time, turn relative dates (\"last Saturday\") into "
-        "calendar dates; when the memory holds nothing relevant, say \"I don't know\"."
+        'changed later, give the latest value; when asked about time, turn relative dates ("last Saturday") into '
+        'calendar dates; when the memory holds nothing relevant, say "I don\'t know".'
     ),
 }
 
@@ -80,7 +80,7 @@ JUDGE_PROMPT = (
     "The answer is CORRECT only if it states the same fact as the gold answer: the same entity, number, date, place "
     "or set of items (other wording, another language or extra detail that agrees with the gold answer are fine). "
     "It is WRONG if it gives another value, only part of what the gold answer requires, several alternatives "
-    "without committing to the gold one, a refusal or \"I don't know\", or a date or number that differs. "
+    'without committing to the gold one, a refusal or "I don\'t know", or a date or number that differs. '
     "Do not give credit for being close or on topic.\n\n"
     "Question: {question}\nGold answer: {gold}\nAnswer to grade: {answer}\n\n"
     'Reply with JSON: {{"correct": true}} or {{"correct": false}}.'
@@ -154,7 +154,9 @@ def contains(answer: str, part: str) -> bool:
         before = got[start - 1] if start > 0 and start not in breaks else ""
         after = got[end] if end < len(got) and end not in breaks else ""
         cut_number = (part[0].isdigit() and before.isdigit()) or (part[-1].isdigit() and after.isdigit())
-        cut_word = (part[0].isascii() and part[0].isalpha() and _latin(before)) or (part[-1].isascii() and part[-1].isalpha() and _latin(after))
+        cut_word = (part[0].isascii() and part[0].isalpha() and _latin(before)) or (
+            part[-1].isascii() and part[-1].isalpha() and _latin(after)
+        )
         if not cut_number and not cut_word:
             return True
         start = got.find(part, start + 1)
@@ -260,7 +262,9 @@ def render_turns(turns: Sequence[tuple[Session, Any]], lang: str) -> str:
     return "\n".join(lines)
 
 
-def baseline_messages(kind: str, conv: Conversation, q: Question, lang: str, room: int, count: Callable[[str], int]) -> list[dict[str, str]]:
+def baseline_messages(
+    kind: str, conv: Conversation, q: Question, lang: str, room: int, count: Callable[[str], int]
+) -> list[dict[str, str]]:
     """The memory message of a baseline: none, the evidence turns (oracle), or the newest turns
     of the whole history that fit ``room`` tokens of the model (full), in time order."""
     turns = [(s, t) for s in sorted(conv.sessions, key=lambda s: s.date) for t in s.turns if s.date <= q.at]
@@ -340,7 +344,9 @@ def run(
                 for conv in conversations:
                     if memory is not None:
                         if progress is not None and hasattr(progress, "note"):
-                            progress.note(f"{dataset} {system.name}: ingesting {conv.id} ({sum(len(x.turns) for x in conv.sessions)} turns)")
+                            progress.note(
+                                f"{dataset} {system.name}: ingesting {conv.id} ({sum(len(x.turns) for x in conv.sessions)} turns)"
+                            )
                         _ingest(memory, conv, tallies[system.name], fresh=reuse is None)
                     for q in conv.questions:
                         tallies[system.name].rows.append(_ask(system, memory, conv, q, chat, count, grader, max_tokens, thread))
@@ -401,7 +407,17 @@ def _ingest(memory: Memory, conv: Conversation, tally: _Tally, *, fresh: bool) -
         tally.write_calls += 1
 
 
-def _ask(system: System, memory: Memory | None, conv: Conversation, q: Question, chat: ChatModel, count: Callable[[str], int], grader: ChatModel | None, max_tokens: int, thread: str) -> dict[str, Any]:
+def _ask(
+    system: System,
+    memory: Memory | None,
+    conv: Conversation,
+    q: Question,
+    chat: ChatModel,
+    count: Callable[[str], int],
+    grader: ChatModel | None,
+    max_tokens: int,
+    thread: str,
+) -> dict[str, Any]:
     lang = language(q.text)
     head = instruction(lang, q.at)
     question = {"role": "user", "content": q.text}
@@ -416,14 +432,38 @@ def _ask(system: System, memory: Memory | None, conv: Conversation, q: Question,
         messages = [head, *ctx.to_openai()]
         context_tokens = ctx.tokens - ctx.sections.get("query", 0)
     context_ms = (time.perf_counter() - started) * 1000
-    row: dict[str, Any] = {"id": q.id, "type": q.category, "question": q.text, "gold": q.answer, "context_tokens": context_tokens, "context_ms": round(context_ms, 1)}
+    row: dict[str, Any] = {
+        "id": q.id,
+        "type": q.category,
+        "question": q.text,
+        "gold": q.answer,
+        "context_tokens": context_tokens,
+        "context_ms": round(context_ms, 1),
+    }
     try:
         completion = chat.complete(messages, temperature=0.0, max_tokens=ANSWER_TOKENS)
     except MemstackError as exc:  # an answer that failed is a wrong answer, with the reason kept
-        row.update({"answer": "", "error": f"{type(exc).__name__}: {exc}", "correct": False, "by": "error", "f1": 0.0, "answer_ms": 0.0, "prompt_tokens": 0})
+        row.update(
+            {
+                "answer": "",
+                "error": f"{type(exc).__name__}: {exc}",
+                "correct": False,
+                "by": "error",
+                "f1": 0.0,
+                "answer_ms": 0.0,
+                "prompt_tokens": 0,
+            }
+        )
         return row
     answer = completion.text.strip()
-    row.update({"answer": answer, "answer_ms": round(completion.latency_ms, 1), "prompt_tokens": completion.prompt_tokens, **judge_answer(q, answer)})
+    row.update(
+        {
+            "answer": answer,
+            "answer_ms": round(completion.latency_ms, 1),
+            "prompt_tokens": completion.prompt_tokens,
+            **judge_answer(q, answer),
+        }
+    )
     if grader is not None:
         try:
             row["judge"] = llm_verdict(grader, q, answer)
@@ -467,7 +507,16 @@ def _accuracy(rows: Sequence[dict[str, Any]], grader: bool) -> float:
     return _mean([float(r["correct"]) for r in rows])
 
 
-def _report(dataset: str, systems: Sequence[System], tallies: dict[str, _Tally], chat: ChatModel, grader: ChatModel | None, max_tokens: int, questions: int, thread: str) -> dict[str, Any]:
+def _report(
+    dataset: str,
+    systems: Sequence[System],
+    tallies: dict[str, _Tally],
+    chat: ChatModel,
+    grader: ChatModel | None,
+    max_tokens: int,
+    questions: int,
+    thread: str,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "dataset": dataset,
         "model": chat.name,
@@ -491,10 +540,18 @@ def _report(dataset: str, systems: Sequence[System], tallies: dict[str, _Tally],
             "f1": _mean([r["f1"] for r in t.rows]),
             "by_type": {k: _accuracy(v, grader is not None) for k, v in sorted(by_type.items())},
             "context_tokens": {"mean": round(_mean(tokens), 1), "p95": _p95(tokens)},
-            "answer_ms": {"p50": round(statistics.median([r["answer_ms"] for r in t.rows]), 1) if t.rows else 0.0, "mean": round(_mean([r["answer_ms"] for r in t.rows]), 1)},
+            "answer_ms": {
+                "p50": round(statistics.median([r["answer_ms"] for r in t.rows]), 1) if t.rows else 0.0,
+                "mean": round(_mean([r["answer_ms"] for r in t.rows]), 1),
+            },
             "context_ms": {"p50": round(statistics.median([r["context_ms"] for r in t.rows]), 1) if t.rows else 0.0},
             "ingest_seconds": round(t.ingest_seconds, 1),
-            "write_tokens": {"prompt": t.write_prompt_tokens, "completion": t.write_completion_tokens, "calls": t.write_calls, "per_turn": round((t.write_prompt_tokens + t.write_completion_tokens) / t.turns, 1) if t.turns else 0.0},
+            "write_tokens": {
+                "prompt": t.write_prompt_tokens,
+                "completion": t.write_completion_tokens,
+                "calls": t.write_calls,
+                "per_turn": round((t.write_prompt_tokens + t.write_completion_tokens) / t.turns, 1) if t.turns else 0.0,
+            },
             "failed_jobs": t.failed_jobs,
             "errors": sum(1 for r in t.rows if r.get("error")),
             "answers": t.rows,
@@ -510,8 +567,21 @@ def format_report(report: dict[str, Any]) -> str:
     """A markdown table: a row per system, overall accuracy, by question type, tokens, costs."""
     systems = report["systems"]
     types = sorted({t for s in systems.values() for t in s["by_type"]})
-    lines = [f"{report['dataset']}: {report['questions']} questions, model {report['model']}, judge {report['judge']}, max_tokens {report['max_tokens']}" + (", questions translated" if report.get("translated") else "")]
-    head = ["system", "accuracy", "of oracle", *types, "F1", "context tokens (mean / p95)", "write tokens per turn", "ingest s", "answer ms p50"]
+    lines = [
+        f"{report['dataset']}: {report['questions']} questions, model {report['model']}, judge {report['judge']}, max_tokens {report['max_tokens']}"
+        + (", questions translated" if report.get("translated") else "")
+    ]
+    head = [
+        "system",
+        "accuracy",
+        "of oracle",
+        *types,
+        "F1",
+        "context tokens (mean / p95)",
+        "write tokens per turn",
+        "ingest s",
+        "answer ms p50",
+    ]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for name, s in systems.items():
@@ -527,5 +597,9 @@ def format_report(report: dict[str, Any]) -> str:
             f"{s['answer_ms']['p50']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    failed = [f"{n}: {s['failed_jobs']} failed write jobs, {s['errors']} failed answers" for n, s in systems.items() if s["failed_jobs"] or s["errors"]]
+    failed = [
+        f"{n}: {s['failed_jobs']} failed write jobs, {s['errors']} failed answers"
+        for n, s in systems.items()
+        if s["failed_jobs"] or s["errors"]
+    ]
     return "\n".join(lines + failed)

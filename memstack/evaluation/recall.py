@@ -34,7 +34,12 @@ def ingest(memory: Memory, conv: Conversation) -> dict[str, str]:
     keys: dict[str, str] = {}
     for session in conv.sessions:
         batch = [
-            {"role": t.role, "content": t.text, **({"name": t.name} if t.name else {}), "timestamp": (session.date + timedelta(seconds=i)).isoformat()}
+            {
+                "role": t.role,
+                "content": t.text,
+                **({"name": t.name} if t.name else {}),
+                "timestamp": (session.date + timedelta(seconds=i)).isoformat(),
+            }
             for i, t in enumerate(session.turns)
         ]
         if not batch:
@@ -97,7 +102,9 @@ def run(
     asked = 0
     with tempfile.TemporaryDirectory(prefix="memstack-bench-") as tmp:
         options = {"embedder": embedder, **_layer_options(method)}
-        with Memory(Path(db) if db else Path(tmp) / "bench.db", layers=["retrieval"], options={k: v for k, v in options.items() if v is not None}) as memory:
+        with Memory(
+            Path(db) if db else Path(tmp) / "bench.db", layers=["retrieval"], options={k: v for k, v in options.items() if v is not None}
+        ) as memory:
             for conv in conversations:
                 if limit is not None and asked >= limit:
                     break
@@ -138,7 +145,9 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def _report(dataset: str, method: str, per_q: list[dict[str, Any]], ks: Sequence[int], index_seconds: float, latencies: list[float]) -> dict[str, Any]:
+def _report(
+    dataset: str, method: str, per_q: list[dict[str, Any]], ks: Sequence[int], index_seconds: float, latencies: list[float]
+) -> dict[str, Any]:
     by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in per_q:
         by_cat[r["category"]].append(r)
@@ -164,7 +173,9 @@ def _report(dataset: str, method: str, per_q: list[dict[str, Any]], ks: Sequence
 
 def format_report(report: dict[str, Any]) -> str:
     ks = list(report["recall"])
-    lines = [f"{report['dataset']} ({report['method']}{', translated' if report.get('translated') else ''}), {report['questions']} questions; index {report['index_seconds']} s; query p50 {report['query_ms']['p50']} ms, p95 {report['query_ms']['p95']} ms"]
+    lines = [
+        f"{report['dataset']} ({report['method']}{', translated' if report.get('translated') else ''}), {report['questions']} questions; index {report['index_seconds']} s; query p50 {report['query_ms']['p50']} ms, p95 {report['query_ms']['p95']} ms"
+    ]
     lines.append("| | " + " | ".join(f"@{k}" for k in ks) + " |")
     lines.append("|---|" + "---|" * len(ks))
     rows = [("recall", report["recall"]), ("all evidence", report["all_evidence"]), ("context tokens", report["context_tokens"])]

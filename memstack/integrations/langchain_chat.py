@@ -136,7 +136,13 @@ class MemstackChatModel(BaseChatModel):
                     content=message.content,
                     additional_kwargs=message.additional_kwargs,
                     tool_call_chunks=[
-                        {"index": i, "id": c["id"], "name": c["name"], "args": json.dumps(c["args"], ensure_ascii=False), "type": "tool_call_chunk"}
+                        {
+                            "index": i,
+                            "id": c["id"],
+                            "name": c["name"],
+                            "args": json.dumps(c["args"], ensure_ascii=False),
+                            "type": "tool_call_chunk",
+                        }
                         for i, c in enumerate(message.tool_calls)
                     ],
                     usage_metadata=message.usage_metadata,
@@ -369,7 +375,9 @@ def _chunk_message(delta: Delta, usage: UsageMetadata | None) -> AIMessageChunk:
         metadata["model_name"] = delta.model
     return AIMessageChunk(
         content=delta.text,
-        tool_call_chunks=[{"index": p.index, "id": p.id, "name": p.name, "args": p.arguments, "type": "tool_call_chunk"} for p in delta.tool_calls],
+        tool_call_chunks=[
+            {"index": p.index, "id": p.id, "name": p.name, "args": p.arguments, "type": "tool_call_chunk"} for p in delta.tool_calls
+        ],
         usage_metadata=usage,
         response_metadata=metadata,
     )
@@ -442,5 +450,7 @@ def _as_model(schema: Any) -> tuple[type[BaseModel], bool]:
     try:
         wrapped = RootModel[schema]  # type: ignore[valid-type]
     except TypeError as exc:
-        raise InvalidInput(f"cannot use {schema!r} as a structured output schema: give a pydantic model, a TypedDict or a JSON schema", field="schema") from exc
+        raise InvalidInput(
+            f"cannot use {schema!r} as a structured output schema: give a pydantic model, a TypedDict or a JSON schema", field="schema"
+        ) from exc
     return wrapped, True

@@ -71,7 +71,9 @@ class MemstackVectorStore(VectorStore):
         for attr in ("units", "vectors", "embeddings"):
             if not hasattr(self.store, attr):
                 raise UsageError(f"the {type(self.store).__name__} backend has no {attr} index; use sqlite, postgresql or memory")
-        self.scope = Scope(user_id=user_id, thread_id=thread_id, tenant=tenant or (memory.tenant if memory else "default"), agent_id=agent_id)
+        self.scope = Scope(
+            user_id=user_id, thread_id=thread_id, tenant=tenant or (memory.tenant if memory else "default"), agent_id=agent_id
+        )
         self.embedder = as_embedder(embedding)
         self._embeddings = embedding if isinstance(embedding, Embeddings) else MemstackEmbeddings(self.embedder)
         self.index: VectorIndex = vectors if vectors is not None else self.store.vectors
@@ -93,7 +95,15 @@ class MemstackVectorStore(VectorStore):
         self._refuse_foreign(chosen)
         now = utcnow()
         units = [
-            Unit(id=id_, scope=self.scope, text=doc.page_content, timestamp=now, kind="note", category=self.category, metadata={KEPT: _json(doc.metadata)})
+            Unit(
+                id=id_,
+                scope=self.scope,
+                text=doc.page_content,
+                timestamp=now,
+                kind="note",
+                category=self.category,
+                metadata={KEPT: _json(doc.metadata)},
+            )
             for id_, doc in zip(chosen, documents, strict=True)
         ]
         vectors = CachedEmbedder(self.embedder, self.store.embeddings).embed_documents(self.scope, [u.text for u in units])
@@ -101,7 +111,9 @@ class MemstackVectorStore(VectorStore):
         self.index.upsert(units, vectors, model=self.embedder.name)
         return chosen
 
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+    ) -> list[str]:
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
             raise InvalidInput(f"got {len(metadatas)} metadatas for {len(texts)} texts", field="metadatas")
@@ -137,12 +149,16 @@ class MemstackVectorStore(VectorStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
-    def similarity_search_with_score(self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any) -> list[tuple[Document, float]]:
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
         """The ``k`` closest documents with scores in [0, 1]; ``filter`` keeps documents whose
         metadata has each given key with the given value."""
         return self._nearest(self.embedder.embed_query(query), k, filter)
 
-    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any) -> list[Document]:
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
         return [doc for doc, _ in self._nearest(embedding, k, filter)]
 
     def _select_relevance_score_fn(self):
@@ -225,5 +241,6 @@ def _hit_document(hit: Hit) -> Document:
         "source_ids": list(u.source_ids),
         "score": hit.score,
     }
-    return Document(id=u.id, page_content=u.text, metadata={**dict(u.metadata.get(KEPT, {})), **{k: v for k, v in about.items() if v is not None}})
-
+    return Document(
+        id=u.id, page_content=u.text, metadata={**dict(u.metadata.get(KEPT, {})), **{k: v for k, v in about.items() if v is not None}}
+    )

@@ -67,7 +67,9 @@ class MemstackChatMessageHistory(BaseChatMessageHistory):
         """The thread's messages in the order they were added (LangChain's contract: the
         conversation replayed to the model as the app built it), as LangChain messages."""
         s = self.scope
-        stored = self.memory.history(user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id, last=self.last, order="append")  # type: ignore[arg-type]
+        stored = self.memory.history(
+            user_id=s.user_id, thread_id=s.thread_id, tenant=s.tenant, agent_id=s.agent_id, last=self.last, order="append"
+        )  # type: ignore[arg-type]
         return [to_langchain(m) for m in stored]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -102,7 +104,9 @@ def _stored_form(i: int, message: BaseMessage, at: datetime) -> Message | None:
         return to_memstack(message, at=at)
     except InvalidInput as exc:
         if isinstance(message, AIMessage) and exc.field == "content":
-            log.warning("not storing an empty AI reply (id %s) in the history: memstack keeps only messages with content or tool calls", message.id)
+            log.warning(
+                "not storing an empty AI reply (id %s) in the history: memstack keeps only messages with content or tool calls", message.id
+            )
             return None
         raise InvalidInput(f"messages[{i}]: {exc}", field=f"messages[{i}].{exc.field or 'content'}") from exc
 
@@ -119,7 +123,12 @@ def to_memstack(message: BaseMessage, *, at: datetime | None = None) -> Message:
         kwargs["name"] = message.name
     if isinstance(message, AIMessage) and message.tool_calls:
         kwargs["tool_calls"] = tuple(
-            ToolCall(id=call.get("id") or new_id(), name=call["name"], arguments=json.dumps(call.get("args", {}), ensure_ascii=False, default=str)) for call in message.tool_calls
+            ToolCall(
+                id=call.get("id") or new_id(),
+                name=call["name"],
+                arguments=json.dumps(call.get("args", {}), ensure_ascii=False, default=str),
+            )
+            for call in message.tool_calls
         )
     if isinstance(message, ToolMessage):
         kwargs["tool_call_id"] = message.tool_call_id
@@ -140,7 +149,10 @@ def _role(message: BaseMessage) -> str:
         return "tool"
     if isinstance(message, ChatMessage) and message.role in _ROLE_OF_CHAT:
         return _ROLE_OF_CHAT[message.role]
-    raise InvalidInput(f"cannot store a LangChain {type(message).__name__} ({getattr(message, 'role', message.type)!r}); use Human, AI, System or Tool messages", field="role")
+    raise InvalidInput(
+        f"cannot store a LangChain {type(message).__name__} ({getattr(message, 'role', message.type)!r}); use Human, AI, System or Tool messages",
+        field="role",
+    )
 
 
 def _content(content: Any) -> str | tuple[dict[str, Any], ...]:
@@ -197,7 +209,12 @@ def to_langchain(message: Message) -> BaseMessage:
     if message.role == "tool":
         return ToolMessage(**common, tool_call_id=message.tool_call_id or "", status=kept.get("status", "success"))
     calls, invalid = _tool_calls(message.tool_calls)
-    return AIMessage(**common, tool_calls=calls, invalid_tool_calls=[*kept.get("invalid_tool_calls", []), *invalid], usage_metadata=kept.get("usage_metadata"))
+    return AIMessage(
+        **common,
+        tool_calls=calls,
+        invalid_tool_calls=[*kept.get("invalid_tool_calls", []), *invalid],
+        usage_metadata=kept.get("usage_metadata"),
+    )
 
 
 def _tool_calls(calls: Sequence[ToolCall]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -211,5 +228,13 @@ def _tool_calls(calls: Sequence[ToolCall]) -> tuple[list[dict[str, Any]], list[d
         if isinstance(args, dict):
             valid.append({"name": call.name, "args": args, "id": call.id, "type": "tool_call"})
         else:
-            invalid.append({"name": call.name, "args": call.arguments, "id": call.id, "error": "arguments are not a JSON object", "type": "invalid_tool_call"})
+            invalid.append(
+                {
+                    "name": call.name,
+                    "args": call.arguments,
+                    "id": call.id,
+                    "error": "arguments are not a JSON object",
+                    "type": "invalid_tool_call",
+                }
+            )
     return valid, invalid

@@ -79,7 +79,9 @@ class MemstackSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         if memory is not None and target is not None and target is not memory and target is not memory.store:
-            raise UsageError("MemstackSaver(memory=...) keeps the checkpoints in the memory's database, so that forgetting a user reaches them: leave out target")
+            raise UsageError(
+                "MemstackSaver(memory=...) keeps the checkpoints in the memory's database, so that forgetting a user reaches them: leave out target"
+            )
         self.tables: Tables = open_tables(memory if memory is not None else target)
         self.tenant = tenant if tenant is not None else memory.tenant if memory is not None else "default"
         self.mirror = None if memory is None else Mirror(memory, tenant=self.tenant, key=messages_key)
@@ -107,7 +109,11 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         None), newest first, older than ``before``, whose metadata has each ``filter`` item."""
         where, params = ["tenant = ?"], [self.tenant]
         configurable = (config or {}).get("configurable", {})
-        for column, value in (("thread_id", configurable.get("thread_id")), ("checkpoint_ns", configurable.get("checkpoint_ns")), ("checkpoint_id", configurable.get("checkpoint_id"))):
+        for column, value in (
+            ("thread_id", configurable.get("thread_id")),
+            ("checkpoint_ns", configurable.get("checkpoint_ns")),
+            ("checkpoint_id", configurable.get("checkpoint_id")),
+        ):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(str(value))
@@ -161,7 +167,9 @@ class MemstackSaver(BaseCheckpointSaver[str]):
 
     # ---- writing -----------------------------------------------------------------------------
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+    ) -> RunnableConfig:
         """Store a checkpoint and the blobs of the channels written at ``new_versions``; the
         config's checkpoint id (if any) becomes its parent."""
         thread_id, ns = _thread(config), _namespace(config)
@@ -173,7 +181,14 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         meta = get_checkpoint_metadata(config, metadata)
         meta_type, meta_blob = self.serde.dumps_typed(meta)
         blobs = [
-            (self.tenant, thread_id, ns, channel, str(version), *(self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")))
+            (
+                self.tenant,
+                thread_id,
+                ns,
+                channel,
+                str(version),
+                *(self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")),
+            )
             for channel, version in new_versions.items()
         ]
         with self.tables.write() as tx:
@@ -210,7 +225,11 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         insert = "INSERT INTO lg_writes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) "
         with self.tables.write() as tx:
             tx.executemany(insert + "DO NOTHING", regular)
-            tx.executemany(insert + "DO UPDATE SET channel = excluded.channel, type = excluded.type, value = excluded.value, task_path = excluded.task_path", special)
+            tx.executemany(
+                insert
+                + "DO UPDATE SET channel = excluded.channel, type = excluded.type, value = excluded.value, task_path = excluded.task_path",
+                special,
+            )
 
     # ---- deleting and copying ----------------------------------------------------------------
 
@@ -222,7 +241,12 @@ class MemstackSaver(BaseCheckpointSaver[str]):
 
     def delete_user(self, user_id: str) -> int:
         """Delete every thread with a checkpoint put for ``user_id``; returns threads deleted."""
-        threads = [row[0] for row in self.tables.query("SELECT DISTINCT thread_id FROM lg_checkpoints WHERE tenant = ? AND user_id = ?", (self.tenant, user_id))]
+        threads = [
+            row[0]
+            for row in self.tables.query(
+                "SELECT DISTINCT thread_id FROM lg_checkpoints WHERE tenant = ? AND user_id = ?", (self.tenant, user_id)
+            )
+        ]
         for thread_id in threads:
             self.delete_thread(thread_id)
         return len(threads)
@@ -234,7 +258,10 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         marks = ", ".join("?" * len(run_ids))
         selected = f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints WHERE tenant = ? AND run_id IN ({marks})"
         with self.tables.write() as tx:
-            tx.execute(f"DELETE FROM lg_writes WHERE tenant = ? AND (thread_id, checkpoint_ns, checkpoint_id) IN ({selected})", (self.tenant, self.tenant, *run_ids))
+            tx.execute(
+                f"DELETE FROM lg_writes WHERE tenant = ? AND (thread_id, checkpoint_ns, checkpoint_id) IN ({selected})",
+                (self.tenant, self.tenant, *run_ids),
+            )
             tx.execute(f"DELETE FROM lg_checkpoints WHERE tenant = ? AND run_id IN ({marks})", (self.tenant, *run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -269,11 +296,20 @@ class MemstackSaver(BaseCheckpointSaver[str]):
             tx.execute(f"DELETE FROM lg_writes WHERE {key} AND NOT EXISTS ({kept})", (self.tenant, thread_id))
             read = {
                 (ns, channel, str(version))
-                for ns, type_, blob in tx.execute(f"SELECT checkpoint_ns, type, checkpoint FROM lg_checkpoints WHERE {key}", (self.tenant, thread_id))
+                for ns, type_, blob in tx.execute(
+                    f"SELECT checkpoint_ns, type, checkpoint FROM lg_checkpoints WHERE {key}", (self.tenant, thread_id)
+                )
                 for channel, version in self.serde.loads_typed((type_, blob))["channel_versions"].items()
             }
-            stale = [row for row in tx.execute(f"SELECT checkpoint_ns, channel, version FROM lg_blobs WHERE {key}", (self.tenant, thread_id)) if tuple(row) not in read]
-            tx.executemany(f"DELETE FROM lg_blobs WHERE {key} AND checkpoint_ns = ? AND channel = ? AND version = ?", [(self.tenant, thread_id, *row) for row in stale])
+            stale = [
+                row
+                for row in tx.execute(f"SELECT checkpoint_ns, channel, version FROM lg_blobs WHERE {key}", (self.tenant, thread_id))
+                if tuple(row) not in read
+            ]
+            tx.executemany(
+                f"DELETE FROM lg_blobs WHERE {key} AND checkpoint_ns = ? AND channel = ? AND version = ?",
+                [(self.tenant, thread_id, *row) for row in stale],
+            )
 
     # ---- async: the sync methods in a worker thread ------------------------------------------
 
@@ -291,7 +327,9 @@ class MemstackSaver(BaseCheckpointSaver[str]):
         for item in await asyncio.to_thread(lambda: [*self.list(config, filter=filter, before=before, limit=limit)]):
             yield item
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+    ) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
@@ -326,9 +364,14 @@ _COPIED = {
 def _check_owner(tx: Any, tenant: str, thread_id: str, user_id: str) -> None:
     """UsageError if the thread has checkpoints put for another user: mirroring its messages into
     this user's history would mix two users' conversations."""
-    other = tx.execute("SELECT 1 FROM lg_checkpoints WHERE tenant = ? AND thread_id = ? AND user_id IS NOT NULL AND user_id <> ? LIMIT 1", (tenant, thread_id, user_id))
+    other = tx.execute(
+        "SELECT 1 FROM lg_checkpoints WHERE tenant = ? AND thread_id = ? AND user_id IS NOT NULL AND user_id <> ? LIMIT 1",
+        (tenant, thread_id, user_id),
+    )
     if other:
-        raise UsageError(f"thread {thread_id!r} has checkpoints of another user: a thread's messages go into one user's history; use a thread id per user")
+        raise UsageError(
+            f"thread {thread_id!r} has checkpoints of another user: a thread's messages go into one user's history; use a thread id per user"
+        )
 
 
 def _thread(config: RunnableConfig) -> str:

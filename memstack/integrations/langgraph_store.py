@@ -132,7 +132,9 @@ class MemstackStore(BaseStore):
 
     def _checked(self, vectors: np.ndarray) -> np.ndarray:
         if self.dims is not None and len(vectors) and vectors.shape[1] != self.dims:
-            raise InvalidInput(f"the embedder returned {vectors.shape[1]}-dimensional vectors; the index config says dims={self.dims}", field="dims")
+            raise InvalidInput(
+                f"the embedder returned {vectors.shape[1]}-dimensional vectors; the index config says dims={self.dims}", field="dims"
+            )
         return vectors
 
     # ---- running: one transaction when anything is written ------------------------------------
@@ -155,7 +157,10 @@ class MemstackStore(BaseStore):
         return self._namespaces(execute, op)
 
     def _get(self, execute: Execute, op: GetOp) -> Item | None:
-        rows = execute("SELECT prefix, key, value, created_at, updated_at FROM lg_items WHERE tenant = ? AND prefix = ? AND key = ?", (self.tenant, _joined(op.namespace), str(op.key)))
+        rows = execute(
+            "SELECT prefix, key, value, created_at, updated_at FROM lg_items WHERE tenant = ? AND prefix = ? AND key = ?",
+            (self.tenant, _joined(op.namespace), str(op.key)),
+        )
         return _item(rows[0]) if rows else None
 
     def _put(self, execute: Execute, op: PutOp, vectors: list[tuple[str, np.ndarray]] | None) -> None:
@@ -170,25 +175,39 @@ class MemstackStore(BaseStore):
             (*key, _json(op.value), now, now),
         )
         for name, vector in vectors or ():
-            execute("INSERT INTO lg_item_vectors VALUES (?, ?, ?, ?, ?, ?)", (*key, name, self.embedder.name, np.asarray(vector, np.float32).tobytes()))  # type: ignore[union-attr]
+            execute(
+                "INSERT INTO lg_item_vectors VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, name, self.embedder.name, np.asarray(vector, np.float32).tobytes()),
+            )  # type: ignore[union-attr]
         return None
 
     def _search(self, execute: Execute, op: SearchOp, query: np.ndarray | None) -> list[SearchItem]:
         under, params = _under(op.namespace_prefix)
-        rows = execute(f"SELECT prefix, key, value, created_at, updated_at FROM lg_items WHERE tenant = ? AND {under} ORDER BY updated_at DESC, prefix, key", (self.tenant, *params))
+        rows = execute(
+            f"SELECT prefix, key, value, created_at, updated_at FROM lg_items WHERE tenant = ? AND {under} ORDER BY updated_at DESC, prefix, key",
+            (self.tenant, *params),
+        )
         items = [_item(row) for row in rows]
         if op.filter:
             items = [item for item in items if all(matches(item.value.get(k), v) for k, v in op.filter.items())]
         scores = self._scores(execute, op.namespace_prefix, query) if query is not None and items else {}
-        scored = sorted((item for item in items if (item.namespace, item.key) in scores), key=lambda item: -scores[(item.namespace, item.key)])
+        scored = sorted(
+            (item for item in items if (item.namespace, item.key) in scores), key=lambda item: -scores[(item.namespace, item.key)]
+        )
         ranked = scored + [item for item in items if (item.namespace, item.key) not in scores]
         page = ranked[max(op.offset, 0) : max(op.offset, 0) + max(op.limit, 0)]
-        return [SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, scores.get((item.namespace, item.key))) for item in page]
+        return [
+            SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, scores.get((item.namespace, item.key)))
+            for item in page
+        ]
 
     def _scores(self, execute: Execute, prefix: tuple[str, ...], query: np.ndarray) -> dict[tuple[tuple[str, ...], str], float]:
         """Each item's best cosine similarity to the query, over its vectors of this embedder."""
         under, params = _under(prefix)
-        rows = execute(f"SELECT prefix, key, vector FROM lg_item_vectors WHERE tenant = ? AND model = ? AND {under}", (self.tenant, self.embedder.name, *params))  # type: ignore[union-attr]
+        rows = execute(
+            f"SELECT prefix, key, vector FROM lg_item_vectors WHERE tenant = ? AND model = ? AND {under}",
+            (self.tenant, self.embedder.name, *params),
+        )  # type: ignore[union-attr]
         if not rows:
             return {}
         q = np.asarray(query, np.float32)
@@ -248,7 +267,13 @@ def _json(value: Any) -> str:
 
 def _item(row: tuple) -> Item:
     prefix, key, value, created_at, updated_at = row
-    return Item(value=json.loads(value), key=key, namespace=_split(prefix), created_at=datetime.fromisoformat(created_at), updated_at=datetime.fromisoformat(updated_at))
+    return Item(
+        value=json.loads(value),
+        key=key,
+        namespace=_split(prefix),
+        created_at=datetime.fromisoformat(created_at),
+        updated_at=datetime.fromisoformat(updated_at),
+    )
 
 
 def matches(value: Any, wanted: Any) -> bool:
@@ -258,7 +283,11 @@ def matches(value: Any, wanted: Any) -> bool:
             return all(_compare(value, op, operand) for op, operand in wanted.items())
         return isinstance(value, dict) and all(matches(value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
-        return isinstance(value, (list, tuple)) and len(value) == len(wanted) and all(matches(a, b) for a, b in zip(value, wanted, strict=True))
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(matches(a, b) for a, b in zip(value, wanted, strict=True))
+        )
     return value == wanted
 
 

@@ -105,7 +105,9 @@ class Tables:
         elif isinstance(store, PostgresStore):
             self._db = _Postgres(store)
         else:
-            raise UsageError(f"the LangGraph adapters keep their tables in SQLite or PostgreSQL: open a sqlite://, postgresql:// or memory:// store, not {store.url}")
+            raise UsageError(
+                f"the LangGraph adapters keep their tables in SQLite or PostgreSQL: open a sqlite://, postgresql:// or memory:// store, not {store.url}"
+            )
         self.store = store
         self.dialect: str = self._db.dialect
         migrate(self)
@@ -143,7 +145,9 @@ def migrate(tables: Tables) -> list[str]:
         applied = [row[0] for row in tx.execute("SELECT name FROM lg_migrations")]
         unknown = sorted(name for name in applied if name not in known)
         if unknown:
-            raise SchemaError(f"database has LangGraph adapter migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack")
+            raise SchemaError(
+                f"database has LangGraph adapter migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack"
+            )
         done = []
         for name, script in MIGRATIONS:
             if name not in applied:

@@ -89,7 +89,18 @@ class Writer(Protocol):
         ...
 
 
-def record_lines(layer: str, title: str, records: Sequence[Record], render: Callable[[Record], str | Sequence[str]], budget: int | None, counter: TokenCounter, *, what: str, priority: int, tail: Callable[[Callable[[str], bool]], str] | None = None) -> LayerOutput:
+def record_lines(
+    layer: str,
+    title: str,
+    records: Sequence[Record],
+    render: Callable[[Record], str | Sequence[str]],
+    budget: int | None,
+    counter: TokenCounter,
+    *,
+    what: str,
+    priority: int,
+    tail: Callable[[Callable[[str], bool]], str] | None = None,
+) -> LayerOutput:
     """One section of ``title`` and a line per record, best first, within ``budget`` tokens (a
     record that does not fit is left out, the ones after it may still fit); its sections and what it
     dropped (``what``: "entities", "relations"), for a LayerOutput of no messages of its own.
@@ -116,8 +127,23 @@ def record_lines(layer: str, title: str, records: Sequence[Record], render: Call
         extra = tail(fits)
         if extra and fits(extra):
             lines.append(extra)
-    dropped = [Dropped(layer, f"{len(left)} {what} over its share of the budget", tuple(i for r, _ in left for i in r.source_ids), sum(counter.count(line) for _, line in left))] if left else []
-    sections = [Section(layer, "\n".join(lines), priority=priority, source_ids=tuple(i for r in shown for i in r.source_ids))] if len(lines) > 1 else []
+    dropped = (
+        [
+            Dropped(
+                layer,
+                f"{len(left)} {what} over its share of the budget",
+                tuple(i for r, _ in left for i in r.source_ids),
+                sum(counter.count(line) for _, line in left),
+            )
+        ]
+        if left
+        else []
+    )
+    sections = (
+        [Section(layer, "\n".join(lines), priority=priority, source_ids=tuple(i for r in shown for i in r.source_ids))]
+        if len(lines) > 1
+        else []
+    )
     return LayerOutput([], sections, dropped)
 
 
@@ -167,7 +193,7 @@ def short_quote(text: str, anchor: str = "") -> str:
         while _width(piece) > QUOTE_CHARS:
             piece = piece[1:]
         cut_before = at > 0 or not clauses[at].startswith(piece)
-        return ("…" if cut_before else "") + piece.rstrip("，,；;") + ("…" if piece != text[-len(piece):] else "")
+        return ("…" if cut_before else "") + piece.rstrip("，,；;") + ("…" if piece != text[-len(piece) :] else "")
     begin = at
     while begin > 0 and _width("".join(clauses[begin - 1 : at + 1])) <= QUOTE_CHARS:
         begin -= 1

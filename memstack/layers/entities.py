@@ -39,8 +39,14 @@ from .supersede import canonical, settle
 #: value's date reads "说于" / "said"; with quotes shown, they say what the quotes are
 TITLES = {"zh": "已知的实体（日期是说起的日子）", "en": "Known entities (dates: when it was said)"}
 PROFILE_TITLES = {"zh": "用户画像（日期是说起的日子）", "en": "User profile (dates: when it was said)"}
-QUOTED_TITLES = {"zh": "已知的实体（日期是说起的日子，引号内是原话）", "en": "Known entities (dates: when it was said; quotes: the words it came from)"}
-QUOTED_PROFILE_TITLES = {"zh": "用户画像（日期是说起的日子，引号内是原话）", "en": "User profile (dates: when it was said; quotes: the words it came from)"}
+QUOTED_TITLES = {
+    "zh": "已知的实体（日期是说起的日子，引号内是原话）",
+    "en": "Known entities (dates: when it was said; quotes: the words it came from)",
+}
+QUOTED_PROFILE_TITLES = {
+    "zh": "用户画像（日期是说起的日子，引号内是原话）",
+    "en": "User profile (dates: when it was said; quotes: the words it came from)",
+}
 #: the line of the entities known by name (and type) only
 BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
 #: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
@@ -78,12 +84,26 @@ class Entities:
         # graph's paths; a line of its own would cost tokens for little, so they share one line
         rich = [r for r in records if r.value.get("attributes") or r.value.get("description") or r.key == SELF_KEY]
         bare = [r for r in records if r not in rich]
-        lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5])) else "en"
+        lang = (
+            "zh"
+            if any("\u4e00" <= c <= "\u9fff" for c in (request.query or "") + "".join(r.value.get("name", "") for r in records[:5]))
+            else "en"
+        )
         ordered = rank(rich, request.query or "")
         if request.query:  # the user's own attributes: those the question needs (see ``relevant_attributes``)
-            ordered = [with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) if r.key == SELF_KEY else r for r in ordered]
+            ordered = [
+                with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) if r.key == SELF_KEY else r
+                for r in ordered
+            ]
             # left with nothing to say (no attribute, description or other name), the user's line goes
-            ordered = [r for r in ordered if r.key != SELF_KEY or r.value.get("attributes") or r.value.get("description") or [a for a in r.value.get("aliases", []) if a != r.value.get("name")]]
+            ordered = [
+                r
+                for r in ordered
+                if r.key != SELF_KEY
+                or r.value.get("attributes")
+                or r.value.get("description")
+                or [a for a in r.value.get("aliases", []) if a != r.value.get("name")]
+            ]
         budget = None if request.budget is None else int(request.budget * self.share)
         # a name that is a value of a shown attribute ("住在=深圳") is said there already
         stated = {normalize(str(v.get("value", ""))) for r in rich for a in (r.value.get("attributes") or {}).values() for v in _values(a)}
@@ -92,14 +112,30 @@ class Entities:
         # a quote costs a dozen tokens, and the graph and retrieval sections hold the turns)
         q, me = normalize(request.query or ""), first_person(request.query or "")
         quoted = any(asked_about(r, q, me) and _quotes(r) for r in ordered)
-        title = ((QUOTED_TITLES if quoted else TITLES) if not self.profile_only else (QUOTED_PROFILE_TITLES if quoted else PROFILE_TITLES))[lang]
-        out = record_lines(self.name, title, ordered, lambda r: entity_forms(r, lang, provenance=self.provenance, quotes=asked_about(r, q, me)), budget, request.counter, what="entities", priority=PRIORITY, tail=(lambda fits: bare_line(named, lang, fits)) if named else None)
+        title = ((QUOTED_TITLES if quoted else TITLES) if not self.profile_only else (QUOTED_PROFILE_TITLES if quoted else PROFILE_TITLES))[
+            lang
+        ]
+        out = record_lines(
+            self.name,
+            title,
+            ordered,
+            lambda r: entity_forms(r, lang, provenance=self.provenance, quotes=asked_about(r, q, me)),
+            budget,
+            request.counter,
+            what="entities",
+            priority=PRIORITY,
+            tail=(lambda fits: bare_line(named, lang, fits)) if named else None,
+        )
         return LayerOutput(messages, out.sections, out.dropped)
 
 
 def _quotes(record: Record) -> bool:
     """Whether some current value of the entity has a quote to show."""
-    return any(c.get("evidence") for a in (record.value.get("attributes") or {}).values() for c in attribute_values(a if isinstance(a, dict) else {})[0])
+    return any(
+        c.get("evidence")
+        for a in (record.value.get("attributes") or {}).values()
+        for c in attribute_values(a if isinstance(a, dict) else {})[0]
+    )
 
 
 def bare_line(records: list[Record], lang: str, fits: Any) -> str:
@@ -152,7 +188,9 @@ def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[
     return out
 
 
-def _with_relations(current: list[dict[str, Any]], before: list[dict[str, Any]], relations: list[Record]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _with_relations(
+    current: list[dict[str, Any]], before: list[dict[str, Any]], relations: list[Record]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Values whose relation is past (and none current) moved to ``before``, ended when it ended;
     the current ones given their relation's quote where they have none of their own."""
     from .graph import past, same_value
@@ -173,7 +211,11 @@ def _with_relations(current: list[dict[str, Any]], before: list[dict[str, Any]],
 
 def _attribute(current: list[dict[str, Any]], before: list[dict[str, Any]]) -> dict[str, Any]:
     """Values in the stored shape of an attribute (``attribute_values`` reads it back)."""
-    out: dict[str, Any] = {"value": "、".join(str(c["value"]) for c in current), "values": current, "source_ids": sorted({i for c in current for i in c.get("source_ids", [])})}
+    out: dict[str, Any] = {
+        "value": "、".join(str(c["value"]) for c in current),
+        "values": current,
+        "source_ids": sorted({i for c in current for i in c.get("source_ids", [])}),
+    }
     if current:
         out["valid_from"] = max(str(c.get("valid_from", "")) for c in current)
     if before:
@@ -204,7 +246,10 @@ def asked_about(record: Record, query: str, me: bool) -> bool:
 
 
 #: attributes that say who the user is (a short key): shown in the profile whatever the question
-IDENTITY = re.compile(r"名|叫|姓|职业|工作|上班|职位|身份|住|家乡|老家|城市|年龄|生日|出生|^是$|\b(?:name|called|job|work|works|occupation|role|lives?|home|city|age|born|birthday|is)\b", re.IGNORECASE)
+IDENTITY = re.compile(
+    r"名|叫|姓|职业|工作|上班|职位|身份|住|家乡|老家|城市|年龄|生日|出生|^是$|\b(?:name|called|job|work|works|occupation|role|lives?|home|city|age|born|birthday|is)\b",
+    re.IGNORECASE,
+)
 IDENTITY_KEY_CHARS = 6
 #: question words that name no subject ("我现在住在哪里？": 现在)
 _UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
@@ -214,7 +259,10 @@ OTHER_ATTRIBUTES = 6
 
 
 #: a question about how things stand now or stood before: where what changed is worth showing
-_NOW_OR_BEFORE = re.compile(r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b", re.IGNORECASE)
+_NOW_OR_BEFORE = re.compile(
+    r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b",
+    re.IGNORECASE,
+)
 
 
 def asks_about_change(query: str) -> bool:
@@ -263,7 +311,11 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     scored = [(shared(k, a), i, k) for i, (k, a) in enumerate(attributes.items())]
     named = [k for n, _i, k in sorted(scored, key=lambda x: (-x[0], x[1])) if n > 0]
     who = [k for n, _i, k in scored if n == 0 and len(k) <= IDENTITY_KEY_CHARS and IDENTITY.search(k)]
-    moved = [k for k in attributes if k not in named and k not in who and attribute_values(attributes[k])[1]] if asks_about_change(query) else []
+    moved = (
+        [k for k in attributes if k not in named and k not in who and attribute_values(attributes[k])[1]]
+        if asks_about_change(query)
+        else []
+    )
     rest = sorted(moved, key=changed, reverse=True)[:others]
     return {k: attributes[k] for k in [*named, *who, *(k for k in attributes if k in rest)]}
 
@@ -302,7 +354,11 @@ def render_entity(record: Record, lang: str, *, provenance: bool = False, quotes
     details = [v["description"]] if v.get("description") else []
     if attrs:
         seen: set[str] = set()  # a sentence that states several attributes is quoted once
-        details.append(("；" if zh else "; ").join(render_attribute(k, a, lang, provenance=provenance, quotes=quotes, seen=seen, day=day) for k, a in attrs.items()))
+        details.append(
+            ("；" if zh else "; ").join(
+                render_attribute(k, a, lang, provenance=provenance, quotes=quotes, seen=seen, day=day) for k, a in attrs.items()
+            )
+        )
     if not details:
         return f"- {head}"
     return f"- {head}" + ("：" if zh else ": ") + ("；" if zh else "; ").join(details)
@@ -318,7 +374,16 @@ def _common_day(attributes: dict[str, Any]) -> str:
     return next(iter(days)) if len(days) == 1 else ""
 
 
-def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenance: bool = False, quotes: bool = True, seen: set[str] | None = None, day: str = "") -> str:
+def render_attribute(
+    key: str,
+    attribute: dict[str, Any],
+    lang: str,
+    *,
+    provenance: bool = False,
+    quotes: bool = True,
+    seen: set[str] | None = None,
+    day: str = "",
+) -> str:
     """One attribute as "key=value", every value dated by the day it was said: several current
     values joined, each dated when their dates differ; a lone one "说于D" / "said D" (the day it
     was said, not the day it happened); superseded values after the current one, as past, the
@@ -339,20 +404,35 @@ def render_attribute(key: str, attribute: dict[str, Any], lang: str, *, provenan
 
     dates = {str(c.get("valid_from", ""))[:10] for c in current}
     if len(dates) > 1 or (len(current) > 1 and any(quoted)):
-        shown = ("、" if zh else ", ").join(c["value"] + _paren([sep.join(x for x in (str(c.get("valid_from", ""))[:10], q) if x)], lang) for c, q in zip(current, quoted, strict=True))
+        shown = ("、" if zh else ", ").join(
+            c["value"] + _paren([sep.join(x for x in (str(c.get("valid_from", ""))[:10], q) if x)], lang)
+            for c, q in zip(current, quoted, strict=True)
+        )
         notes = []
     else:
         shown = ("、" if zh else ", ").join(c["value"] for c in current)
         said_on = next(iter(dates), "")
         said = quoted[0] if len(current) == 1 else ""
-        when = ((f"自{said_on}" if zh else f"since {said_on}") if before else (f"说于{said_on}" if zh else f"said {said_on}")) if said_on and (before or said_on != day) else ""
+        when = (
+            ((f"自{said_on}" if zh else f"since {said_on}") if before else (f"说于{said_on}" if zh else f"said {said_on}"))
+            if said_on and (before or said_on != day)
+            else ""
+        )
         notes = [sep.join(x for x in (when, said) if x)]
     if provenance and attribute.get("source_ids"):
         from .graph import cite
 
         notes.append(cite(attribute["source_ids"], lang))
     if before:
-        old = ("、" if zh else ", ").join(p["value"] + (("，" if zh else ", ") + (f"{p['valid_from'][:10]}起" if zh else f"from {p['valid_from'][:10]}") if p.get("valid_from") else "") for p in before)
+        old = ("、" if zh else ", ").join(
+            p["value"]
+            + (
+                ("，" if zh else ", ") + (f"{p['valid_from'][:10]}起" if zh else f"from {p['valid_from'][:10]}")
+                if p.get("valid_from")
+                else ""
+            )
+            for p in before
+        )
         notes.append(("此前：" if zh else "before: ") + old)
     if not shown:
         return f"{key}=" + _paren(["目前未知" if zh else "unknown now", *notes], lang).strip()

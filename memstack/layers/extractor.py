@@ -67,7 +67,6 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-
 @dataclass
 class Extractor:
     """The shared write side. ``model``: a provider string or ChatModel (default: the local one)."""
@@ -175,7 +174,11 @@ class Extractor:
     def _run(self, scope: Scope, turns: list[Message]) -> None:
         metered = Metered(self.chat)
         records = self.store.records
-        known = [r.value.get("name", r.key) for r in records.current(scope.user(), "entity")][-self.known_entities :] if "entities" in self.parts else []
+        known = (
+            [r.value.get("name", r.key) for r in records.current(scope.user(), "entity")][-self.known_entities :]
+            if "entities" in self.parts
+            else []
+        )
         try:
             batch = self._extract(metered, turns, known)
         except ModelOutputError as exc:
@@ -215,15 +218,26 @@ class Extractor:
             return batch
         me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
         known = [n for s in statements for n in (s.subject, s.object)]
-        self_names = [*(me[0].value.get("aliases", []) if me else []), *self_introduced(batch.messages, known, subjects=[x.subject for x in statements])]
+        self_names = [
+            *(me[0].value.get("aliases", []) if me else []),
+            *self_introduced(batch.messages, known, subjects=[x.subject for x in statements]),
+        ]
         first = batch.messages[0]
-        earlier = self.store.history.read(scope, until=first.timestamp, last=len(batch.messages) + 6, roles=("user",)) if first.seq is not None else []
+        earlier = (
+            self.store.history.read(scope, until=first.timestamp, last=len(batch.messages) + 6, roles=("user",))
+            if first.seq is not None
+            else []
+        )
         context = [m for m in earlier if m.seq is not None and m.seq < first.seq][-4:]
         checked = verify(statements, batch.messages, self_names=self_names, context=context)
         if not checked.rejected and checked.kept == list(statements):
             return batch
         kept = unpack(batch.result.value.model_copy(update={"memories": checked.kept}), batch.lang)
-        extracted = replace(kept, entities=[*kept.entities, *[e for e in batch.extracted.entities if e.fields]]) if any(e.fields for e in batch.extracted.entities) else kept
+        extracted = (
+            replace(kept, entities=[*kept.entities, *[e for e in batch.extracted.entities if e.fields]])
+            if any(e.fields for e in batch.extracted.entities)
+            else kept
+        )
         return replace(batch, extracted=replace(extracted, state=batch.extracted.state), rejected=tuple(checked.rejected))
 
     def _ended(self, user: Scope, batch: Batch, pending: list[Change]) -> list[Change]:
@@ -236,9 +250,15 @@ class Extractor:
         if not ended:
             return pending
         changes = {(c.kind, c.key): c for c in pending}
-        entities = {r.key: Change("put", "entity", r.key, dict(r.value), tuple(r.source_ids), r.valid_from) for r in self.store.records.current(user, "entity")}
+        entities = {
+            r.key: Change("put", "entity", r.key, dict(r.value), tuple(r.source_ids), r.valid_from)
+            for r in self.store.records.current(user, "entity")
+        }
         entities.update({c.key: c for c in pending if c.kind == "entity" and c.value is not None})
-        relations = {r.key: Change("put", "relation", r.key, dict(r.value), tuple(r.source_ids), r.valid_from) for r in self.store.records.current(user, "relation")}
+        relations = {
+            r.key: Change("put", "relation", r.key, dict(r.value), tuple(r.source_ids), r.valid_from)
+            for r in self.store.records.current(user, "relation")
+        }
         relations.update({c.key: c for c in pending if c.kind == "relation" and c.value is not None})
         for c in ended:
             at = c.message.timestamp
@@ -252,13 +272,21 @@ class Extractor:
                 touched = False
                 for name, attribute in attributes.items():
                     current, past = attribute_values(attribute)
-                    gone = [x for x in current if ends_value(c, name, str(x.get("value", ""))) and not _later(x.get("valid_from"), at.isoformat())]
+                    gone = [
+                        x
+                        for x in current
+                        if ends_value(c, name, str(x.get("value", ""))) and not _later(x.get("valid_from"), at.isoformat())
+                    ]
                     if gone:
                         touched = True
-                        attributes[name] = _attribute([x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang)
+                        attributes[name] = _attribute(
+                            [x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang
+                        )
                 if touched:
                     value["attributes"] = attributes
-                    entities[key] = changes[("entity", key)] = Change("put", "entity", key, value, tuple(sorted({*e.source_ids, c.message.id})), batch.messages[-1].timestamp)
+                    entities[key] = changes[("entity", key)] = Change(
+                        "put", "entity", key, value, tuple(sorted({*e.source_ids, c.message.id})), batch.messages[-1].timestamp
+                    )
             for key, r in relations.items():
                 v = dict(r.value or {})
                 if v.get("invalid_at") or v.get("alias") or (r.at and instant(r.at) and instant(r.at) > instant(at)):
@@ -266,7 +294,9 @@ class Extractor:
                 forward = v.get("source_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("target", "")))
                 backward = v.get("target_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("source", "")))
                 if forward or backward:
-                    relations[key] = changes[("relation", key)] = Change("put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at)
+                    relations[key] = changes[("relation", key)] = Change(
+                        "put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at
+                    )
         return list(changes.values())
 
     def _rejected_changes(self, batch: Batch) -> list[Change]:
@@ -291,10 +321,14 @@ class Extractor:
         if not custom:
             assert batch is not None
             return batch
-        result = extract_schema(model, turns, self.entity_schema, task="graph" if own_relations else "entities", known=known, max_tokens=self.output_tokens)
+        result = extract_schema(
+            model, turns, self.entity_schema, task="graph" if own_relations else "entities", known=known, max_tokens=self.output_tokens
+        )
         entities = [to_entity(item) for item in entities_of(result.value)]
         if batch is None:
-            return Batch(tuple(turns), language(turns), result, Extracted([], entities, relations_of(result.value) if own_relations else [], []))
+            return Batch(
+                tuple(turns), language(turns), result, Extracted([], entities, relations_of(result.value) if own_relations else [], [])
+            )
         relations = relations_of(result.value) if own_relations else batch.extracted.relations
         return replace(batch, extracted=replace(batch.extracted, entities=entities, relations=relations))
 
@@ -393,14 +427,21 @@ class Extractor:
             base = changed.get(key) or (dict(current[key].value) if key in current else _new_entity(canonical or e.name))
             # a name that resolved to another entity ("星图" to 星图项目, "小李" to the user) is its alias
             other_name = key != entity_key(e.name) and not self_named
-            e = e.model_copy(update={"attributes": [a for a in e.attributes if not is_alias(a.key)], "aliases": [*e.aliases, *([e.name] if other_name else [])]})
+            e = e.model_copy(
+                update={
+                    "attributes": [a for a in e.attributes if not is_alias(a.key)],
+                    "aliases": [*e.aliases, *([e.name] if other_name else [])],
+                }
+            )
             value = _merge_entity(base, e, batch, grounded, self_named, user_said=_said_by_user(grounded, batch.messages))
             changed[key] = value
             resolve.add(key, value)
             sources_of.setdefault(key, set()).update(i for ids in grounded.values() for i in ids)
         for alias_key, (alias, canonical) in aliases.items():  # an alias named only in the alias relation
             key = resolve.key([canonical])
-            base = changed.get(key) or (dict(current[key].value) if key in current else (_new_entity(canonical) if key == SELF_KEY else None))
+            base = changed.get(key) or (
+                dict(current[key].value) if key in current else (_new_entity(canonical) if key == SELF_KEY else None)
+            )
             ids = name_sources(alias, batch.messages)
             if base is None or not ids:
                 continue
@@ -442,7 +483,11 @@ class Extractor:
                 canonical, alias = b, a
             out[entity_key(alias)] = (alias, canonical)
             resolve.add(resolve.key([canonical]), {"name": canonical, "aliases": [alias]})
-        for name in self_introduced(batch.messages, [n for e in entities for n in (e.name, *e.aliases)] + [x for r in relations for x in (r.source, r.target)], subjects=[e.name for e in entities]):
+        for name in self_introduced(
+            batch.messages,
+            [n for e in entities for n in (e.name, *e.aliases)] + [x for r in relations for x in (r.source, r.target)],
+            subjects=[e.name for e in entities],
+        ):
             if entity_key(name) != SELF_KEY and resolve.find(name) in (None, SELF_KEY):
                 out[entity_key(name)] = (name, "用户")
                 resolve.add(SELF_KEY, {"name": "用户", "aliases": [name]})
@@ -474,7 +519,16 @@ class Extractor:
             label = relation_label(r.relation, r.source, r.target)
             key = f"{src}\x1f{normalize(label)}\x1f{dst}"
             when = max(m.timestamp for m in batch.messages if m.id in sources)
-            value = {"source": r.source.strip(), "relation": label, "target": r.target.strip(), "source_key": src, "target_key": dst, "evidence": (r.evidence or "").strip(), "confidence": confidence, "alias": is_alias(r.relation, r.evidence, r.source, r.target)}
+            value = {
+                "source": r.source.strip(),
+                "relation": label,
+                "target": r.target.strip(),
+                "source_key": src,
+                "target_key": dst,
+                "evidence": (r.evidence or "").strip(),
+                "confidence": confidence,
+                "alias": is_alias(r.relation, r.evidence, r.source, r.target),
+            }
             earlier = out[key].value if key in out else (known[key].value if key in known else None)
             if earlier is not None:
                 # said again: the first evidence and date stand (the fact was true since then);
@@ -493,7 +547,14 @@ class Extractor:
                         # said after this one (batches applied out of order): it stays current
                         value = {**value, "invalid_at": min(value.get("invalid_at") or since.isoformat(), since.isoformat())}
                         continue
-                    out[other.key] = Change("put", "relation", other.key, {**other.value, "invalid_at": when.isoformat()}, tuple(getattr(other, "source_ids", ())), since)
+                    out[other.key] = Change(
+                        "put",
+                        "relation",
+                        other.key,
+                        {**other.value, "invalid_at": when.isoformat()},
+                        tuple(getattr(other, "source_ids", ())),
+                        since,
+                    )
             out[key] = Change("put", "relation", key, value, sources, when)
         return list(out.values())
 
@@ -503,7 +564,10 @@ class Extractor:
         """The state schema's keys with their descriptions (None without a schema)."""
         if not self.state_schema:
             return None
-        return {k: str((v or {}).get("description", "")) if isinstance(v, dict) else "" for k, v in self.state_schema.get("properties", {}).items()} or None
+        return {
+            k: str((v or {}).get("description", "")) if isinstance(v, dict) else ""
+            for k, v in self.state_schema.get("properties", {}).items()
+        } or None
 
     def _state_changes(self, batch: Batch, items: Sequence[Any]) -> list[Change]:
         allowed = set((self.state_schema or {}).get("properties", {})) if self.state_schema else None
@@ -617,11 +681,29 @@ def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, 
     same = {}
     for o in others:
         v = o.value or {}
-        if o.key == skip or v.get("invalid_at") or v.get("alias") or v.get("source_key") != value["source_key"] or normalize(canonical(v.get("relation", ""))) != normalize(predicate):
+        if (
+            o.key == skip
+            or v.get("invalid_at")
+            or v.get("alias")
+            or v.get("source_key") != value["source_key"]
+            or normalize(canonical(v.get("relation", ""))) != normalize(predicate)
+        ):
             continue
         if v.get("target_key") != value["target_key"]:
             same[o.key] = o
-    gone = set(map(normalize, replaced(predicate, sentence, [o.value.get("target", "") for o in same.values()], value["target"], cue=cue, evidence={o.value.get("target", ""): str(o.value.get("evidence") or "") for o in same.values()})))
+    gone = set(
+        map(
+            normalize,
+            replaced(
+                predicate,
+                sentence,
+                [o.value.get("target", "") for o in same.values()],
+                value["target"],
+                cue=cue,
+                evidence={o.value.get("target", ""): str(o.value.get("evidence") or "") for o in same.values()},
+            ),
+        )
+    )
     return [o for o in same.values() if normalize(o.value.get("target", "")) in gone]
 
 
@@ -694,7 +776,12 @@ _I_AM_NAME = re.compile(r"(?:^|(?<=[.!?])\s+)(?:I'm|I am|I’m)\s+([A-Z][a-z]+(?
 
 def _bare_name(text: str) -> bool:
     """A short Chinese name standing alone after "我叫" (not "什么", not "了外卖")."""
-    return 2 <= len(text) <= 4 and all("\u3400" <= c <= "\u9fff" for c in text) and text[0] not in "了过着的是个" and not re.search("什么|谁|啥|哪|吗|呢", text)
+    return (
+        2 <= len(text) <= 4
+        and all("\u3400" <= c <= "\u9fff" for c in text)
+        and text[0] not in "了过着的是个"
+        and not re.search("什么|谁|啥|哪|吗|呢", text)
+    )
 
 
 def _new_entity(name: str) -> dict[str, Any]:
@@ -709,14 +796,21 @@ def _said_by_user(grounded: dict[str, tuple[str, ...]], messages: Sequence[Messa
     return any(set(ids) & users for ids in grounded.values())
 
 
-def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str, tuple[str, ...]], self_named: bool, *, user_said: bool) -> dict[str, Any]:
+def _merge_entity(
+    base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str, tuple[str, ...]], self_named: bool, *, user_said: bool
+) -> dict[str, Any]:
     value = dict(base)
     value["type"] = base.get("type") or e.type.strip()
     if not value.get("description") and e.description.strip() and sentence_sources(e.description, batch.messages, threshold=0.3)[0]:
         value["description"] = e.description.strip()  # the first one the turns support; kept after
     aliases = list(base.get("aliases", []))
     for a in e.aliases:
-        if a.strip() and grounded.get(a) and normalize(a) not in {normalize(x) for x in aliases} and normalize(a) != normalize(value.get("name", "")):
+        if (
+            a.strip()
+            and grounded.get(a)
+            and normalize(a) not in {normalize(x) for x in aliases}
+            and normalize(a) != normalize(value.get("name", ""))
+        ):
             aliases.append(a.strip())
     value["aliases"] = aliases
     attributes = dict(base.get("attributes", {}))
@@ -730,7 +824,15 @@ def _merge_entity(base: dict[str, Any], e: Any, batch: Batch, grounded: dict[str
             continue  # a value the user did not say
         when = max(m.timestamp for m in users if m.id in sources)
         said = _sentence_naming(v, users, sources)
-        attributes[k] = _update_attribute(attributes.get(k), k, {"value": v, "source_ids": list(sources), "valid_from": when.isoformat(), "evidence": said.strip()[:300]}, said, batch.lang, past=getattr(attr, "past", False), cue=says_change(attr.key))
+        attributes[k] = _update_attribute(
+            attributes.get(k),
+            k,
+            {"value": v, "source_ids": list(sources), "valid_from": when.isoformat(), "evidence": said.strip()[:300]},
+            said,
+            batch.lang,
+            past=getattr(attr, "past", False),
+            cue=says_change(attr.key),
+        )
     value["attributes"] = attributes
     value["confidence"] = max(float(base.get("confidence", 0.0)), 0.9 if (user_said or self_named) else 0.7)
     if e.fields:  # a developer's entity schema: its other fields as the model gave them, newest wins
@@ -764,7 +866,9 @@ def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, A
 PAST_KEPT = 5
 
 
-def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str, *, past: bool = False, cue: bool = False) -> dict[str, Any]:
+def _update_attribute(
+    old: dict[str, Any] | None, predicate: str, new: dict[str, Any], sentence: str, lang: str, *, past: bool = False, cue: bool = False
+) -> dict[str, Any]:
     """One attribute after a new value was said: accumulated beside the current ones, or superseding
     those it replaces (``supersede.replaced``; ``cue``: the predicate as written said the change,
     "换导师"), or recorded as past when the sentence names it as the old one ("从上海搬到深圳" for
@@ -782,11 +886,31 @@ def _update_attribute(old: dict[str, Any] | None, predicate: str, new: dict[str,
     elif same:
         return old or {}
     else:
-        gone = set(map(normalize, replaced(predicate, sentence, [c["value"] for c in current], new["value"], cue=cue, evidence={c["value"]: str(c.get("evidence") or "") for c in current})))
-        newer = sorted(str(c.get("valid_from", "")) for c in current if normalize(c["value"]) in gone and _later(c.get("valid_from"), new.get("valid_from")))
+        gone = set(
+            map(
+                normalize,
+                replaced(
+                    predicate,
+                    sentence,
+                    [c["value"] for c in current],
+                    new["value"],
+                    cue=cue,
+                    evidence={c["value"]: str(c.get("evidence") or "") for c in current},
+                ),
+            )
+        )
+        newer = sorted(
+            str(c.get("valid_from", ""))
+            for c in current
+            if normalize(c["value"]) in gone and _later(c.get("valid_from"), new.get("valid_from"))
+        )
         if newer:  # said after this one: it stays current, and this one was replaced when it was said
             past.append({**new, "until": newer[0]})
-            gone = {normalize(c["value"]) for c in current if normalize(c["value"]) in gone and not _later(c.get("valid_from"), new.get("valid_from"))}
+            gone = {
+                normalize(c["value"])
+                for c in current
+                if normalize(c["value"]) in gone and not _later(c.get("valid_from"), new.get("valid_from"))
+            }
             past += [{**c, "until": new["valid_from"]} for c in current if normalize(c["value"]) in gone]
             current = [c for c in current if normalize(c["value"]) not in gone]
         else:
@@ -807,7 +931,12 @@ def _attribute(current: list[dict[str, Any]], past: list[dict[str, Any]], lang: 
     if not current:  # only an old value was said: it is past, and nothing is known to be current
         return {"value": "", "source_ids": [], "values": [], "past": past}
     joined = ("、" if lang == "zh" else ", ").join(c["value"] for c in current)
-    out = {"value": joined, "source_ids": sorted({i for c in current for i in c.get("source_ids", [])}), "valid_from": max(str(c.get("valid_from", "")) for c in current), "values": current}
+    out = {
+        "value": joined,
+        "source_ids": sorted({i for c in current for i in c.get("source_ids", [])}),
+        "valid_from": max(str(c.get("valid_from", "")) for c in current),
+        "values": current,
+    }
     return {**out, "past": past} if past else out
 
 

@@ -32,7 +32,10 @@ from .extractor import SELF_KEY, entity_key, first_person, stem
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
-TITLES = {"zh": "相关的事实（知识图谱；日期是说起的日子，引号内是原话）", "en": "Related facts (knowledge graph; dates: when it was said; quotes: the words it came from)"}
+TITLES = {
+    "zh": "相关的事实（知识图谱；日期是说起的日子，引号内是原话）",
+    "en": "Related facts (knowledge graph; dates: when it was said; quotes: the words it came from)",
+}
 #: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
 PRIORITY = 45
 
@@ -59,12 +62,23 @@ class Graph:
         entities = self.store.records.current(user, "entity")
         relations = reconcile(relations, entities)
         seeds = named_in(request.query, relations, entities)
-        found = pertinent(neighbourhood(seeds, relations, self.hops), request.query, seeds - {SELF_KEY} if first_person(request.query) else seeds)
+        found = pertinent(
+            neighbourhood(seeds, relations, self.hops), request.query, seeds - {SELF_KEY} if first_person(request.query) else seeds
+        )
         if not found:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         budget = None if request.budget is None else int(request.budget * self.share)
-        out = record_lines(self.name, TITLES[lang], found, lambda r: relation_forms(r, lang, provenance=self.provenance), budget, request.counter, what="relations", priority=PRIORITY)
+        out = record_lines(
+            self.name,
+            TITLES[lang],
+            found,
+            lambda r: relation_forms(r, lang, provenance=self.provenance),
+            budget,
+            request.counter,
+            what="relations",
+            priority=PRIORITY,
+        )
         return LayerOutput(messages, out.sections, out.dropped)
 
 
@@ -100,7 +114,14 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     change = asks_about_change(query)
     ended = {(r.value.get("source_key"), str(r.value["invalid_at"])[:10]) for r in found if past(r)} if change else set()
     moved = {r.id for r in found if (r.value.get("source_key"), (r.valid_from or r.created_at).date().isoformat()) in ended}
-    keep = {r.id for r in found if (change and past(r)) or r.id in moved or any(IDENTITY.search(x) for x in (str(r.value.get("relation", "")), canonical(str(r.value.get("relation", ""))))) or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")}
+    keep = {
+        r.id
+        for r in found
+        if (change and past(r))
+        or r.id in moved
+        or any(IDENTITY.search(x) for x in (str(r.value.get("relation", "")), canonical(str(r.value.get("relation", "")))))
+        or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")
+    }
     ends = {k for r in found if r.id in keep for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
     while True:  # the paths from the user to what is kept
         more = [r for r in found if r.id not in keep and {r.value.get("source_key"), r.value.get("target_key")} & ends]
@@ -144,7 +165,10 @@ def neighbourhood(seeds: set[str], relations: list[Record], hops: int) -> list[R
                 else:
                     frontier.append(other)
     by_id = {r.id: r for r in relations}
-    return sorted((by_id[i] for i in reached), key=lambda r: (reached[r.id], past(r), -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()))
+    return sorted(
+        (by_id[i] for i in reached),
+        key=lambda r: (reached[r.id], past(r), -float(r.value.get("confidence", 0)), -(r.valid_from or r.created_at).timestamp()),
+    )
 
 
 def cite(ids: Sequence[str], lang: str) -> str:
@@ -222,8 +246,21 @@ def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> l
     until: dict[str, str | None] = {}
     for (source, predicate), members in groups.items():
         members = sorted(members, key=lambda r: ((r.valid_from or r.created_at), r.created_at))
-        now = [{"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "id": r.id} for r in members if not past(r)]
-        gone = [{"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "until": str(r.value["invalid_at"]), "id": r.id} for r in members if past(r)]
+        now = [
+            {"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "id": r.id}
+            for r in members
+            if not past(r)
+        ]
+        gone = [
+            {
+                "value": str(r.value.get("target", "")),
+                "valid_from": (r.valid_from or r.created_at).isoformat(),
+                "until": str(r.value["invalid_at"]),
+                "id": r.id,
+            }
+            for r in members
+            if past(r)
+        ]
         now, gone = settle(predicate, now, gone) if len(members) > 1 else (now, gone)
         held = attributes.get(source, {}).get(predicate)
         if held is not None:
@@ -242,7 +279,9 @@ def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> l
     return out
 
 
-def _agree(predicate: str, now: list[dict[str, Any]], gone: list[dict[str, Any]], current: list[dict[str, Any]], before: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _agree(
+    predicate: str, now: list[dict[str, Any]], gone: list[dict[str, Any]], current: list[dict[str, Any]], before: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The current relation targets (``now``) that the entity's attribute (``current``, ``before``:
     its settled values) holds as past, or (single-valued) does not hold and were said before its
     current value, moved to ``gone``."""

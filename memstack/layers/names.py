@@ -13,26 +13,68 @@ from ..llm.grounding import normalize
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
 ALIAS_RELATIONS = frozenset(
     normalize(r)
-    for r in ("笔名", "别名", "又名", "又称", "外号", "昵称", "也叫", "化名", "英文名", "叫", "名叫", "叫做", "名字", "姓名", "名字是", "名字叫", "name", "called", "alias", "aka", "also known as", "pen name", "nickname", "known as", "a.k.a.", "is called", "is named", "name is", "named")
+    for r in (
+        "笔名",
+        "别名",
+        "又名",
+        "又称",
+        "外号",
+        "昵称",
+        "也叫",
+        "化名",
+        "英文名",
+        "叫",
+        "名叫",
+        "叫做",
+        "名字",
+        "姓名",
+        "名字是",
+        "名字叫",
+        "name",
+        "called",
+        "alias",
+        "aka",
+        "also known as",
+        "pen name",
+        "nickname",
+        "known as",
+        "a.k.a.",
+        "is called",
+        "is named",
+        "name is",
+        "named",
+    )
 )
 #: words that, in a relation's evidence naming both ends, say the two names are one entity
 ALIAS_WORDS = ("笔名", "别名", "又名", "又称", "外号", "昵称", "化名", "pen name", "also known as", "nickname", "alias", "a.k.a")
 #: what a speaker calls themself: stored under one key so the profile has one entry
-SELF_NAMES = frozenset(normalize(n) for n in ("用户", "我", "我的", "本人", "我自己", "用户本人", "user", "the user", "i", "me", "my", "myself"))
+SELF_NAMES = frozenset(
+    normalize(n) for n in ("用户", "我", "我的", "本人", "我自己", "用户本人", "user", "the user", "i", "me", "my", "myself")
+)
 SELF_KEY = "user"
 #: a question in the first person is about the user's own entity ("我的后端使用什么技术？")
 _FIRST_PERSON = re.compile(r"我|本人|\b(?:i|me|my|mine|myself|i'm|i've|i'd)\b")
 #: how a user introduces themself: the name follows ("我叫小李", "my name is Li Lei")
-_SELF_INTRO = re.compile(r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+_SELF_INTRO = re.compile(
+    r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE
+)
 #: determiners and quantifiers that are not part of a name ("一个知识中台", "the Atlas project")
-_NAME_PREFIX = re.compile(r"^(?:一个|一款|一家|一位|一名|一套|一种|一项|这个|那个|这款|那款|这家|那家|我的|我们的|咱们的|the |a |an |my |our |this |that )", re.IGNORECASE)
+_NAME_PREFIX = re.compile(
+    r"^(?:一个|一款|一家|一位|一名|一套|一种|一项|这个|那个|这款|那款|这家|那家|我的|我们的|咱们的|the |a |an |my |our |this |that )",
+    re.IGNORECASE,
+)
 #: generic type words after a name ("星图项目" is 星图 when 星图 is known, and the reverse)
-_TYPE_SUFFIX = re.compile(r"(?:项目|系统|平台|公司|集团|应用|产品|工具|框架|服务|网站|小程序|团队|app|project|system|platform|company|service|tool|framework|app|team|inc\.?|ltd\.?)$", re.IGNORECASE)
+_TYPE_SUFFIX = re.compile(
+    r"(?:项目|系统|平台|公司|集团|应用|产品|工具|框架|服务|网站|小程序|团队|app|project|system|platform|company|service|tool|framework|app|team|inc\.?|ltd\.?)$",
+    re.IGNORECASE,
+)
 
 
 def first_person(text: str) -> bool:
     """Whether the text speaks in the first person (我/我的/I/my/me): a question about the user."""
     return _FIRST_PERSON.search(normalize(text)) is not None
+
+
 #: the assistant is not an entity of the user's memory
 ASSISTANT_NAMES = frozenset(normalize(n) for n in ("助手", "assistant", "the assistant", "ai", "ai助手", "chatgpt"))
 

@@ -33,7 +33,22 @@ from .supersede import canonical, replaced
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
 CARRIED = 0.5
 #: words that carry nothing of a turn's content (the notes say 用户 where the turn said 我)
-_FILLER = frozenset("我你他她的了吗呢啊吧呀嗯哦么") | {"i", "my", "me", "a", "an", "the", "is", "am", "are", "was", "to", "of", "and", "you"}
+_FILLER = frozenset("我你他她的了吗呢啊吧呀嗯哦么") | {
+    "i",
+    "my",
+    "me",
+    "a",
+    "an",
+    "the",
+    "is",
+    "am",
+    "are",
+    "was",
+    "to",
+    "of",
+    "and",
+    "you",
+}
 
 _SELF = frozenset(normalize(n) for n in ("用户", "我", "本人", "user", "the user", "i", "me"))
 
@@ -107,7 +122,9 @@ def _rival(new: dict[str, Any], old: dict[str, Any]) -> bool:
     return bool(a and b) and a not in b and b not in a
 
 
-def superseded(new: dict[str, Any], olds: Sequence[dict[str, Any]], said: str = "", words: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def superseded(
+    new: dict[str, Any], olds: Sequence[dict[str, Any]], said: str = "", words: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Which of ``olds`` the note ``new`` replaces, all weighed together as ``supersede.replaced``
     does: a change cue that names none of several values ("缓存改用Memcached" beside 使用 SpringBoot
     and 使用 Redis) replaces the one whose own words name what it names (``words``: message id ->
@@ -115,8 +132,13 @@ def superseded(new: dict[str, Any], olds: Sequence[dict[str, Any]], said: str = 
     rivals = [o for o in olds if _rival(new, o)]
     if not rivals:
         return []
-    evidence = {str(o["object"]): " ".join([str(o.get("words", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals}
-    gone = {normalize(x) for x in replaced(new["predicate"], said or new["text"], [str(o["object"]) for o in rivals], new["object"], evidence=evidence)}
+    evidence = {
+        str(o["object"]): " ".join([str(o.get("words", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals
+    }
+    gone = {
+        normalize(x)
+        for x in replaced(new["predicate"], said or new["text"], [str(o["object"]) for o in rivals], new["object"], evidence=evidence)
+    }
     return [o for o in rivals if normalize(str(o["object"])) in gone]
 
 

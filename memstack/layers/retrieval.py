@@ -91,7 +91,9 @@ class Retrieval:
     def __post_init__(self) -> None:
         for attr in ("units", "vectors", "embeddings"):
             if not hasattr(self.store, attr):
-                raise UsageError(f"the {type(self.store).__name__} backend has no {attr} index; retrieval needs sqlite, postgresql or memory")
+                raise UsageError(
+                    f"the {type(self.store).__name__} backend has no {attr} index; retrieval needs sqlite, postgresql or memory"
+                )
         if not 0 < self.share <= 1:
             raise UsageError("share must be in (0, 1]")
         self.counter = get_counter(self.counter)
@@ -101,12 +103,26 @@ class Retrieval:
     def searcher(self) -> Searcher:
         if self._searcher is None:
             model = get_embedder(self.embedder)
-            self._searcher = Searcher(self.store.units, self.index, model, SearchSettings(method=self.method, relevance_floor=not self.baseline, use_time=not self.baseline, keys=self.sentence_keys and not self.baseline, feedback=0 if self.baseline else self.feedback, **({"assistant_weight": 1.0, "answer_share": 0.0} if self.baseline else {})))
+            self._searcher = Searcher(
+                self.store.units,
+                self.index,
+                model,
+                SearchSettings(
+                    method=self.method,
+                    relevance_floor=not self.baseline,
+                    use_time=not self.baseline,
+                    keys=self.sentence_keys and not self.baseline,
+                    feedback=0 if self.baseline else self.feedback,
+                    **({"assistant_weight": 1.0, "answer_share": 0.0} if self.baseline else {}),
+                ),
+            )
         return self._searcher
 
     # ---- read side ---------------------------------------------------------------------------
 
-    def search(self, scope: Scope, query: str, *, k: int | None = None, at: datetime | None = None, where: SearchFilter | None = None) -> list[Hit]:
+    def search(
+        self, scope: Scope, query: str, *, k: int | None = None, at: datetime | None = None, where: SearchFilter | None = None
+    ) -> list[Hit]:
         return self.searcher.search(scope, query, k=k or self.top_k, at=at, where=where)
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
@@ -126,7 +142,18 @@ class Retrieval:
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"
         kept = fit_hits(hits, budget, request.counter, lang)
         left = [h for h in hits if h not in kept]
-        dropped = [Dropped(self.name, f"{len(left)} retrieved memories over its share of the budget", tuple(i for h in left for i in h.unit.source_ids), sum(request.counter.count(h.unit.text) for h in left))] if left else []
+        dropped = (
+            [
+                Dropped(
+                    self.name,
+                    f"{len(left)} retrieved memories over its share of the budget",
+                    tuple(i for h in left for i in h.unit.source_ids),
+                    sum(request.counter.count(h.unit.text) for h in left),
+                )
+            ]
+            if left
+            else []
+        )
         if not kept:
             return LayerOutput(messages, dropped=dropped)
         sources = tuple(i for h in kept for i in h.unit.source_ids)
@@ -173,7 +200,10 @@ class Retrieval:
             wanted.setdefault(h.unit.scope, set()).update(range(h.unit.round - n, h.unit.round + n + 1))
         short_ids = {h.unit.id for h in short}
         threads = {
-            scope: sorted((u for u in self.store.units.in_rounds(scope, sorted(rounds)) if where is None or u.id in short_ids or where.matches(u)), key=thread_order)
+            scope: sorted(
+                (u for u in self.store.units.in_rounds(scope, sorted(rounds)) if where is None or u.id in short_ids or where.matches(u)),
+                key=thread_order,
+            )
             for scope, rounds in wanted.items()
         }
         out: dict[str, Hit] = {}
@@ -220,7 +250,14 @@ class Retrieval:
                 round_no += 1
             previous = groups[i - 1] if i > 0 else ()
             units += units_for_round(
-                scope, groups[i], round_no, self.counter, chunk_tokens=self.chunk_tokens, previous=previous, lead_tokens=self.lead_tokens, key_min_tokens=self.key_min_tokens if self.sentence_keys else None
+                scope,
+                groups[i],
+                round_no,
+                self.counter,
+                chunk_tokens=self.chunk_tokens,
+                previous=previous,
+                lead_tokens=self.lead_tokens,
+                key_min_tokens=self.key_min_tokens if self.sentence_keys else None,
             )
         # the next job re-reads the last two rounds: the last may still be answered, and the one
         # before leads it in
@@ -262,7 +299,9 @@ class Retrieval:
         default the layer's)."""
         model = self.searcher.embedder
         keys = [key_unit(u, n, text) for u in units for n, text in enumerate(u.metadata.get("keys", ()))] if self.sentence_keys else []
-        texts = [dense_text(u, self.dense_tokens, self.counter) for u in units] + [head(k.text, self.dense_tokens, self.counter) for k in keys]
+        texts = [dense_text(u, self.dense_tokens, self.counter) for u in units] + [
+            head(k.text, self.dense_tokens, self.counter) for k in keys
+        ]
         vectors = CachedEmbedder(model, self.store.embeddings).embed_documents(scope, texts)
         (index or self.index).upsert([*units, *keys], vectors, model=model.name)
 
@@ -331,7 +370,13 @@ def vector_ids(unit: Unit) -> list[str]:
 
 
 def reindex(
-    store: Store, embedder: str | Embedder | None = None, *, progress: Any = None, rechunk: bool = False, on_switch: Any = None, **options: Any
+    store: Store,
+    embedder: str | Embedder | None = None,
+    *,
+    progress: Any = None,
+    rechunk: bool = False,
+    on_switch: Any = None,
+    **options: Any,
 ) -> int:
     """Re-embed every unit of the store with ``embedder`` (after a change of model); with
     ``rechunk``, cut the threads into units again with ``options`` (``chunk_tokens``...) instead.
@@ -354,7 +399,9 @@ def topic_memory(
     vectors: VectorIndex | None = None,
 ) -> Retrieval:
     """Project topic memory: retrieval within the current topic (a message's ``category``)."""
-    layer = Retrieval(store=store, embedder=embedder, vectors=vectors, top_k=top_k, share=share, counter=counter, by_topic=True, topic=topic, name="topic")
+    layer = Retrieval(
+        store=store, embedder=embedder, vectors=vectors, top_k=top_k, share=share, counter=counter, by_topic=True, topic=topic, name="topic"
+    )
     layer.job = "retrieval"  # the units are the retrieval layer's: indexed once, by its job
     return layer
 

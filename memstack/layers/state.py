@@ -48,7 +48,10 @@ class State:
         state = {r.key: state_value(r) for r in records}
         text = json.dumps(state, ensure_ascii=False, indent=1)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
-        return LayerOutput(messages, [Section(self.name, f"{TITLES[lang]}\n{text}", priority=25, source_ids=tuple(i for r in records for i in r.source_ids))])
+        return LayerOutput(
+            messages,
+            [Section(self.name, f"{TITLES[lang]}\n{text}", priority=25, source_ids=tuple(i for r in records for i in r.source_ids))],
+        )
 
 
 register_layer("state", State)

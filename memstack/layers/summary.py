@@ -46,7 +46,11 @@ class Summary:
             return LayerOutput(messages)
         value = found[0].value
         covered = int(value.get("covers_until", 0))
-        recent = {m.id for m in trim([m for m in messages if m.role != "system"], self.buffer_tokens, request.counter)} if self.buffer_tokens else set()
+        recent = (
+            {m.id for m in trim([m for m in messages if m.role != "system"], self.buffer_tokens, request.counter)}
+            if self.buffer_tokens
+            else set()
+        )
         kept = [m for m in messages if (m.seq or 0) > covered or m.id in recent or m.seq is None]
         shown = {m.id for m in kept}
         # a note is left out only when every turn it draws on is shown raw (a note grounded in no turn stays)
@@ -55,8 +59,19 @@ class Summary:
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
         dropped = dropped_between(self.name, messages, kept, "covered by the summary", request.counter)
         if left:
-            dropped.append(Dropped(self.name, f"{len(left)} oldest summary notes over its share of the budget", tuple(i for n in left for i in n.get("source_ids", [])), sum(request.counter.count(n["text"]) for n in left)))
-        sections = [Section(self.name, text, priority=30, source_ids=tuple(i for n in items if n not in left for i in n.get("source_ids", [])))] if text else []
+            dropped.append(
+                Dropped(
+                    self.name,
+                    f"{len(left)} oldest summary notes over its share of the budget",
+                    tuple(i for n in left for i in n.get("source_ids", [])),
+                    sum(request.counter.count(n["text"]) for n in left),
+                )
+            )
+        sections = (
+            [Section(self.name, text, priority=30, source_ids=tuple(i for n in items if n not in left for i in n.get("source_ids", [])))]
+            if text
+            else []
+        )
         return LayerOutput(kept, sections, dropped)
 
 

@@ -34,14 +34,104 @@ from ..llm.grounding import normalize
 
 #: predicate spellings -> the canonical predicate they mean (both languages)
 SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(("住在", "住", "居住在", "居住于", "住于", "居住", "家在", "定居在", "定居于", "定居", "搬到", "搬去", "搬往", "搬家到", "迁到", "迁往", "迁居", "居住地", "常住", "现居", "现居于", "现住", "住到", "搬进", "搬至", "搬迁到", "搬迁至", "迁至", "迁居到", "移居", "移居到", "移居至", "搬回", "新家", "新家在"), "住在"),
-    **dict.fromkeys(("lives in", "live in", "living in", "lived in", "resides in", "moved to", "relocated to", "based in", "home city"), "lives in"),
-    **dict.fromkeys(("工作于", "就职于", "任职于", "在职于", "供职于", "入职", "入职于", "跳槽到", "跳槽去", "工作单位", "雇主", "所在公司", "公司", "单位", "就职", "任职"), "工作单位"),
-    **dict.fromkeys(("works at", "work at", "works for", "work for", "worked at", "employer", "company", "employed by", "employed at"), "works at"),
+    **dict.fromkeys(
+        (
+            "住在",
+            "住",
+            "居住在",
+            "居住于",
+            "住于",
+            "居住",
+            "家在",
+            "定居在",
+            "定居于",
+            "定居",
+            "搬到",
+            "搬去",
+            "搬往",
+            "搬家到",
+            "迁到",
+            "迁往",
+            "迁居",
+            "居住地",
+            "常住",
+            "现居",
+            "现居于",
+            "现住",
+            "住到",
+            "搬进",
+            "搬至",
+            "搬迁到",
+            "搬迁至",
+            "迁至",
+            "迁居到",
+            "移居",
+            "移居到",
+            "移居至",
+            "搬回",
+            "新家",
+            "新家在",
+        ),
+        "住在",
+    ),
+    **dict.fromkeys(
+        ("lives in", "live in", "living in", "lived in", "resides in", "moved to", "relocated to", "based in", "home city"), "lives in"
+    ),
+    **dict.fromkeys(
+        (
+            "工作于",
+            "就职于",
+            "任职于",
+            "在职于",
+            "供职于",
+            "入职",
+            "入职于",
+            "跳槽到",
+            "跳槽去",
+            "工作单位",
+            "雇主",
+            "所在公司",
+            "公司",
+            "单位",
+            "就职",
+            "任职",
+        ),
+        "工作单位",
+    ),
+    **dict.fromkeys(
+        ("works at", "work at", "works for", "work for", "worked at", "employer", "company", "employed by", "employed at"), "works at"
+    ),
     **dict.fromkeys(("职业", "职位", "岗位", "工作是", "职业是", "担任", "身份", "头衔"), "职业"),
     **dict.fromkeys(("job", "occupation", "profession", "works as", "work as", "role", "position", "title", "job title"), "job"),
-    **dict.fromkeys(("时间", "日期", "举行时间", "举办时间", "截止日期", "截止时间", "截止", "deadline", "改到", "改期到", "改期", "推迟到", "延期到", "延后到", "提前到", "定在", "安排在", "定于", "举行于", "举办于", "改在"), "时间"),
-    **dict.fromkeys(("date", "time", "due", "due date", "scheduled for", "postponed to", "rescheduled to", "moved up to", "pushed to"), "date"),
+    **dict.fromkeys(
+        (
+            "时间",
+            "日期",
+            "举行时间",
+            "举办时间",
+            "截止日期",
+            "截止时间",
+            "截止",
+            "deadline",
+            "改到",
+            "改期到",
+            "改期",
+            "推迟到",
+            "延期到",
+            "延后到",
+            "提前到",
+            "定在",
+            "安排在",
+            "定于",
+            "举行于",
+            "举办于",
+            "改在",
+        ),
+        "时间",
+    ),
+    **dict.fromkeys(
+        ("date", "time", "due", "due date", "scheduled for", "postponed to", "rescheduled to", "moved up to", "pushed to"), "date"
+    ),
     **dict.fromkeys(("使用", "用", "采用", "改用", "换用", "换成", "改成用", "用的是", "使用的是", "基于"), "使用"),
     **dict.fromkeys(("uses", "use", "using", "switched to", "built with", "runs on"), "uses"),
     **dict.fromkeys(("名字", "姓名", "名字是", "名叫", "叫", "叫做", "名为", "改名", "改名为", "改名叫"), "名字"),
@@ -55,8 +145,55 @@ SYNONYMS: dict[str, str] = {
 SINGLE_VALUED = frozenset(
     normalize(p)
     for p in (
-        "住在", "工作单位", "职业", "时间", "名字", "年龄", "生日", "出生日期", "预算", "身高", "体重", "电话", "手机号", "邮箱", "地址", "婚姻状况", "状态", "进度", "学历", "专业", "毕业于", "所在地", "上司", "老板", "负责人", "截止日期", "城市", "所在城市",
-        "lives in", "works at", "job", "date", "name", "age", "birthday", "budget", "height", "weight", "phone", "email", "address", "status", "progress", "boss", "manager", "deadline", "major", "city", "location",
+        "住在",
+        "工作单位",
+        "职业",
+        "时间",
+        "名字",
+        "年龄",
+        "生日",
+        "出生日期",
+        "预算",
+        "身高",
+        "体重",
+        "电话",
+        "手机号",
+        "邮箱",
+        "地址",
+        "婚姻状况",
+        "状态",
+        "进度",
+        "学历",
+        "专业",
+        "毕业于",
+        "所在地",
+        "上司",
+        "老板",
+        "负责人",
+        "截止日期",
+        "城市",
+        "所在城市",
+        "lives in",
+        "works at",
+        "job",
+        "date",
+        "name",
+        "age",
+        "birthday",
+        "budget",
+        "height",
+        "weight",
+        "phone",
+        "email",
+        "address",
+        "status",
+        "progress",
+        "boss",
+        "manager",
+        "deadline",
+        "major",
+        "city",
+        "location",
     )
 )
 _SINGLE_SUFFIXES = ("时间", "日期", "截止", "期限", "地点", "deadline", "date", " time", " due")
@@ -81,7 +218,10 @@ _PREDICATE_CUES = re.compile(
 _NEGATED = re.compile(r"不|没|未|别|\b(?:not|no longer|never|don't|doesn't|didn't|stopped|quit)\b", re.IGNORECASE)
 #: a change verb before a noun: the predicate names what changed, and the noun is the predicate
 #: ("换导师" -> 导师, "新工作" -> 工作, "new job" -> job): the value is the new one of that noun
-_CHANGE_PREFIX = re.compile(r"^(?:(?:已经|已|也|又|刚刚|刚|最近)?(?:更换了?|变更了?|换了|改了|换|改|新的|新)(?=[\u3400-\u9fff]))|^(?:(?:a|my|the) )?(?:new|changed(?: (?:my|his|her|their|the))?|switched(?: (?:my|his|her|their|the))?) ", re.IGNORECASE)
+_CHANGE_PREFIX = re.compile(
+    r"^(?:(?:已经|已|也|又|刚刚|刚|最近)?(?:更换了?|变更了?|换了|改了|换|改|新的|新)(?=[\u3400-\u9fff]))|^(?:(?:a|my|the) )?(?:new|changed(?: (?:my|his|her|their|the))?|switched(?: (?:my|his|her|their|the))?) ",
+    re.IGNORECASE,
+)
 
 
 def canonical(predicate: str) -> str:
@@ -122,7 +262,11 @@ def changed_noun(predicate: str) -> str:
     if rest.isascii():
         singular = rest[:-1] if rest.endswith("s") and not rest.endswith("ss") and rest[:-1] in SYNONYMS else rest
         return singular if singular in SYNONYMS or _noun_predicate(singular, "en") else ""
-    return rest if rest in SYNONYMS or (len(rest) >= 2 and rest[0] not in _VERB_AFTER_CHANGE and (_noun_predicate(rest, "zh") or len(rest) <= 3)) else ""
+    return (
+        rest
+        if rest in SYNONYMS or (len(rest) >= 2 and rest[0] not in _VERB_AFTER_CHANGE and (_noun_predicate(rest, "zh") or len(rest) <= 3))
+        else ""
+    )
 
 
 #: what follows 换/改/新 when they are a verb of their own, not a change of a noun ("改进", "换成",
@@ -148,7 +292,9 @@ def said_as_old(value: str, sentence: str) -> bool:
     return bool(v) and change_cue(sentence) and re.search(_OLD_BEFORE + re.escape(v), normalize(sentence)) is not None
 
 
-def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue: bool = False, evidence: dict[str, str] | None = None) -> list[str]:
+def replaced(
+    predicate: str, sentence: str, current: list[str], new: str, *, cue: bool = False, evidence: dict[str, str] | None = None
+) -> list[str]:
     """Which of the ``current`` values a new value said in ``sentence`` replaces: all of them for a
     single-valued predicate; with a change cue (in the sentence, or ``cue``: the predicate itself
     said the change, "换导师"), those the change's own clause names (the only one when it names
@@ -181,7 +327,10 @@ def replaced(predicate: str, sentence: str, current: list[str], new: str, *, cue
 
 
 #: words before a change cue that say who or when, not what changed ("我们把", "现在", "已经")
-_TOPIC_NOISE = re.compile(r"^(?:(?:我们|我|咱们|他们|他|她|公司|团队|现在|目前|已经|最近|也|又|都|就|还|把|将)+)|(?:把|将|也|又|都|已经|现在|就)+$|\b(?:we|i|our|my|the|have|has|now|also|just)\b", re.IGNORECASE)
+_TOPIC_NOISE = re.compile(
+    r"^(?:(?:我们|我|咱们|他们|他|她|公司|团队|现在|目前|已经|最近|也|又|都|就|还|把|将)+)|(?:把|将|也|又|都|已经|现在|就)+$|\b(?:we|i|our|my|the|have|has|now|also|just)\b",
+    re.IGNORECASE,
+)
 
 
 def _topic(clause: str) -> str:
@@ -202,7 +351,12 @@ def says_change(predicate: str) -> bool:
     """Whether a predicate itself says the change ("换导师", "改用", "switched to", "推迟到"): its
     value is the new one, never an old value a cessation in its sentence ends."""
     n = normalize(predicate)
-    return bool(changed_noun(n)) or bool(re.search(r"改名|新家|改用|改成|改为|改到|改在|换成|换到|换用|搬到|搬去|搬家到|迁到|迁往|推迟到|延期到|延后到|提前到|转到|转行|跳槽|变成|变为|入职|加入|\b(?:switched to|changed to|moved to|moved up to|postponed to|pushed (?:back )?to|rescheduled to|relocated to|migrated to|now)\b", n))
+    return bool(changed_noun(n)) or bool(
+        re.search(
+            r"改名|新家|改用|改成|改为|改到|改在|换成|换到|换用|搬到|搬去|搬家到|迁到|迁往|推迟到|延期到|延后到|提前到|转到|转行|跳槽|变成|变为|入职|加入|\b(?:switched to|changed to|moved to|moved up to|postponed to|pushed (?:back )?to|rescheduled to|relocated to|migrated to|now)\b",
+            n,
+        )
+    )
 
 
 def instant(stamp: Any) -> datetime | None:

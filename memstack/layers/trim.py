@@ -32,7 +32,9 @@ class Trim:
         if self.max_tokens is not None and request.budget is not None:
             budget = min(budget, request.budget)
         kept = trim(messages, budget, request.counter, strategy=self.strategy, allow_partial=self.allow_partial)
-        return LayerOutput(kept, dropped=dropped_between(self.name, messages, kept, f"over the {budget} tokens left for the conversation", request.counter))
+        return LayerOutput(
+            kept, dropped=dropped_between(self.name, messages, kept, f"over the {budget} tokens left for the conversation", request.counter)
+        )
 
 
 register_layer("trim", Trim)

@@ -58,11 +58,16 @@ _KIN = (
     "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|哥|姐|弟|妹|"
     r"\b(?:wife|husband|sister|brother|mom|mum|mother|dad|father|son|daughter|kid|kids|boss|manager|friend|colleague|coworker|partner|girlfriend|boyfriend|roommate|neighbou?r|teacher)\b"
 )
-_OTHER_PERSON = re.compile(rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)")
+_OTHER_PERSON = re.compile(
+    rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
+)
 _PRONOUN = re.compile(r"他|她|它|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
 #: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
-_CLAUSE = re.compile(r"[，,；;：:。！？!?\n]|(?<!\b[a-z])(?<!\bst)(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bjr)(?<!\bsr)(?<!\bvs)(?<!\bmrs)(?<!\betc)(?<!\binc)(?<!\bltd)(?<!\bco)(?<!\bprof)\.(?=\s|$)", re.IGNORECASE)
+_CLAUSE = re.compile(
+    r"[，,；;：:。！？!?\n]|(?<!\b[a-z])(?<!\bst)(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bjr)(?<!\bsr)(?<!\bvs)(?<!\bmrs)(?<!\betc)(?<!\binc)(?<!\bltd)(?<!\bco)(?<!\bprof)\.(?=\s|$)",
+    re.IGNORECASE,
+)
 
 _NEG_ZH = r"不再|已经不|再也不|从不|从来不|并不|不|没有|没|别"
 _NEG_EN = r"\b(?:no longer|not|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|haven't|hasn't)\b|n't\b"
@@ -78,10 +83,17 @@ _CESSATION = re.compile(
 #: what says the clause is a supposition, not a fact
 _HYPOTHETICAL = re.compile(r"如果|要是|假如|假设|万一|若是|\b(?:if|suppose|supposing|whether|unless)\b", re.IGNORECASE)
 #: what says the clause is a plan or a wish: kept, as a plan
-_PLAN = re.compile(r"打算|计划|准备|考虑|想要|想|希望|可能|也许|或许|将要|\b(?:plan(?:s|ning)? to|thinking (?:about|of)|considering|might|maybe|going to|hope to|want to|would like to|intend to)\b", re.IGNORECASE)
-_PLAN_IN_PREDICATE = re.compile(r"打算|计划|准备|考虑|想|希望|可能|也许|或许|将要|将|要|plan|consider|might|maybe|going to|hope|want|would like|intend", re.IGNORECASE)
+_PLAN = re.compile(
+    r"打算|计划|准备|考虑|想要|想|希望|可能|也许|或许|将要|\b(?:plan(?:s|ning)? to|thinking (?:about|of)|considering|might|maybe|going to|hope to|want to|would like to|intend to)\b",
+    re.IGNORECASE,
+)
+_PLAN_IN_PREDICATE = re.compile(
+    r"打算|计划|准备|考虑|想|希望|可能|也许|或许|将要|将|要|plan|consider|might|maybe|going to|hope|want|would like|intend", re.IGNORECASE
+)
 #: predicate words of liking or disliking that the sentence must say itself
-_SENTIMENT = re.compile(r"不喜欢|喜欢|讨厌|厌恶|热爱|爱|恨|偏爱|偏好|\b(?:likes?|loves?|hates?|dislikes?|enjoys?|prefers?)\b", re.IGNORECASE)
+_SENTIMENT = re.compile(
+    r"不喜欢|喜欢|讨厌|厌恶|热爱|爱|恨|偏爱|偏好|\b(?:likes?|loves?|hates?|dislikes?|enjoys?|prefers?)\b", re.IGNORECASE
+)
 #: time words that qualify a predicate ("以前住", "上个月搬到", "now lives in"): not part of it
 _PAST_WORDS = re.compile(r"^(?:以前|之前|原来|原先|曾经|过去|从前|早先)|^(?:used to|previously|formerly|once)\s+", re.IGNORECASE)
 _TIME_WORDS = re.compile(
@@ -112,7 +124,9 @@ class Verified:
     rejected: list[Rejected]
 
 
-def verify(statements: Sequence[Statement], messages: Sequence[Message], *, self_names: Sequence[str] = (), context: Sequence[Message] = ()) -> Verified:
+def verify(
+    statements: Sequence[Statement], messages: Sequence[Message], *, self_names: Sequence[str] = (), context: Sequence[Message] = ()
+) -> Verified:
     """The statements the user's words support (tidied, ``past`` set where the words end them),
     and those they do not, each with its reason. ``self_names``: the user's own names ("王磊");
     ``context``: the thread's turns just before these, whose topic a sentence that names no one
@@ -171,7 +185,9 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
 #: a clause copied as an object: a light verb between two stretches of words ("南京一家设计公司做UI设计师")
 _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!法|事|客|人|户|品|意|具|途|处)[\u3400-\u9fffA-Za-z0-9]{2}")
 #: objects that are only an adverb of time or aspect ("User|drink water|now")
-_ADVERB_OBJECT = re.compile(r"now|currently|then|still|already|though|anymore|any more|again|too|also|现在|目前|如今|已经|还|也|又|仍然|依然|了")
+_ADVERB_OBJECT = re.compile(
+    r"now|currently|then|still|already|though|anymore|any more|again|too|also|现在|目前|如今|已经|还|也|又|仍然|依然|了"
+)
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
 _TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
@@ -184,7 +200,49 @@ _QUANTITY = re.compile(
 _ADVERBS = re.compile(r"^(?:主要|平时|日常|经常|一般|通常|常常|总是|每天都|都|也|还|又|一直|正在|目前|现在|比较|特别|非常|很)+")
 #: Chinese verbs that take a value right after them: "做前端开发" is 做 + 前端开发
 _ZH_VERBS = sorted(
-    {*(k for k in SYNONYMS if not k.isascii()), "做", "练", "学", "写", "用", "开", "养", "教", "带", "玩", "打", "弹", "吃", "喝", "读", "看", "去", "考", "管", "跑", "抽", "研究", "从事", "负责", "参加", "担任", "学习", "喜欢", "爱", "讨厌", "擅长", "开发", "主修", "攻读", "就读", "养了", "学了", "在做", "在学", "在用"},
+    {
+        *(k for k in SYNONYMS if not k.isascii()),
+        "做",
+        "练",
+        "学",
+        "写",
+        "用",
+        "开",
+        "养",
+        "教",
+        "带",
+        "玩",
+        "打",
+        "弹",
+        "吃",
+        "喝",
+        "读",
+        "看",
+        "去",
+        "考",
+        "管",
+        "跑",
+        "抽",
+        "研究",
+        "从事",
+        "负责",
+        "参加",
+        "担任",
+        "学习",
+        "喜欢",
+        "爱",
+        "讨厌",
+        "擅长",
+        "开发",
+        "主修",
+        "攻读",
+        "就读",
+        "养了",
+        "学了",
+        "在做",
+        "在学",
+        "在用",
+    },
     key=len,
     reverse=True,
 )
@@ -222,7 +280,9 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
         obj = normalize(_DATE_NOTE.sub("", s.object))
         clauses = [c for m in messages if m.role == "user" for c in _CLAUSE.split(normalize(m.text)) if c.strip()]
         with_p = [c for c in clauses if core in c]
-        if not with_p or any((obj in c and c.find(obj) >= c.find(core)) or (obj not in c and overlap(obj, c) >= OBJECT_OVERLAP) for c in with_p):
+        if not with_p or any(
+            (obj in c and c.find(obj) >= c.find(core)) or (obj not in c and overlap(obj, c) >= OBJECT_OVERLAP) for c in with_p
+        ):
             return s  # not said as such, or said with its object after it
         if _WHEN.match(obj) or re.match(r"^(?:每|早上|晚上|中午|下午|上午|周末|平时)", obj):
             return Rejected(s, "the time is said of something else")
@@ -232,7 +292,9 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
             rest = [c.replace(obj, " ") for c in clauses if obj in c and core not in c]
             verbs = {v for c in rest for v in _OWN_VERBS if v in c}
             if rest and verbs:
-                return s.model_copy(update={"predicate": core[0]}) if core[0] in verbs else Rejected(s, "the object is said with another verb")
+                return (
+                    s.model_copy(update={"predicate": core[0]}) if core[0] in verbs else Rejected(s, "the object is said with another verb")
+                )
             return s
     else:  # "开一辆白色的思域" is 开 + 白色的思域; "每周去三次" holds nothing but the count
         core = _QUANTITY.sub("", core)
@@ -240,7 +302,12 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
         return s.model_copy(update={"predicate": core.strip("了过着")})
     verb = next((v for v in _ZH_VERBS if core.startswith(v) and len(core) - len(v) >= (1 if counted else 2)), None)
     if verb is None:
-        return Rejected(s, "the predicate holds a number or frequency, not a relation" if counted else "the predicate is a clause of the user's words, not a relation")
+        return Rejected(
+            s,
+            "the predicate holds a number or frequency, not a relation"
+            if counted
+            else "the predicate is a clause of the user's words, not a relation",
+        )
     value = re.sub(r"^[了过着]", "", core[len(verb) :]).strip()
     if not value or _QUANTITY.search(value) or _WHEN.match(value):
         return Rejected(s, "the predicate holds a number or frequency, not a relation")
@@ -261,8 +328,16 @@ def _list_parts(obj: str) -> list[str]:
     for i, part in enumerate(parts):
         pieces = [x for x in _LIST_AND.split(part) if x.strip()]
         listed = len(parts) > 1 and i == len(parts) - 1  # "…、Airflow和Hive"
-        latin = len(pieces) > 1 and all(re.match(r"[A-Za-z0-9]", x.strip()) for x in pieces[1:]) and re.search(r"[A-Za-z0-9]\S*$", pieces[0].strip())
-        out += [x.strip() for x in pieces] if len(pieces) > 1 and (listed or latin) and all(len(x.strip()) >= 2 for x in pieces) else [part.strip()]
+        latin = (
+            len(pieces) > 1
+            and all(re.match(r"[A-Za-z0-9]", x.strip()) for x in pieces[1:])
+            and re.search(r"[A-Za-z0-9]\S*$", pieces[0].strip())
+        )
+        out += (
+            [x.strip() for x in pieces]
+            if len(pieces) > 1 and (listed or latin) and all(len(x.strip()) >= 2 for x in pieces)
+            else [part.strip()]
+        )
     return out or [text]
 
 
@@ -285,7 +360,14 @@ def _clean_part(part: str, predicate: str, *, whole: bool = False) -> str | None
     return text
 
 
-def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozenset(), self_names: Sequence[str] = (), context: Sequence[Message] = ()) -> Statement | Rejected:  # type: ignore[assignment]
+def check(
+    s: Statement,
+    messages: Sequence[Message],
+    *,
+    names: set[str] = frozenset(),
+    self_names: Sequence[str] = (),
+    context: Sequence[Message] = (),
+) -> Statement | Rejected:  # type: ignore[assignment]
     """One statement, tidied, or why it is rejected."""
     s, past = _tidy(s)
     s = _split_swallowed(s, messages)
@@ -293,7 +375,6 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
     if not obj:
         return Rejected(s, "empty object")
     if _is_self(s.object, ()):  # "李四|是|用户": the user says it of themself ("我叫李四")
-
         if not (is_alias(s.predicate) or normalize(s.predicate) in {"是", "就是", "即", "is", "am", "are"}):
             return Rejected(s, "the user is no value of another: only a name or an identity")
         said = any(m.role == "user" and _SELF.search(normalize(m.text)) and normalize(s.subject) in normalize(m.text) for m in messages)
@@ -331,7 +412,10 @@ def check(s: Statement, messages: Sequence[Message], *, names: set[str] = frozen
 #: a predicate of having can take ("User|is|dentist" of it is no fact)
 _POSSESSED = re.compile(r"(?:\b(?:my|our)\s+|我的|我们的|咱们的)$", re.IGNORECASE)
 #: what the words give as a cause ("because of paperwork", "因为下雨"): no value of the subject
-_CAUSE = re.compile(r"(?:\bbecause of|\bdue to|\bthanks to|\bowing to|因为|由于|多亏)\s*(?:(?:the|a|an|my|our|his|her|their|some|all (?:the|that))\s+)?$", re.IGNORECASE)
+_CAUSE = re.compile(
+    r"(?:\bbecause of|\bdue to|\bthanks to|\bowing to|因为|由于|多亏)\s*(?:(?:the|a|an|my|our|his|her|their|some|all (?:the|that))\s+)?$",
+    re.IGNORECASE,
+)
 _HAS = re.compile(r"有|拥有|养|\b(?:has|have|had|owns?|owned)\b", re.IGNORECASE)
 
 
@@ -445,7 +529,9 @@ def _possessive(text: str, at: int) -> bool:
 
 
 #: names a sentence gives things without capitals: "星图项目", "天枢系统", "the Atlas project"
-_NAMED = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公司|集团|服务|模块|网站|应用|小程序)|\bthe \w+ (?:project|system|platform|company|service|app|website)\b")
+_NAMED = re.compile(
+    r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公司|集团|服务|模块|网站|应用|小程序)|\bthe \w+ (?:project|system|platform|company|service|app|website)\b"
+)
 
 
 def _bare(name: str) -> str:
@@ -481,9 +567,15 @@ def _polarity(predicate: str, clause: str, before: str, obj: str = "") -> str | 
 
 
 #: words that start a new verb phrase or clause: a negation before them does not reach past them
-_NEW_PHRASE = re.compile(r"但是?|而是?|却|然后|现在|如今|改成?|换成?|换了|开始|转而|只是|而且|并且|还是|\b(?:and|but|then|now|instead|so|because|since|after|before|when|while|though|although|yet)\b", re.IGNORECASE)
+_NEW_PHRASE = re.compile(
+    r"但是?|而是?|却|然后|现在|如今|改成?|换成?|换了|开始|转而|只是|而且|并且|还是|\b(?:and|but|then|now|instead|so|because|since|after|before|when|while|though|although|yet)\b",
+    re.IGNORECASE,
+)
 #: particles, prepositions and determiners that do not count as words between a verb and its object
-_LIGHT = re.compile(r"[了过着的地得在到去来再也都还就又把给跟和与向对从的一个这那些种件只位]|\b(?:the|a|an|my|our|your|his|her|their|to|in|at|on|for|with|of|any|some|this|that|these|those|going|doing|being|get|got)\b", re.IGNORECASE)
+_LIGHT = re.compile(
+    r"[了过着的地得在到去来再也都还就又把给跟和与向对从的一个这那些种件只位]|\b(?:the|a|an|my|our|your|his|her|their|to|in|at|on|for|with|of|any|some|this|that|these|those|going|doing|being|get|got)\b",
+    re.IGNORECASE,
+)
 #: an object that is a date or a time of day: said when, never what a cessation ends
 _WHEN = re.compile(
     r"^\s*(?:\d|[一二三四五六七八九十]+月|(?:上|下|这|本)(?:个?月|周|星期|礼拜)|(?:今|明|去|前|后)(?:年|天)|昨天|大?前天|大?后天|周[一二三四五六日天末]|星期|礼拜|早上|晚上|中午|上午|下午|每天|每周|每月|月[初中底]|年[初中底]"
@@ -498,7 +590,9 @@ def _scope(tail: str, obj: str = "") -> str | None:
     one that governs something else), "unclear" (one with words between that may or may not be its
     object: "不再跟王教授做推荐": dropped, since a wrong memory is worse than none)."""
     text = _NOT_NEGATION.sub(lambda m: "\x00" * len(m.group(0)), tail)
-    marks = [(m.start(), m.end(), "ends") for m in _CESSATION.finditer(text)] + [(m.start(), m.end(), "negates") for m in _NEGATION.finditer(text)]
+    marks = [(m.start(), m.end(), "ends") for m in _CESSATION.finditer(text)] + [
+        (m.start(), m.end(), "negates") for m in _NEGATION.finditer(text)
+    ]
     if not marks:
         return None
     start, end, kind = max(marks, key=lambda x: (x[1], x[2] == "ends"))
@@ -530,7 +624,10 @@ def _asked(clause: str) -> str | None:
 
 
 #: words that put a clause in the future without a plan word ("婚礼推迟到明年5月", "next month")
-_FUTURE = re.compile(r"明年|下个?月|下周|下星期|下礼拜|明天|后天|将来|以后|回头|定在|定于|安排在|推迟到|延期到|延后到|提前到|\b(?:will|next|tomorrow|soon|scheduled|upcoming)\b", re.IGNORECASE)
+_FUTURE = re.compile(
+    r"明年|下个?月|下周|下星期|下礼拜|明天|后天|将来|以后|回头|定在|定于|安排在|推迟到|延期到|延后到|提前到|\b(?:will|next|tomorrow|soon|scheduled|upcoming)\b",
+    re.IGNORECASE,
+)
 
 
 def _mood(clause: str, before: str, predicate: str) -> tuple[str | None, str]:
@@ -540,7 +637,9 @@ def _mood(clause: str, before: str, predicate: str) -> tuple[str | None, str]:
     tail = _clause_tail(before)
     if _HYPOTHETICAL.search(tail):
         return "a supposition, not a fact", ""
-    if _PLAN_IN_PREDICATE.search(normalize(predicate)) and not (_PLAN_IN_PREDICATE.search(clause) or _PLAN.search(clause) or _FUTURE.search(clause)):
+    if _PLAN_IN_PREDICATE.search(normalize(predicate)) and not (
+        _PLAN_IN_PREDICATE.search(clause) or _PLAN.search(clause) or _FUTURE.search(clause)
+    ):
         return "the words say no plan", ""
     plan = _PLAN.search(tail)
     if plan and not _PLAN_IN_PREDICATE.search(predicate):
@@ -570,19 +669,32 @@ _ENDS_ZH = re.compile(
     r"不再|已经不|已不|再也不|没再|戒掉了?|戒了|戒(?=[\u3400-\u9fff])|辞掉了?|辞去了?|辞了|离开了?|退出了?|放弃了?|停掉了?|停用了?|卸载了?|退掉了?|卖掉了?|取消了?"
     r"|不(?=[去做用玩吃喝抽养学开住练跑打弹看读写上参][^，。！？；]*了)"
 )
-_ENDS_EN = re.compile(r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|cancel(?:l)?ed|uninstalled)\b", re.IGNORECASE)
+_ENDS_EN = re.compile(
+    r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|cancel(?:l)?ed|uninstalled)\b",
+    re.IGNORECASE,
+)
 #: a "不…了" that is about one day, not a habit ended ("今天不去健身房了")
 _ONE_OFF = re.compile(r"今天|今晚|明天|这次|这回|这周|本周|周末|下午|晚上|暂时")
 #: time words inside a phrase ("思域上周卖掉了": 思域)
-_TIME_ANYWHERE = re.compile(r"上上?个?(?:月|周|星期|礼拜)|下个?(?:月|周)|这个?(?:月|周)|本(?:月|周)|去年|今年|前年|上周[一二三四五六日天末]?|昨天|前天|今天|刚刚|刚才|最近|前不久|\d{1,4}年(?:\d{1,2}月)?|\d{1,2}月(?:\d{1,2}[日号])?")
+_TIME_ANYWHERE = re.compile(
+    r"上上?个?(?:月|周|星期|礼拜)|下个?(?:月|周)|这个?(?:月|周)|本(?:月|周)|去年|今年|前年|上周[一二三四五六日天末]?|昨天|前天|今天|刚刚|刚才|最近|前不久|\d{1,4}年(?:\d{1,2}月)?|\d{1,2}月(?:\d{1,2}[日号])?"
+)
 #: a thing disposed of, named before the verb ("卡罗拉卖给了我表弟", "把卡罗拉卖了")
 _DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
 #: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y"
-_FROM_ZH = re.compile(r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到)")
+_FROM_ZH = re.compile(
+    r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到)"
+)
 _SWAP_ZH = re.compile(r"把([^，。！？；把]{1,30}?)(?:全部|都|也)?(?:换成|换为|改成|改为|迁移到|迁到|替换成|替换为|切换到|升级到|升级成)")
-_FROM_EN = re.compile(r"\b(?:switched|moved|migrated|changed|went|upgraded|transferred)\s+from\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+to\b|\breplaced\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+with\b", re.IGNORECASE)
+_FROM_EN = re.compile(
+    r"\b(?:switched|moved|migrated|changed|went|upgraded|transferred)\s+from\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+to\b|\breplaced\s+(?:the\s+|my\s+|our\s+)?([\w .+#-]{2,30}?)\s+with\b",
+    re.IGNORECASE,
+)
 #: where an English cessation's object ends
-_EN_STOP = re.compile(r"\s+(?:in|at|on|since|because|and|but|for|last|this|after|when|a|an|any|anymore|any more|altogether|completely|entirely|now|so|then|years?|months?|weeks?|ago)\b.*$", re.IGNORECASE)
+_EN_STOP = re.compile(
+    r"\s+(?:in|at|on|since|because|and|but|for|last|this|after|when|a|an|any|anymore|any more|altogether|completely|entirely|now|so|then|years?|months?|weeks?|ago)\b.*$",
+    re.IGNORECASE,
+)
 _ZH_LEAD = re.compile(r"^(?:了|掉|再|去|在|用|使用|做|玩|吃|喝|抽|养|学|开|住|练|跑|打|弹|看|读|写|上|参加|跟|和)+")
 _ZH_TAIL = re.compile(r"(?:了|啦|吧|呢|了吧|的|这件事|这个习惯)+$")
 
@@ -649,7 +761,13 @@ def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
         obj = _ZH_LEAD.sub("", phrase).strip()
         if obj and not _NEW_PHRASE.search(phrase):
             found.append((obj, phrase, zh[-1].start()))
-    en = [m for m in _ENDS_EN.finditer(clause) if not (m.group(0) == "left" and re.match(r"\s+(?:my|our|the|his|her)\s+\w+(?:\s+\w+)?\s+(?:at|in|on|with|behind)\b", clause[m.end() :]))]
+    en = [
+        m
+        for m in _ENDS_EN.finditer(clause)
+        if not (
+            m.group(0) == "left" and re.match(r"\s+(?:my|our|the|his|her)\s+\w+(?:\s+\w+)?\s+(?:at|in|on|with|behind)\b", clause[m.end() :])
+        )
+    ]
     if en:
         phrase, obj = _en_object(clause[en[-1].end() :])
         if obj and len(obj.split()) <= 4:
@@ -657,7 +775,10 @@ def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
     return found
 
 
-_EN_VERB = re.compile(r"^(?:work|live|drink|eat|play|use|go|went|smoke|take|do|see|visit|attend|run|own|have|drive|teach|study|date|watch|read|write|wear|ride|practi[cs]e|train|follow|buy|cook|grow|keep|date|volunteer|coach|sing)(?:s|es|ed|d|ing)?$|^(?:going|doing|being|having|smoking|drinking|eating|playing|using|working|living|running|driving|teaching|dating)$", re.IGNORECASE)
+_EN_VERB = re.compile(
+    r"^(?:work|live|drink|eat|play|use|go|went|smoke|take|do|see|visit|attend|run|own|have|drive|teach|study|date|watch|read|write|wear|ride|practi[cs]e|train|follow|buy|cook|grow|keep|date|volunteer|coach|sing)(?:s|es|ed|d|ing)?$|^(?:going|doing|being|having|smoking|drinking|eating|playing|using|working|living|running|driving|teaching|dating)$",
+    re.IGNORECASE,
+)
 _EN_FILL = re.compile(r"^(?:(?:my|our|the|a|an|to|at|in|on|for|with|from|of|any|some)\s+)+", re.IGNORECASE)
 
 
@@ -674,7 +795,6 @@ def _en_object(after: str) -> tuple[str, str]:
     if not obj:
         return verb, verb
     return (f"{verb} {obj}" if verb else obj), obj
-
 
 
 def stem_words(text: str) -> set[str]:
@@ -705,13 +825,27 @@ def ends_value(c: Cessation, predicate: str, value: str) -> bool:
         ov, vv = _stems(o), _stems(v)
         if not ov or not vv:
             return False
-        if ov == vv or (set(vv) <= set(ov) and vv[-1] == ov[-1]) or (set(ov) <= set(vv) and (vv[-1] == ov[-1] or re.search(r"\b(?:of|at|in|with|for)\s+(?:the\s+|a\s+|my\s+)?" + re.escape(o.split()[0]), v))):
+        if (
+            ov == vv
+            or (set(vv) <= set(ov) and vv[-1] == ov[-1])
+            or (
+                set(ov) <= set(vv)
+                and (vv[-1] == ov[-1] or re.search(r"\b(?:of|at|in|with|for)\s+(?:the\s+|a\s+|my\s+)?" + re.escape(o.split()[0]), v))
+            )
+        ):
             return True
         pv, said = stem_words(p), _stems(c.phrase)
         if len(said) > len(ov) and said[0] in pv and set(ov) <= set(vv):
             return True  # "stopped playing chess" for "plays=chess club": the same verb, a longer name
         return len(ov) == 1 and ov[0] in pv and ov[0] not in vv and len(said) == 1
-    if v == o or o.endswith(v) and len(v) >= 2 or v.endswith(o) and len(o) >= 2 or (len(o) >= 2 and (v.startswith(o + "的") or "的" + o in v)):
+    if (
+        v == o
+        or o.endswith(v)
+        and len(v) >= 2
+        or v.endswith(o)
+        and len(o) >= 2
+        or (len(o) >= 2 and (v.startswith(o + "的") or "的" + o in v))
+    ):
         return True
     phrase = normalize(c.phrase)
     if p and phrase.startswith(p) and len(phrase) > len(p) and len(o) >= 2 and (v.startswith(o) or o.startswith(v)):

@@ -26,7 +26,12 @@ class Window:
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
         kept = window(messages, self.k)
-        return LayerOutput(kept, dropped=dropped_between(self.name, messages, kept, f"outside the last {self.k} turn{'' if self.k == 1 else 's'}", request.counter))
+        return LayerOutput(
+            kept,
+            dropped=dropped_between(
+                self.name, messages, kept, f"outside the last {self.k} turn{'' if self.k == 1 else 's'}", request.counter
+            ),
+        )
 
 
 register_layer("window", Window)

@@ -1,9 +1,9 @@
 """Chat models: the in-process default and any OpenAI-compatible API, behind one ChatModel contract.
 
-    get_chat_model()                              the packaged local model, in-process ("local")
-    get_chat_model("openai:gpt-4o-mini")          any preset's OpenAI-compatible endpoint
-    get_chat_model("vllm:M@http://h:8000/v1")     the same at a given base URL
-    get_chat_model(my_model)                      any object with ``complete``, as is
+get_chat_model()                              the packaged local model, in-process ("local")
+get_chat_model("openai:gpt-4o-mini")          any preset's OpenAI-compatible endpoint
+get_chat_model("vllm:M@http://h:8000/v1")     the same at a given base URL
+get_chat_model(my_model)                      any object with ``complete``, as is
 """
 
 from __future__ import annotations

@@ -54,7 +54,13 @@ def check_schema(schema: Any, field: str = "schema") -> type[BaseModel]:
     """``schema`` itself when it is a pydantic model class; InvalidInput naming what it is otherwise."""
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema
-    what = f"an instance of {type(schema).__name__}" if isinstance(schema, BaseModel) else f"the class {schema.__name__}" if isinstance(schema, type) else f"a {type(schema).__name__}"
+    what = (
+        f"an instance of {type(schema).__name__}"
+        if isinstance(schema, BaseModel)
+        else f"the class {schema.__name__}"
+        if isinstance(schema, type)
+        else f"a {type(schema).__name__}"
+    )
     raise InvalidInput(f"{field} must be a pydantic model class (a subclass of pydantic.BaseModel), got {what}", field=field)
 
 
@@ -103,7 +109,10 @@ def relations_of(value: BaseModel) -> list[Relation]:
     out: list[Relation] = []
     for item in (getattr(value, where) or []) if where else []:
         fields = type(item).model_fields
-        ends = [str(getattr(item, f) or "").strip() if f else "" for f in (_first(fields, SOURCE_FIELDS), _first(fields, LABEL_FIELDS), _first(fields, TARGET_FIELDS))]
+        ends = [
+            str(getattr(item, f) or "").strip() if f else ""
+            for f in (_first(fields, SOURCE_FIELDS), _first(fields, LABEL_FIELDS), _first(fields, TARGET_FIELDS))
+        ]
         if all(ends):
             out.append(Relation(source=ends[0][:80], relation=ends[1][:60], target=ends[2][:200]))
     return out

@@ -142,7 +142,9 @@ def _keyed(keys: tuple[str, ...], memories: bool) -> type[BaseModel]:
     """The state part with its keys as an enum in the JSON schema (a grammar-constrained model can
     write no other); validation takes any key, so one stray key does not cost the whole answer
     (the extractor leaves keys outside the schema out)."""
-    item = create_model("StateItem", key=(str, Field(max_length=60, json_schema_extra={"enum": list(keys)})), value=(str, Field(max_length=300)))
+    item = create_model(
+        "StateItem", key=(str, Field(max_length=60, json_schema_extra={"enum": list(keys)})), value=(str, Field(max_length=300))
+    )
     fields: dict[str, Any] = {"state": (list[item], Field(default_factory=list, max_length=max(8, len(keys))))}
     if memories:
         fields = {"memories": (list[StatementLine], Field(default_factory=list, max_length=16)), **fields}
@@ -160,10 +162,51 @@ class Extracted:
 
 
 #: characters of Chinese verbs, copulas and prepositions: a predicate with none is a noun ("老板")
-_ZH_VERBISH = set("是为于在有用做开喜爱住去来学养会要想计划负责参加入希望需打讨厌不没叫姓属毕担认买吃喝看读写玩跑支持采部署依包含括位出搬改换定推延提使练教管创建造设订约报考选收发送给帮让请找带陪遇见听说知道觉得决准备完成变租借投擅长懂到和与跟对把被将正已曾")
+_ZH_VERBISH = set(
+    "是为于在有用做开喜爱住去来学养会要想计划负责参加入希望需打讨厌不没叫姓属毕担认买吃喝看读写玩跑支持采部署依包含括位出搬改换定推延提使练教管创建造设订约报考选收发送给帮让请找带陪遇见听说知道觉得决准备完成变租借投擅长懂到和与跟对把被将正已曾"
+)
 #: English predicates that are verbs although they look like nouns
 _EN_VERBS = frozenset(
-    ("is", "are", "was", "were", "be", "has", "have", "had", "use", "like", "love", "hate", "want", "need", "plan", "live", "work", "know", "own", "prefer", "speak", "study", "learn", "visit", "develop", "build", "call", "enjoy", "play", "read", "write", "run", "lead", "manage", "make", "do", "go", "attend")
+    (
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "has",
+        "have",
+        "had",
+        "use",
+        "like",
+        "love",
+        "hate",
+        "want",
+        "need",
+        "plan",
+        "live",
+        "work",
+        "know",
+        "own",
+        "prefer",
+        "speak",
+        "study",
+        "learn",
+        "visit",
+        "develop",
+        "build",
+        "call",
+        "enjoy",
+        "play",
+        "read",
+        "write",
+        "run",
+        "lead",
+        "manage",
+        "make",
+        "do",
+        "go",
+        "attend",
+    )
 )
 
 
@@ -173,7 +216,12 @@ def _noun_predicate(predicate: str, lang: str) -> bool:
     if lang == "zh":
         return bool(predicate) and not any(c in _ZH_VERBISH for c in predicate) and not predicate.isascii()
     words = predicate.casefold().split()
-    return 0 < len(words) <= 2 and predicate.isascii() and not any(w in _EN_VERBS or w.endswith(("ed", "ing")) or (w.endswith("s") and not w.endswith("ss")) for w in words) and words[-1] not in {"in", "at", "to", "of", "for", "with", "on", "from", "by", "as"}
+    return (
+        0 < len(words) <= 2
+        and predicate.isascii()
+        and not any(w in _EN_VERBS or w.endswith(("ed", "ing")) or (w.endswith("s") and not w.endswith("ss")) for w in words)
+        and words[-1] not in {"in", "at", "to", "of", "for", "with", "on", "from", "by", "as"}
+    )
 
 
 def sentence(s: Statement, lang: str) -> str:
@@ -205,9 +253,9 @@ def _anchored(statements: list[Statement]) -> list[Statement]:
         if match and match.group(1).strip() in names - {subject}:
             s = s.model_copy(update={"subject": match.group(1).strip(), "predicate": match.group(2).strip(), "object": subject})
         else:
-            anchor = max((n for n in names if n != subject and subject.startswith(n) and _part(subject[len(n):])), key=len, default=None)
+            anchor = max((n for n in names if n != subject and subject.startswith(n) and _part(subject[len(n) :])), key=len, default=None)
             if anchor:
-                s = s.model_copy(update={"subject": anchor, "predicate": subject[len(anchor):] + predicate})
+                s = s.model_copy(update={"subject": anchor, "predicate": subject[len(anchor) :] + predicate})
         out.append(s)
     return out
 
@@ -250,7 +298,23 @@ FAN = 3
 
 #: the subject types the prompts name (extract.*.json): an object that is one, or opens with one
 #: and goes on after a comma, is a statement whose fields slid by one
-TYPE_WORDS = ("人物", "项目", "技术", "组织", "地点", "物品", "活动", "person", "project", "technology", "organisation", "organization", "place", "object", "activity")
+TYPE_WORDS = (
+    "人物",
+    "项目",
+    "技术",
+    "组织",
+    "地点",
+    "物品",
+    "活动",
+    "person",
+    "project",
+    "technology",
+    "organisation",
+    "organization",
+    "place",
+    "object",
+    "activity",
+)
 _AFTER_TYPE = "，,、；;：:"
 _CLAUSE_BREAK = re.compile(r"[，,；;！!？?]")
 
@@ -291,6 +355,7 @@ def _without_fans(statements: list[Statement]) -> list[Statement]:
     A subject given one object under ``FAN`` or more predicates in one batch is that failure far
     more often than a fact ("lives in, works in, was born in Beijing"); the turns stay whole in
     retrieval and in the summary's quotes of the turns no note carries."""
+
     def ends(s: Statement) -> tuple[str, str]:
         return s.subject.strip().casefold(), s.object.strip().casefold()
 
@@ -371,7 +436,9 @@ def render_turns(messages: Sequence[Message], lang: str, *, assistant: str = "fu
     return "\n".join(lines)
 
 
-def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, known: Sequence[str] = (), state_keys: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+def prompt(
+    messages: Sequence[Message], parts: Sequence[str], lang: str, *, known: Sequence[str] = (), state_keys: Mapping[str, str] | None = None
+) -> list[dict[str, str]]:
     """The extraction prompt (``prompts/extract.*.json``): the rules for what is asked, then the
     turns. ``state_keys``: the state's keys with their meaning, listed for the model to fill."""
     rules = prompts.load("extract", lang)
@@ -379,12 +446,19 @@ def prompt(messages: Sequence[Message], parts: Sequence[str], lang: str, *, know
     system = "\n".join([rules["head"], *(rules[f] for f in ("memories", "state") if f in schema.model_fields)])
     if state_keys and "state" in schema.model_fields:
         sep = "、" if lang == "zh" else ", "
-        system += "\n" + rules["state_keys"] + sep.join(f"{k}（{d}）" if d and lang == "zh" else f"{k} ({d})" if d else k for k, d in state_keys.items())
+        system += (
+            "\n"
+            + rules["state_keys"]
+            + sep.join(f"{k}（{d}）" if d and lang == "zh" else f"{k} ({d})" if d else k for k, d in state_keys.items())
+        )
     if known and "memories" in schema.model_fields:
         system += "\n" + rules["known"] + ("、" if lang == "zh" else ", ").join(known)
     # the state is often confirmed by the assistant ("已为您订好…"): its turns stay whole for it
     shown = "full" if "state" in schema.model_fields else "gist"
-    return [{"role": "system", "content": system}, {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang, assistant=shown)}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": rules["turns"] + "\n" + render_turns(messages, lang, assistant=shown)},
+    ]
 
 
 class Notes(BaseModel):
@@ -408,7 +482,13 @@ def merge_notes(model: ChatModel, items: Sequence[dict], lang: str, *, max_token
         scores = [(overlap(fact, i["text"]), n) for n, i in enumerate(items)]
         best = max(s for s, _ in scores)
         near = [items[n] for s, n in scores if s >= best - 0.1 and s > 0] or list(items)
-        out.append({"text": fact.strip(), "at": max(str(i.get("at", "")) for i in near), "source_ids": sorted({x for i in near for x in i.get("source_ids", [])})})
+        out.append(
+            {
+                "text": fact.strip(),
+                "at": max(str(i.get("at", "")) for i in near),
+                "source_ids": sorted({x for i in near for x in i.get("source_ids", [])}),
+            }
+        )
     return out or list(items)
 
 
@@ -424,12 +504,22 @@ class Batch:
     rejected: tuple[Any, ...] = ()
 
 
-def extract(model: ChatModel, messages: Sequence[Message], parts: Sequence[str], *, known: Sequence[str] = (), max_tokens: int = 768, state_keys: Mapping[str, str] | None = None) -> Batch:
+def extract(
+    model: ChatModel,
+    messages: Sequence[Message],
+    parts: Sequence[str],
+    *,
+    known: Sequence[str] = (),
+    max_tokens: int = 768,
+    state_keys: Mapping[str, str] | None = None,
+) -> Batch:
     """Run one extraction over ``messages``; raises ModelOutputError when the output stays invalid.
     ``state_keys`` (key -> meaning, from a state schema) are the only keys the state may have."""
     lang = language(messages)
     schema = schema_for(parts, tuple(state_keys or ()))
-    result = generate(model, prompt(messages, parts, lang, known=known, state_keys=state_keys), schema, max_tokens=max_tokens, language=lang)
+    result = generate(
+        model, prompt(messages, parts, lang, known=known, state_keys=state_keys), schema, max_tokens=max_tokens, language=lang
+    )
     if getattr(result.value, "memories", None):
         result = replace(result, value=result.value.model_copy(update={"memories": dated(result.value.memories, messages, lang)}))
     return Batch(tuple(messages), lang, result, unpack(result.value, lang))
@@ -452,7 +542,9 @@ def dated(statements: Sequence[Statement], messages: Sequence[Message], lang: st
             spans = relative_dates(text, messages[-1].timestamp) if text else []
             if not spans:
                 continue
-            said = next((m for m in reversed(messages) if m.timestamp and all(text[a:b].casefold() in m.text.casefold() for a, b, _ in spans)), None)
+            said = next(
+                (m for m in reversed(messages) if m.timestamp and all(text[a:b].casefold() in m.text.casefold() for a, b, _ in spans)), None
+            )
             if said is not None:
                 update[field] = annotate(text, said.timestamp, lang)[: _MAX_CHARS[field]]
         out.append(s.model_copy(update=update) if update else s)

@@ -123,7 +123,14 @@ def _logged(name: str, progress: Progress | None) -> Progress:
         step = done * _LOG_STEPS // max(total, 1)
         if step > logged and done < total:
             logged = step
-            _note("assembling %s: %d%% (%s of %s)", name, step * 100 // _LOG_STEPS, _gigabytes(done), _gigabytes(total), shown=progress is not None)
+            _note(
+                "assembling %s: %d%% (%s of %s)",
+                name,
+                step * 100 // _LOG_STEPS,
+                _gigabytes(done),
+                _gigabytes(total),
+                shown=progress is not None,
+            )
         if progress is not None:
             progress(done, total)
 
@@ -320,9 +327,19 @@ class LocalModel:
             raise last["error"]
         latency_ms = (time.perf_counter() - started) * 1000
         timings = last.get("timings") or {}
-        prompt, completion = last.get("usage") or (int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)), int(timings.get("predicted_n", 0)))
+        prompt, completion = last.get("usage") or (
+            int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)),
+            int(timings.get("predicted_n", 0)),
+        )
         finish = "repeat" if guard.repeated is not None else last.get("finish")
-        return Completion(text=guard.text, model=self.model, prompt_tokens=prompt, completion_tokens=completion, latency_ms=latency_ms, finish_reason=finish)
+        return Completion(
+            text=guard.text,
+            model=self.model,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            latency_ms=latency_ms,
+            finish_reason=finish,
+        )
 
     def stream(
         self,
@@ -438,6 +455,7 @@ class LocalModel:
 
     def _call_streaming(self, server: Any, request: dict, put: Callable[[Any], Any]) -> None:
         """Run a streamed request, each chunk to ``put``; ``put`` answering True stops the decoding."""
+
         def on_chunk(chunk: Any) -> bool:
             return bool(put(json.loads(chunk) if isinstance(chunk, str | bytes) else chunk))
 
@@ -497,7 +515,13 @@ def _delta(chunk: Any, model: str) -> Delta | None:
     finish = choice.get("finish_reason")
     if not text and finish is None and not usage:
         return None
-    return Delta(text=text, finish_reason=finish, prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), model=model)
+    return Delta(
+        text=text,
+        finish_reason=finish,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        model=model,
+    )
 
 
 def _runtime_error(error: Mapping[str, Any]) -> Exception:

@@ -21,7 +21,14 @@ class Metered:
         self.native_schema = model.native_schema
         self.calls: list[Completion] = []
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], *, schema: Mapping[str, Any] | None = None, temperature: float = 0.0, max_tokens: int | None = None) -> Completion:
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+    ) -> Completion:
         out = self.model.complete(messages, schema=schema, temperature=temperature, max_tokens=max_tokens)
         self.calls.append(out)
         return out
@@ -31,5 +38,19 @@ class Metered:
 
     def commit(self, log: UsageLog | None, scope: Scope, layer: str, *, error: str | None = None) -> None:
         if log is not None and self.calls:
-            log.record([UsageRecord(scope, layer, c.model or self.name, c.prompt_tokens, c.completion_tokens, c.latency_ms, ok=error is None, error=error) for c in self.calls])
+            log.record(
+                [
+                    UsageRecord(
+                        scope,
+                        layer,
+                        c.model or self.name,
+                        c.prompt_tokens,
+                        c.completion_tokens,
+                        c.latency_ms,
+                        ok=error is None,
+                        error=error,
+                    )
+                    for c in self.calls
+                ]
+            )
         self.calls = []

@@ -143,7 +143,12 @@ class OpenAIChat:
         extra = self._options(max_tokens, stop, tools, tool_choice)
         try:
             chunks = self._client.chat.completions.create(
-                model=self.model, messages=list(messages), temperature=temperature, stream=True, stream_options={"include_usage": True}, **extra
+                model=self.model,
+                messages=list(messages),
+                temperature=temperature,
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
             )
             for chunk in chunks:
                 yield _delta(chunk)
@@ -155,7 +160,10 @@ class OpenAIChat:
 
     @staticmethod
     def _options(
-        max_tokens: int | None, stop: Sequence[str] | None, tools: Sequence[Mapping[str, Any]] | None, tool_choice: str | Mapping[str, Any] | None
+        max_tokens: int | None,
+        stop: Sequence[str] | None,
+        tools: Sequence[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
     ) -> dict[str, Any]:
         extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
         if stop:
@@ -212,7 +220,11 @@ def _text_of(message: Mapping[str, Any]) -> str:
 
 def _tool_call(call: Any) -> ToolCall:
     function = getattr(call, "function", None)
-    return ToolCall(id=getattr(call, "id", None) or "", name=getattr(function, "name", None) or "", arguments=getattr(function, "arguments", None) or "{}")
+    return ToolCall(
+        id=getattr(call, "id", None) or "",
+        name=getattr(function, "name", None) or "",
+        arguments=getattr(function, "arguments", None) or "{}",
+    )
 
 
 def _delta(chunk: Any) -> Delta:

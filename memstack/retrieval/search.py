@@ -172,13 +172,17 @@ class Searcher:
         window = self.settings.present_window
         shown = {h.unit.id for h in hits}
         anchor = next((h for h in hits if not (self.settings.asked and asked_only(h.unit))), hits[0])
-        near = [i for items in rankings.values() for i in dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for x in items[:window]) if i not in shown]
+        near = [
+            i for items in rankings.values() for i in dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for x in items[:window]) if i not in shown
+        ]
         later = [Hit(u, anchor.score, {}) for u in self.units.get(user, list(dict.fromkeys(near))) if u.timestamp > anchor.unit.timestamp]
         return newest_on_subject(hits, window, later, asked=self.settings.asked)
 
     # ---- candidates --------------------------------------------------------------------------
 
-    def _fused(self, user: Scope, query: str, where: SearchFilter, span) -> tuple[list[Fused], tuple[dict[str, list[Scored]], dict[str, float]]]:
+    def _fused(
+        self, user: Scope, query: str, where: SearchFilter, span
+    ) -> tuple[list[Fused], tuple[dict[str, list[Scored]], dict[str, float]]]:
         """The relevant candidates fused, and the rankings with their floors they came from."""
         ranked, asked = self._rank(user, query, where)
         if span is None:
@@ -197,7 +201,10 @@ class Searcher:
             # what was said outside the period about a day in it joins the period's candidates,
             # each retriever's list in its own scores (see ``_mentioning``)
             mentioned = self._mentioning(user, ranked, span)
-            lists = {name: sorted([*items, *(x for x in ranked[0].get(name, ()) if x.id in mentioned)], key=lambda x: -x.score) for name, items in lists.items()}
+            lists = {
+                name: sorted([*items, *(x for x in ranked[0].get(name, ()) if x.id in mentioned)], key=lambda x: -x.score)
+                for name, items in lists.items()
+            }
         period = [Scored(f.id, f.score) for f in self._relevant((lists, floors), floors=False)]
         return self._relevant(ranked, extra={"period": period}, asked=asked), ranked
 
@@ -219,7 +226,9 @@ class Searcher:
         ids = list(dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for items in rankings.values() for x in items[:ASKED_PEEK]))
         return frozenset(u.id for u in self.units.get(user, ids) if asked_only(u))
 
-    def _rank(self, user: Scope, query: str, where: SearchFilter) -> tuple[tuple[dict[str, list[Scored]], dict[str, float]], frozenset[str]]:
+    def _rank(
+        self, user: Scope, query: str, where: SearchFilter
+    ) -> tuple[tuple[dict[str, list[Scored]], dict[str, float]], frozenset[str]]:
         """Each retriever's candidates with its relevance floor, and which of the first are rounds
         in which the user only asked (see ``_asked``)."""
         s = self.settings
@@ -254,7 +263,9 @@ class Searcher:
                 asked |= self._asked(user, {"feedback": rankings["feedback"]})
         return (rankings, floors), asked
 
-    def _relaxed(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], query: str, asked: frozenset[str] = frozenset()) -> tuple[dict[str, list[Scored]], dict[str, float]]:
+    def _relaxed(
+        self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], query: str, asked: frozenset[str] = frozenset()
+    ) -> tuple[dict[str, list[Scored]], dict[str, float]]:
         """The vector floors at ``self_margin`` for a first-person question that nothing passed
         at the usual margin, or only rounds in which the user asked it before (nothing to relax
         otherwise). Only then: a lower floor in every search lets weak vector matches outvote a
@@ -277,7 +288,15 @@ class Searcher:
             out[name] = min(low, best - s.self_band) if best is not None and best >= low else low
         return rankings, out
 
-    def _feedback(self, user: Scope, qv: np.ndarray, pool: Sequence[Scored], ranked: tuple[dict[str, list[Scored]], dict[str, float]], margin: float, asked: frozenset[str] = frozenset()) -> tuple[list[Scored], float] | None:
+    def _feedback(
+        self,
+        user: Scope,
+        qv: np.ndarray,
+        pool: Sequence[Scored],
+        ranked: tuple[dict[str, list[Scored]], dict[str, float]],
+        margin: float,
+        asked: frozenset[str] = frozenset(),
+    ) -> tuple[list[Scored], float] | None:
         """The vector search's pool (units and keys) re-scored against the query moved toward the
         first relevant candidates (query + ``feedback_weight`` x their mean vector), as units,
         with its relevance floor: the moved query's own background score plus ``margin`` (the
@@ -300,17 +319,21 @@ class Searcher:
         found = _best_of_units([Scored(i, min(1.0, max(0.0, (1.0 + float(c)) / 2.0))) for i, c in zip(ids, cosines.tolist(), strict=True)])
         return found[: self.settings.candidates], self._background_score(moved) + margin
 
-    def _relevant(self, ranked: tuple[dict[str, list[Scored]], dict[str, float]], *, floors: bool = True, extra: dict[str, list[Scored]] | None = None, asked: frozenset[str] = frozenset()) -> list[Fused]:
+    def _relevant(
+        self,
+        ranked: tuple[dict[str, list[Scored]], dict[str, float]],
+        *,
+        floors: bool = True,
+        extra: dict[str, list[Scored]] | None = None,
+        asked: frozenset[str] = frozenset(),
+    ) -> list[Fused]:
         """The rankings fused, each cut at its relevance floor (``extra`` lists are not cut); the
         ``asked`` ids do not set the bar of the relative cut (see ``support``)."""
         rankings, limits = ranked
         cut = floors and self.settings.relevance_floor
         if not cut:
             limits = {}
-        kept = {
-            name: [x for x in items if name not in limits or x.score >= limits[name]]
-            for name, items in rankings.items()
-        }
+        kept = {name: [x for x in items if name not in limits or x.score >= limits[name]] for name, items in rankings.items()}
         lists = {**kept, **(extra or {})}
         fused = rrf(lists, weights=dict(self.settings.weights))
         strength = support(lists, limits, asked)
@@ -340,7 +363,9 @@ class Searcher:
         if not other:
             return found
         lang = "en" if asked == "zh" else "zh"
-        shift = (self._background_score(qv) + self.settings.dense_margin) - (self._background_score(qv, lang) + (self.settings.cross_margin or 0.0))
+        shift = (self._background_score(qv) + self.settings.dense_margin) - (
+            self._background_score(qv, lang) + (self.settings.cross_margin or 0.0)
+        )
         moved = [Scored(x.id, min(1.0, x.score + shift)) if x.id.rsplit(KEY_MARK, 1)[0] in other else x for x in found]
         return sorted(moved, key=lambda x: -x.score)
 
@@ -349,7 +374,11 @@ class Searcher:
     def _hydrate(self, user: Scope, fused: Sequence[Fused], *, assistant_weight: float = 1.0) -> list[Hit]:
         by_id = {u.id: u for u in self.units.get(user, [f.id for f in fused])}
         ties = {f.id: (-f.scores.get("dense", -1.0), -f.scores.get("bm25", -1.0)) for f in fused}
-        hits = [Hit(by_id[f.id], f.score * (assistant_weight if assistant_only(by_id[f.id]) else 1.0), dict(f.ranks)) for f in fused if f.id in by_id]
+        hits = [
+            Hit(by_id[f.id], f.score * (assistant_weight if assistant_only(by_id[f.id]) else 1.0), dict(f.ranks))
+            for f in fused
+            if f.id in by_id
+        ]
         # equal fused scores: the closer meaning, then the stronger keyword match, then the newer
         return sorted(hits, key=lambda h: (-round(h.score, 9), *ties[h.unit.id], -h.unit.timestamp.timestamp(), h.unit.id))
 
@@ -380,7 +409,10 @@ def support(lists: dict[str, list[Scored]], floors: dict[str, float], asked: fro
 
 
 #: words that ask about the present state of things
-_NOW = re.compile(r"现在|目前|眼下|如今|当前|最后|最新|还在|仍然|依然|\b(?:now|currently|current|these days|nowadays|still|at the moment|latest)\b", re.IGNORECASE)
+_NOW = re.compile(
+    r"现在|目前|眼下|如今|当前|最后|最新|还在|仍然|依然|\b(?:now|currently|current|these days|nowadays|still|at the moment|latest)\b",
+    re.IGNORECASE,
+)
 
 
 def asks_about_now(query: str) -> bool:

@@ -52,7 +52,7 @@ Span = list
 
 
 def render_pieces(pieces: Sequence[Piece]) -> tuple[str, list[Span]]:
-    """"Label: text" lines (consecutive pieces of one message share a line) and their spans."""
+    """ "Label: text" lines (consecutive pieces of one message share a line) and their spans."""
     out = ""
     spans: list[Span] = []
     for p in pieces:
@@ -164,7 +164,13 @@ def units_for_round(
                 round=round_no,
                 category=str(category) if category else None,
                 source_ids=sources,
-                metadata={"lang": lang, "spans": spans, "roles": sorted({p.message.role for p in group}), **({"keys": keys} if keys else {}), **led},
+                metadata={
+                    "lang": lang,
+                    "spans": spans,
+                    "roles": sorted({p.message.role for p in group}),
+                    **({"keys": keys} if keys else {}),
+                    **led,
+                },
             )
         )
     return units
@@ -220,7 +226,10 @@ def dense_text(unit: Unit, max_tokens: int, counter: TokenCounter) -> str:
     spans = unit.metadata.get("spans") or []
     if not spans:
         return head(unit.text, max_tokens, counter)
-    lines = [unit.text[start:end] if label in ROLE_LABELS else f"{label}: {unit.text[start:end]}" for _mid, _seq, label, _off, start, end in spans]
+    lines = [
+        unit.text[start:end] if label in ROLE_LABELS else f"{label}: {unit.text[start:end]}"
+        for _mid, _seq, label, _off, start, end in spans
+    ]
     return head("\n".join(lines), max_tokens, counter)
 
 

@@ -79,7 +79,15 @@ AFTER_PUT_STATE = {
     "DeleteStateKey": link("DELETE", f"{_U}/memories/{{kind}}/{{key}}", "delete the key", **_USER, kind="state", key="$request.path.key"),
     "ReadAudit": link("GET", f"{_U}/audit", "the user's audit trail, this edit first", **_USER),
 }
-AFTER_EXPORT = {"ImportBack": link("POST", f"{_U}/import", "import the export into the same user (adds nothing: the ids are kept)", request_body="$response.body", **_USER)}
+AFTER_EXPORT = {
+    "ImportBack": link(
+        "POST",
+        f"{_U}/import",
+        "import the export into the same user (adds nothing: the ids are kept)",
+        request_body="$response.body",
+        **_USER,
+    )
+}
 
 
 @router.get("/threads", summary="List a user's threads, most recent activity first")
@@ -88,7 +96,12 @@ async def list_threads(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> lis
     return [ThreadOut.of(t) for t in await memory.threads(user_id=user_id, tenant=tenant)]
 
 
-@router.post("/threads/{thread_id}/messages", status_code=201, summary="Store messages; the layers' work is queued", responses={201: {"links": AFTER_ADD}})
+@router.post(
+    "/threads/{thread_id}/messages",
+    status_code=201,
+    summary="Store messages; the layers' work is queued",
+    responses={201: {"links": AFTER_ADD}},
+)
 async def add_messages(
     user_id: UserId,
     thread_id: ThreadId,
@@ -96,7 +109,12 @@ async def add_messages(
     tenant: Tenant,
     memory: AsyncMem,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(alias=idempotency.HEADER, description="a retried request with the same key stores nothing and answers what the first one did")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=idempotency.HEADER, description="a retried request with the same key stores nothing and answers what the first one did"
+        ),
+    ] = None,
 ) -> Stored:
     key = idempotency.checked(idempotency_key)
     scope = memory.scope(user_id, thread_id, tenant=tenant)
@@ -136,9 +154,22 @@ async def delete_thread(user_id: UserId, thread_id: ThreadId, tenant: Tenant, me
 
 
 @router.post("/threads/{thread_id}/context", summary="Build the context for the next model call")
-async def build_context(user_id: UserId, thread_id: ThreadId, body: ContextRequest, tenant: Tenant, memory: AsyncMem, response: Response) -> ContextOut:
+async def build_context(
+    user_id: UserId, thread_id: ThreadId, body: ContextRequest, tenant: Tenant, memory: AsyncMem, response: Response
+) -> ContextOut:
     budget = {"max_tokens": body.max_tokens} if "max_tokens" in body.model_fields_set else {}
-    ctx = await memory.context(user_id=user_id, thread_id=thread_id, tenant=tenant, query=body.query, at=body.at, strategy=body.strategy, preset=body.preset, counter=body.counter, **budget, **body.options())
+    ctx = await memory.context(
+        user_id=user_id,
+        thread_id=thread_id,
+        tenant=tenant,
+        query=body.query,
+        at=body.at,
+        strategy=body.strategy,
+        preset=body.preset,
+        counter=body.counter,
+        **budget,
+        **body.options(),
+    )
     await _pending(response, memory, user_id, tenant)
     return ContextOut.of(ctx)
 
@@ -162,14 +193,20 @@ async def search(user_id: UserId, body: SearchRequest, tenant: Tenant, memory: A
 
 @router.get("/memories/{kind}", summary="The current model-made records of a kind")
 async def list_memories(
-    user_id: UserId, kind: RecordKind, tenant: Tenant, memory: AsyncMem, thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None
+    user_id: UserId,
+    kind: RecordKind,
+    tenant: Tenant,
+    memory: AsyncMem,
+    thread_id: Annotated[str | None, Query(description="the thread (required for summaries)")] = None,
 ) -> list[RecordOut]:
     await user_or_404(memory, tenant, user_id)
     return [RecordOut.of(r) for r in await memory.memories(kind, user_id=user_id, thread_id=_thread_for(kind, thread_id), tenant=tenant)]
 
 
 @router.delete("/memories/{kind}/{key}", summary="Delete a record (audited; its history is kept)")
-async def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Tenant, memory: AsyncMem, thread_id: Annotated[str | None, Query()] = None) -> Deleted:
+async def delete_memory(
+    user_id: UserId, kind: RecordKind, key: str, tenant: Tenant, memory: AsyncMem, thread_id: Annotated[str | None, Query()] = None
+) -> Deleted:
     await user_or_404(memory, tenant, user_id)
     scope = memory.scope(user_id, _thread_for(kind, thread_id), tenant=tenant)
     if not await memory.run_sync(_records(memory.store).apply, scope, [Change("delete", kind, key, at=utcnow())], layer=EDITOR):
@@ -177,29 +214,56 @@ async def delete_memory(user_id: UserId, kind: RecordKind, key: str, tenant: Ten
     return Deleted(deleted=1)
 
 
-@router.put("/memories/entity/{key}/attributes/{attribute}", summary="Set an entity's attribute to one current value (audited; the values it replaces become past ones)")
+@router.put(
+    "/memories/entity/{key}/attributes/{attribute}",
+    summary="Set an entity's attribute to one current value (audited; the values it replaces become past ones)",
+)
 async def set_attribute(user_id: UserId, key: str, attribute: str, body: AttributeValue, tenant: Tenant, memory: AsyncMem) -> RecordOut:
     await user_or_404(memory, tenant, user_id)
-    return RecordOut.of(await _edit(memory, edits.set_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, body.value, editor=EDITOR))
+    return RecordOut.of(
+        await _edit(
+            memory, edits.set_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, body.value, editor=EDITOR
+        )
+    )
 
 
-@router.delete("/memories/entity/{key}/attributes/{attribute}", summary="Remove an entity's attribute (audited; its values stay in the record's history); answers the entity")
+@router.delete(
+    "/memories/entity/{key}/attributes/{attribute}",
+    summary="Remove an entity's attribute (audited; its values stay in the record's history); answers the entity",
+)
 async def delete_attribute(user_id: UserId, key: str, attribute: str, tenant: Tenant, memory: AsyncMem) -> RecordOut:
     await user_or_404(memory, tenant, user_id)
-    return RecordOut.of(await _edit(memory, edits.delete_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, editor=EDITOR))
+    return RecordOut.of(
+        await _edit(memory, edits.delete_attribute, memory.store, memory.scope(user_id, tenant=tenant), key, attribute, editor=EDITOR)
+    )
 
 
-NoteIndex = Annotated[int, Path(ge=0, le=100_000, description="the note's place in the thread's summary, from 0, as GET .../memories/summary?thread_id= lists its items")]
+NoteIndex = Annotated[
+    int,
+    Path(
+        ge=0,
+        le=100_000,
+        description="the note's place in the thread's summary, from 0, as GET .../memories/summary?thread_id= lists its items",
+    ),
+]
 
 
-@router.put("/threads/{thread_id}/summary/notes/{index}", summary="Rewrite one note of the thread's summary (audited; 409 if the summary changed since it was read)", responses=error_responses(409))
+@router.put(
+    "/threads/{thread_id}/summary/notes/{index}",
+    summary="Rewrite one note of the thread's summary (audited; 409 if the summary changed since it was read)",
+    responses=error_responses(409),
+)
 async def edit_note(user_id: UserId, thread_id: ThreadId, index: NoteIndex, body: NoteEdit, tenant: Tenant, memory: AsyncMem) -> RecordOut:
     await thread_or_404(memory, tenant, user_id, thread_id)
     scope = memory.scope(user_id, thread_id, tenant=tenant)
     return RecordOut.of(await _edit(memory, edits.edit_note, memory.store, scope, index, body.text, expect=body.expect, editor=EDITOR))
 
 
-@router.delete("/threads/{thread_id}/summary/notes/{index}", summary="Remove one note of the thread's summary (audited; 409 if the summary changed since it was read); answers the summary", responses=error_responses(409))
+@router.delete(
+    "/threads/{thread_id}/summary/notes/{index}",
+    summary="Remove one note of the thread's summary (audited; 409 if the summary changed since it was read); answers the summary",
+    responses=error_responses(409),
+)
 async def delete_note(
     user_id: UserId,
     thread_id: ThreadId,
@@ -222,7 +286,11 @@ async def _edit(memory: AsyncMemory, fn: Any, *args: Any, **kwargs: Any) -> Reco
         raise ApiError(404, "record_not_found", str(exc), field=exc.field) from None
 
 
-@router.put("/state/{key}", summary="Set a key of the user's JSON state (audited); answers the record, its value as sent", responses={200: {"links": AFTER_PUT_STATE}})
+@router.put(
+    "/state/{key}",
+    summary="Set a key of the user's JSON state (audited); answers the record, its value as sent",
+    responses={200: {"links": AFTER_PUT_STATE}},
+)
 async def put_state(user_id: UserId, key: str, body: StateValue, tenant: Tenant, memory: AsyncMem) -> RecordOut:
     return RecordOut.of(await memory.run_sync(_put_state, memory.store, memory.scope(user_id, tenant=tenant), key, body.value))
 
@@ -254,7 +322,10 @@ async def read_audit(
     user_id: UserId, tenant: Tenant, memory: AsyncMem, kind: RecordKind | None = None, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
 ) -> list[AuditOut]:
     await user_or_404(memory, tenant, user_id)
-    return [AuditOut(**e) for e in await memory.run_sync(views.audit, memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)]
+    return [
+        AuditOut(**e)
+        for e in await memory.run_sync(views.audit, memory.store, memory.scope(user_id, tenant=tenant), kind=kind, limit=limit)
+    ]
 
 
 @router.get("/usage", summary="The model calls made for the user: totals and every call")
@@ -288,11 +359,16 @@ async def delete_user(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Dele
 tenant_router = APIRouter(prefix="/v1", tags=["memory"], responses=error_responses(400, 401, 422, 503))
 
 
-@tenant_router.get("/deletions", summary="The deletion notes of the tenant (or of one user): what was forgotten, when and by whom, newest first; no content")
+@tenant_router.get(
+    "/deletions",
+    summary="The deletion notes of the tenant (or of one user): what was forgotten, when and by whom, newest first; no content",
+)
 async def read_deletions(
     tenant: Tenant,
     memory: AsyncMem,
-    user_id: Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description="only this user's (also after the user was forgotten)")] = None,
+    user_id: Annotated[
+        str | None, Query(max_length=MAX_ID_LENGTH, description="only this user's (also after the user was forgotten)")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[DeletionOut]:
     return [DeletionOut(**d) for d in await memory.run_sync(views.deletions, memory.store, tenant, user_id=user_id, limit=limit)]

@@ -104,7 +104,12 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     owned = memory is None
     if memory is None:
         memory = memory_for(config)
-    upstream = upstream or upstream_for(config.model, timeout=config.upstream_timeout, answer_max_tokens=config.answer_max_tokens, total_timeout=config.upstream_total_timeout)
+    upstream = upstream or upstream_for(
+        config.model,
+        timeout=config.upstream_timeout,
+        answer_max_tokens=config.answer_max_tokens,
+        total_timeout=config.upstream_total_timeout,
+    )
     metrics = Metrics()
     app = FastAPI(
         title="memstack",
@@ -116,7 +121,14 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.state.async_memory = async_memory = AsyncMemory(memory)
     app.state.auth = Auth(config.api_keys, default_tenant=config.tenant)
     app.state.metrics = metrics
-    app.state.proxy = proxy.Proxy(async_memory, upstream, metrics, max_tokens=config.max_tokens, completion_tokens=config.completion_tokens, double_submit_window=config.double_submit_window)
+    app.state.proxy = proxy.Proxy(
+        async_memory,
+        upstream,
+        metrics,
+        max_tokens=config.max_tokens,
+        completion_tokens=config.completion_tokens,
+        double_submit_window=config.double_submit_window,
+    )
     app.state.ready = False
     errors.install(app)
     app.include_router(api.router)
@@ -124,8 +136,23 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.include_router(tools_api.router)
     app.include_router(proxy.router)
     ui.install(app)  # the dashboard at /ui (memstack.server.ui)
-    app.add_api_route("/health", health, methods=["GET"], tags=["service"], summary="200 when the service is ready", responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}})
-    app.add_api_route("/metrics", metrics_text, methods=["GET"], tags=["service"], summary="Prometheus metrics", response_class=Response, responses=_METRICS_RESPONSES)
+    app.add_api_route(
+        "/health",
+        health,
+        methods=["GET"],
+        tags=["service"],
+        summary="200 when the service is ready",
+        responses={503: {"model": ErrorOut, "description": "starting, stopping or the store is unreachable"}},
+    )
+    app.add_api_route(
+        "/metrics",
+        metrics_text,
+        methods=["GET"],
+        tags=["service"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses=_METRICS_RESPONSES,
+    )
     app.add_middleware(KeyRequired, auth=app.state.auth, paths=_private_paths(app, config))
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, body_seconds=config.body_timeout)
     app.add_middleware(metrics.middleware)
@@ -135,7 +162,17 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
 def memory_for(config: ServerConfig) -> Memory:
     """The Memory the config describes (its store, layers, model and embedder as options)."""
     options = {k: v for k, v in (("model", config.model), ("embedder", config.embedder)) if v is not None}
-    return Memory(config.db, layers=config.strategy, preset=config.preset, max_tokens=config.max_tokens, counter=config.counter, tenant=config.tenant, options=options, vectors=config.vectors, lease_seconds=config.lease_seconds)
+    return Memory(
+        config.db,
+        layers=config.strategy,
+        preset=config.preset,
+        max_tokens=config.max_tokens,
+        counter=config.counter,
+        tenant=config.tenant,
+        options=options,
+        vectors=config.vectors,
+        lease_seconds=config.lease_seconds,
+    )
 
 
 _METRICS_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -197,4 +234,6 @@ async def _drain(memory: Memory, seconds: float, *, close: bool) -> None:
     worker.start()
     await asyncio.to_thread(worker.join, seconds)
     if worker.is_alive():
-        log.warning("shutdown: the write queue did not drain within %.0f s; the rest stays queued for the next start or `memstack worker`", seconds)
+        log.warning(
+            "shutdown: the write queue did not drain within %.0f s; the rest stays queued for the next start or `memstack worker`", seconds
+        )

@@ -52,7 +52,9 @@ def check_exposure(host: str, keys: Mapping[str, str]) -> None:
     """Refuse to serve a non-loopback address without API keys: anyone who can reach it would
     read and delete every user's memory."""
     if not keys and not is_loopback(host):
-        raise UsageError(f"refusing to listen on {host} without API keys: set {ENV}=KEY:TENANT or pass --api-key KEY:TENANT, or listen on 127.0.0.1")
+        raise UsageError(
+            f"refusing to listen on {host} without API keys: set {ENV}=KEY:TENANT or pass --api-key KEY:TENANT, or listen on 127.0.0.1"
+        )
 
 
 class Auth:

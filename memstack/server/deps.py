@@ -44,7 +44,10 @@ ID_PATTERN = r"^[^\x00-\x1f]*[^\s\x00-\x1f][^\x00-\x1f]*$"
 
 
 def _id(what: str) -> Any:
-    return Path(description=f"{what}: 1 to {MAX_ID_LENGTH} characters, not only spaces, no control characters", json_schema_extra={"maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN})
+    return Path(
+        description=f"{what}: 1 to {MAX_ID_LENGTH} characters, not only spaces, no control characters",
+        json_schema_extra={"maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN},
+    )
 
 
 UserId = Annotated[str, _id("the user's id")]

@@ -76,7 +76,14 @@ STATUS: tuple[tuple[type[MemstackError], int], ...] = (
 )
 
 #: codes for the statuses Starlette raises itself (unknown route, wrong method, ...)
-HTTP_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:

@@ -65,7 +65,15 @@ def last_user_text(client: Sequence[ClientMessage]) -> str | None:
     return next((c.message.text for c in reversed(client) if c.message.role == "user" and c.message.text.strip()), None)
 
 
-def fit(system: Sequence[ClientMessage], memory: Message | None, convo: Sequence[ClientMessage], budget: int | None, counter: TokenCounter, *, earlier: Sequence[Message] = ()) -> Outgoing:
+def fit(
+    system: Sequence[ClientMessage],
+    memory: Message | None,
+    convo: Sequence[ClientMessage],
+    budget: int | None,
+    counter: TokenCounter,
+    *,
+    earlier: Sequence[Message] = (),
+) -> Outgoing:
     """System messages, memory, the ``earlier`` stored turns, conversation; over ``budget``, the
     earlier turns and then the conversation are trimmed from the oldest end (whole turns, starting
     on a user message), and if even its last message cannot fit beside the memory, the memory goes
@@ -85,7 +93,16 @@ def fit(system: Sequence[ClientMessage], memory: Message | None, convo: Sequence
     raise BudgetError(f"the request's system messages and last message need more than the budget of {budget} tokens")
 
 
-def _outgoing(system: Sequence[ClientMessage], memory: Message | None, convo: Sequence[ClientMessage], kept: Sequence[Message], tokens: int, counter: TokenCounter) -> Outgoing:
+def _outgoing(
+    system: Sequence[ClientMessage],
+    memory: Message | None,
+    convo: Sequence[ClientMessage],
+    kept: Sequence[Message],
+    tokens: int,
+    counter: TokenCounter,
+) -> Outgoing:
     ids = {m.id for m in kept}
-    messages = [c.raw for c in system] + ([memory.to_openai()] if memory is not None else []) + [c.raw for c in convo if c.message.id in ids]
+    messages = (
+        [c.raw for c in system] + ([memory.to_openai()] if memory is not None else []) + [c.raw for c in convo if c.message.id in ids]
+    )
     return Outgoing(messages, tokens, len(convo) - len(ids), counter.count_message(memory) if memory is not None else 0)

@@ -116,7 +116,9 @@ class Proxy:
         ctx = await self.memory.context(**who.ids(), query=last_user_text(client), max_tokens=budget)
         memory = next((m for m in ctx.messages if m.id == MEMORY_MESSAGE_ID), None)
         earlier = earlier_turns(ctx.messages, stored.client_from)
-        return Prepared(fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces, stored.answers)
+        return Prepared(
+            fit(system, memory, convo, budget, self.memory.counter, earlier=earlier), stored.store_answer, stored.replaces, stored.answers
+        )
 
     async def _store_new(self, who: Who, client: list[ClientMessage]) -> Stored:
         """Store what the thread lacks of the request's history. The read, the match and the
@@ -142,7 +144,10 @@ class Proxy:
         room = self.upstream.context_window - answer
         budget = room if self.max_tokens is None else min(self.max_tokens, room)
         if budget <= 0:
-            raise InvalidInput(f"max_tokens={answer} leaves no room for the prompt in the model's window of {self.upstream.context_window}", field="max_tokens")
+            raise InvalidInput(
+                f"max_tokens={answer} leaves no room for the prompt in the model's window of {self.upstream.context_window}",
+                field="max_tokens",
+            )
         return budget
 
     # ---- the call ------------------------------------------------------------------------------
@@ -166,13 +171,21 @@ class Proxy:
 
     async def _answer(self, who: Who, body: ChatRequest, held: copies.Held) -> JSONResponse | StreamingResponse:
         prepared = await self.prepare(who, body)
-        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens)}
+        headers = {
+            "X-Memstack-User": quote(who.user_id, safe=""),
+            "X-Memstack-Thread": quote(who.thread_id, safe=""),
+            "X-Memstack-Memory-Tokens": str(prepared.outgoing.memory_tokens),
+        }
         params = body.params()
         started = time.perf_counter()
         try:
             if body.stream:
                 chunks = await self.upstream.open_stream(prepared.outgoing.messages, params)
-                return StreamingResponse(self._relay(who, chunks, prepared, started, held), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+                return StreamingResponse(
+                    self._relay(who, chunks, prepared, started, held),
+                    media_type="text/event-stream",
+                    headers={**headers, "Cache-Control": "no-cache"},
+                )
             answer = await self.upstream.complete(prepared.outgoing.messages, params)
         except MemstackError as exc:
             self._observe(exc, started)
@@ -192,7 +205,11 @@ class Proxy:
     def _replay(self, who: Who, body: ChatRequest, answer: dict[str, Any], *, keyed: bool) -> JSONResponse | StreamingResponse:
         """The answer of another copy of this request, sent again (``Idempotent-Replayed: true``
         for a retried key, ``X-Memstack-Double-Submit: true`` for an unkeyed copy)."""
-        headers = {"X-Memstack-User": quote(who.user_id, safe=""), "X-Memstack-Thread": quote(who.thread_id, safe=""), (idempotency.REPLAYED if keyed else DOUBLE_SUBMIT): "true"}
+        headers = {
+            "X-Memstack-User": quote(who.user_id, safe=""),
+            "X-Memstack-Thread": quote(who.thread_id, safe=""),
+            (idempotency.REPLAYED if keyed else DOUBLE_SUBMIT): "true",
+        }
         if not body.stream:
             return JSONResponse(answer, headers=headers)
 
@@ -203,7 +220,9 @@ class Proxy:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
 
-    async def _relay(self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float, held: copies.Held) -> AsyncIterator[str]:
+    async def _relay(
+        self, who: Who, chunks: AsyncIterator[dict[str, Any]], prepared: Prepared, started: float, held: copies.Held
+    ) -> AsyncIterator[str]:
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         try:
@@ -217,7 +236,13 @@ class Proxy:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
             if calls:
                 message["tool_calls"] = [calls[i] for i in sorted(calls)]
-            whole = {"id": f"chatcmpl-{who.thread_id}", "object": "chat.completion", "created": int(time.time()), "model": "memstack", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]}
+            whole = {
+                "id": f"chatcmpl-{who.thread_id}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": "memstack",
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            }
             await held.finish(answering_with(whole, kept) if kept is not None else whole)
         except MemstackError as exc:  # the stream has started: the error is its last event
             self._observe(exc, started)
@@ -295,7 +320,9 @@ def proxy_of(request: Request) -> Proxy:
 def who_of(tenant: str, body: ChatRequest, user_header: str | None, thread_header: str | None) -> Who:
     user = user_header or body.user
     if not user:
-        raise ApiError(400, "missing_user", "say whose memory this is: the request's 'user' field or the X-Memstack-User header", field="user")
+        raise ApiError(
+            400, "missing_user", "say whose memory this is: the request's 'user' field or the X-Memstack-User header", field="user"
+        )
     return Who(tenant, user, thread_header or utcnow().date().isoformat())
 
 
@@ -307,7 +334,12 @@ async def list_models(request: Request, tenant: Tenant) -> ModelList:
 @router.post(
     "/chat/completions",
     summary="A chat completion with the user's memory (streamed as SSE when stream=true)",
-    responses={200: {"description": "a chat.completion object, or with stream=true a text/event-stream of chat.completion.chunk objects", "content": {"text/event-stream": {}}}},
+    responses={
+        200: {
+            "description": "a chat.completion object, or with stream=true a text/event-stream of chat.completion.chunk objects",
+            "content": {"text/event-stream": {}},
+        }
+    },
 )
 async def chat_completions(
     request: Request,
@@ -315,6 +347,14 @@ async def chat_completions(
     tenant: Tenant,
     x_memstack_user: Annotated[str | None, Header(description="the user (else the request's 'user' field)")] = None,
     x_memstack_thread: Annotated[str | None, Header(description="the thread (default: one per user per UTC day, YYYY-MM-DD)")] = None,
-    idempotency_key: Annotated[str | None, Header(alias=idempotency.HEADER, description="a retried request with the same key (in the same thread) stores nothing and answers what the first one did")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=idempotency.HEADER,
+            description="a retried request with the same key (in the same thread) stores nothing and answers what the first one did",
+        ),
+    ] = None,
 ) -> Any:
-    return await proxy_of(request).answer(who_of(tenant, body, x_memstack_user, x_memstack_thread), body, idempotency.checked(idempotency_key))
+    return await proxy_of(request).answer(
+        who_of(tenant, body, x_memstack_user, x_memstack_thread), body, idempotency.checked(idempotency_key)
+    )

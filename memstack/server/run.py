@@ -18,10 +18,20 @@ import uvicorn
 from .protocol import DEFAULT_HEADER_SECONDS, HeadDeadline
 
 
-def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info", header_seconds: float | None = DEFAULT_HEADER_SECONDS) -> None:
+def serve(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_seconds: float = 30.0,
+    log_level: str = "info",
+    header_seconds: float | None = DEFAULT_HEADER_SECONDS,
+) -> None:
     """Serve ``app`` until a signal asks it to stop; memstack's own logs go where uvicorn's go.
     ``header_seconds``: each request's head must arrive whole within it (``protocol``; None: no limit)."""
-    uvicorn.Server(_config(app, host, port, graceful_seconds, log_level, log_config=log_config(log_level), header_seconds=header_seconds)).run()
+    uvicorn.Server(
+        _config(app, host, port, graceful_seconds, log_level, log_config=log_config(log_level), header_seconds=header_seconds)
+    ).run()
 
 
 def log_config(log_level: str) -> dict[str, Any]:
@@ -37,7 +47,16 @@ def log_config(log_level: str) -> dict[str, Any]:
 class BackgroundServer:
     """``with BackgroundServer(app) as server: httpx.get(server.url + "/health")``."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, graceful_seconds: float = 10.0, log_level: str = "warning", header_seconds: float | None = DEFAULT_HEADER_SECONDS) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        graceful_seconds: float = 10.0,
+        log_level: str = "warning",
+        header_seconds: float | None = DEFAULT_HEADER_SECONDS,
+    ) -> None:
         self.server = uvicorn.Server(_config(app, host, port, graceful_seconds, log_level, header_seconds=header_seconds))
         self._thread = threading.Thread(target=self.server.run, name="memstack-server", daemon=True)
         self.url = ""
@@ -64,8 +83,26 @@ class BackgroundServer:
         self.stop()
 
 
-def _config(app: Any, host: str, port: int, graceful_seconds: float, log_level: str, log_config: dict[str, Any] | None = None, header_seconds: float | None = DEFAULT_HEADER_SECONDS) -> uvicorn.Config:
+def _config(
+    app: Any,
+    host: str,
+    port: int,
+    graceful_seconds: float,
+    log_level: str,
+    log_config: dict[str, Any] | None = None,
+    header_seconds: float | None = DEFAULT_HEADER_SECONDS,
+) -> uvicorn.Config:
     logs = {"log_config": log_config} if log_config is not None else {}
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False, http=HeadDeadline, **logs)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=int(graceful_seconds),
+        server_header=False,
+        http=HeadDeadline,
+        **logs,
+    )
     config.memstack_header_seconds = header_seconds or 0.0  # read by HeadDeadline; 0: no limit
     return config

@@ -112,7 +112,17 @@ class MessageOut(BaseModel):
 
 class AddMessages(Strict):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"messages": [{"role": "user", "content": "我正在开发一个知识中台，后端使用SpringBoot"}, {"role": "assistant", "content": "好的，记住了。"}], "at": "2026-11-02T20:00:00+08:00"}]}
+        json_schema_extra={
+            "examples": [
+                {
+                    "messages": [
+                        {"role": "user", "content": "我正在开发一个知识中台，后端使用SpringBoot"},
+                        {"role": "assistant", "content": "好的，记住了。"},
+                    ],
+                    "at": "2026-11-02T20:00:00+08:00",
+                }
+            ]
+        }
     )
 
     messages: list[MessageIn] = Field(min_length=1, max_length=1000)
@@ -148,8 +158,12 @@ class ContextRequest(Strict):
 
     query: str | None = Field(None, description="the user's next message (not stored), appended last")
     at: AwareDatetime | None = Field(None, description="reference time: only messages dated at or before it are seen (default: now)")
-    strategy: str | None = Field(None, description="a comma-separated stack of layers (default: the server's)", examples=["window,retrieval"])
-    preset: str | None = Field(None, description="one of the articles' scenario stacks instead of strategy", examples=["personal-assistant"])
+    strategy: str | None = Field(
+        None, description="a comma-separated stack of layers (default: the server's)", examples=["window,retrieval"]
+    )
+    preset: str | None = Field(
+        None, description="one of the articles' scenario stacks instead of strategy", examples=["personal-assistant"]
+    )
     max_tokens: int | None = Field(None, ge=0, description="token budget of the whole context (null: unbounded; absent: the server's)")
     counter: str | None = Field(None, description="token counter: estimate, cl100k_base, o200k_base or a model name")
     k: int | None = Field(None, ge=0, description="turns the window layer keeps")
@@ -219,7 +233,15 @@ class HitOut(BaseModel):
     @classmethod
     def of(cls, h: Hit) -> HitOut:
         u = h.unit
-        return cls(id=u.id, score=round(h.score, 6), text=u.text, thread_id=u.scope.thread_id, timestamp=u.timestamp, source_ids=list(u.source_ids), ranks=dict(h.ranks))
+        return cls(
+            id=u.id,
+            score=round(h.score, 6),
+            text=u.text,
+            thread_id=u.scope.thread_id,
+            timestamp=u.timestamp,
+            source_ids=list(u.source_ids),
+            ranks=dict(h.ranks),
+        )
 
 
 # ---- model-made memory --------------------------------------------------------------------------
@@ -228,7 +250,9 @@ class HitOut(BaseModel):
 class RecordOut(BaseModel):
     kind: str
     key: str
-    value: Any = Field(description="the record's JSON object; a state record's value itself (any JSON value), as PUT .../state/{key} took it and the get_state tool reads it")
+    value: Any = Field(
+        description="the record's JSON object; a state record's value itself (any JSON value), as PUT .../state/{key} took it and the get_state tool reads it"
+    )
     source_ids: list[str]
     valid_from: datetime | None
     version: int
@@ -244,12 +268,16 @@ class StateValue(Strict):
 
 
 class AttributeValue(Strict):
-    value: str = Field(description="the attribute's one current value; the values it replaces become past ones, dated until now", examples=["深圳"])
+    value: str = Field(
+        description="the attribute's one current value; the values it replaces become past ones, dated until now", examples=["深圳"]
+    )
 
 
 class NoteEdit(Strict):
     text: str = Field(description="the note's new text (its date and sources stay)", examples=["用户的后端改用Go"])
-    expect: str = Field(description="the note's text as it was read: if the summary changed since (a job rewrote it), nothing changes and the answer is 409")
+    expect: str = Field(
+        description="the note's text as it was read: if the summary changed since (a job rewrote it), nothing changes and the answer is 409"
+    )
 
 
 class DeletionOut(BaseModel):

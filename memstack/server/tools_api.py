@@ -16,7 +16,10 @@ router = APIRouter(tags=["tools"], responses=error_responses(400, 401, 413, 422,
 
 
 #: ``?form=key-value``: the articles' save_memory(key, value) / recall_memory(key) instead of the notes
-Form = Annotated[Literal["notes", "key-value"], Query(description="notes: save_memory(content), recall_memory(query); key-value: save_memory(key, value), recall_memory(key)")]
+Form = Annotated[
+    Literal["notes", "key-value"],
+    Query(description="notes: save_memory(content), recall_memory(query); key-value: save_memory(key, value), recall_memory(key)"),
+]
 
 
 class ToolCall(BaseModel):
@@ -34,6 +37,14 @@ def list_tools(memory: Mem, tenant: Tenant, form: Form = "notes") -> list[dict[s
 
 
 @router.post("/v1/users/{user_id}/tools/{name}", summary="Run one memory tool for a user (save, recall, forget, get/set state)")
-async def call_tool(user_id: UserId, name: str, body: ToolCall, memory: AsyncMem, tenant: Tenant, thread_id: Annotated[str | None, Query()] = None, form: Form = "notes") -> ToolResult:
+async def call_tool(
+    user_id: UserId,
+    name: str,
+    body: ToolCall,
+    memory: AsyncMem,
+    tenant: Tenant,
+    thread_id: Annotated[str | None, Query()] = None,
+    form: Form = "notes",
+) -> ToolResult:
     tools = memory_tools(memory.memory, user_id, thread_id, form=form, tenant=tenant)
     return ToolResult(tool=name, result=await memory.run_sync(tools.call, name, body.arguments))

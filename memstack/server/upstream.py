@@ -56,7 +56,9 @@ class Upstream(Protocol):
     async def aclose(self) -> None: ...
 
 
-def upstream_for(model: str | ChatModel, *, timeout: float, answer_max_tokens: int | None = None, total_timeout: float | None = None) -> Upstream:
+def upstream_for(
+    model: str | ChatModel, *, timeout: float, answer_max_tokens: int | None = None, total_timeout: float | None = None
+) -> Upstream:
     """The upstream a ``--model`` value names: a provider string or a ChatModel object.
     ``answer_max_tokens`` bounds an in-process model's answers (``ModelUpstream``)."""
     if isinstance(model, str):
@@ -87,7 +89,9 @@ class ModelUpstream:
         self.answer_max_tokens = answer_max_tokens
 
     async def complete(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
-        call = functools.partial(self.chat.complete, messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params))
+        call = functools.partial(
+            self.chat.complete, messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params)
+        )
         try:
             completion = await asyncio.wait_for(anyio.to_thread.run_sync(call, abandon_on_cancel=True), self.timeout)
         except TimeoutError as exc:
@@ -133,7 +137,11 @@ class ModelUpstream:
                 yield {**base, "choices": [{"index": 0, "delta": {"content": delta.text}, "finish_reason": None}]}
             finish = delta.finish_reason or finish
             if delta.prompt_tokens is not None and delta.completion_tokens is not None:
-                usage = {"prompt_tokens": delta.prompt_tokens, "completion_tokens": delta.completion_tokens, "total_tokens": delta.prompt_tokens + delta.completion_tokens}
+                usage = {
+                    "prompt_tokens": delta.prompt_tokens,
+                    "completion_tokens": delta.completion_tokens,
+                    "total_tokens": delta.prompt_tokens + delta.completion_tokens,
+                }
             delta = await self._next(deltas)
         yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish or "stop"}]}
         if include_usage and usage is not None:
@@ -146,7 +154,15 @@ class ModelUpstream:
 class HTTPUpstream:
     """An OpenAI-compatible ``/chat/completions`` endpoint, called with httpx (streaming included)."""
 
-    def __init__(self, spec: ProviderSpec, api_key: str, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None, total_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        spec: ProviderSpec,
+        api_key: str,
+        *,
+        timeout: float,
+        transport: httpx.AsyncBaseTransport | None = None,
+        total_timeout: float | None = None,
+    ) -> None:
         assert spec.model is not None and spec.base_url is not None
         self.spec = spec
         self.model = spec.model
@@ -156,7 +172,9 @@ class HTTPUpstream:
         #: gap between chunks); None: unbounded
         self.total_timeout = total_timeout
         self.url = f"{spec.base_url}/chat/completions"
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), headers={"Authorization": f"Bearer {api_key}"}, transport=transport)
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout), headers={"Authorization": f"Bearer {api_key}"}, transport=transport
+        )
 
     @property
     def where(self) -> str:
@@ -252,7 +270,11 @@ def completion_object(c: Completion) -> dict[str, Any]:
         "created": int(time.time()),
         "model": c.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text}, "finish_reason": c.finish_reason or "stop"}],
-        "usage": {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "total_tokens": c.prompt_tokens + c.completion_tokens},
+        "usage": {
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "total_tokens": c.prompt_tokens + c.completion_tokens,
+        },
     }
 
 

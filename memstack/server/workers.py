@@ -52,9 +52,13 @@ def check_shareable(config: ServerConfig) -> None:
     if not isinstance(url, str):
         raise UsageError("--workers needs the store as a URL, which every worker process opens")
     if url.startswith("memory://") or url.endswith(":memory:"):
-        raise UsageError(f"--workers needs a store that processes share, and {url} lives in one process's memory: use postgresql://..., sqlite:///FILE or jsonl:///DIR")
+        raise UsageError(
+            f"--workers needs a store that processes share, and {url} lives in one process's memory: use postgresql://..., sqlite:///FILE or jsonl:///DIR"
+        )
     if isinstance(config.vectors, str) and config.vectors.startswith("milvus:///"):
-        raise UsageError("--workers needs vectors that processes share, and a milvus-lite file is opened by one process: use a Milvus server, milvus://HOST:19530")
+        raise UsageError(
+            "--workers needs vectors that processes share, and a milvus-lite file is opened by one process: use a Milvus server, milvus://HOST:19530"
+        )
 
 
 def check_config(config: ServerConfig) -> None:
@@ -72,7 +76,9 @@ def to_env(config: ServerConfig) -> str:
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise UsageError(f"--workers: the service's {f.name} is {type(value).__name__}, which cannot travel to worker processes; give it as a string (a URL, a provider string)") from exc
+            raise UsageError(
+                f"--workers: the service's {f.name} is {type(value).__name__}, which cannot travel to worker processes; give it as a string (a URL, a provider string)"
+            ) from exc
         data[f.name] = value
     return json.dumps(data)
 
@@ -89,7 +95,16 @@ def app_from_env() -> FastAPI:
     return create_app(config=from_env(text))
 
 
-def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1", port: int = 8000, graceful_seconds: float = 30.0, log_level: str = "info", header_seconds: float | None = DEFAULT_HEADER_SECONDS) -> None:
+def serve_workers(
+    config: ServerConfig,
+    *,
+    workers: int,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_seconds: float = 30.0,
+    log_level: str = "info",
+    header_seconds: float | None = DEFAULT_HEADER_SECONDS,
+) -> None:
     """Serve ``config`` from ``workers`` processes sharing one listening socket, until SIGTERM or
     SIGINT: uvicorn passes it to each worker, which stops taking requests, lets those in flight
     finish and drains its write queue (``app.py``). A worker that dies is started again."""
@@ -99,7 +114,20 @@ def serve_workers(config: ServerConfig, *, workers: int, host: str = "127.0.0.1"
         log.warning("each of the %d worker processes loads its own copy of the local model", workers)
     os.environ[ENV] = to_env(config)
     os.environ[HEADER_ENV] = str(header_seconds or 0)  # HeadDeadline reads it in each worker process
-    uvicorn.run(FACTORY, factory=True, http=HeadDeadline, workers=workers, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=int(graceful_seconds), server_header=False, log_config=log_config(log_level), **_healthcheck(config))
+    uvicorn.run(
+        FACTORY,
+        factory=True,
+        http=HeadDeadline,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=int(graceful_seconds),
+        server_header=False,
+        log_config=log_config(log_level),
+        **_healthcheck(config),
+    )
 
 
 def _healthcheck(config: ServerConfig) -> dict[str, Any]:

@@ -21,4 +21,25 @@ from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, StoreContract, msg
 from .units import UnitStoreContract, assert_same_ranking, unit
 from .vectors import EmbeddingCacheContract, VectorIndexContract
 
-__all__ = ["A", "A2", "AGENT", "B", "OTHER_TENANT", "T0", "StoreContract", "msg", "VectorIndexContract", "EmbeddingCacheContract", "UnitStoreContract", "assert_same_ranking", "unit", "ScriptedModel", "RecordStoreContract", "UsageLogContract", "DashboardContract", "MemoryContract", "AsyncMemoryContract", "Blocking"]
+__all__ = [
+    "A",
+    "A2",
+    "AGENT",
+    "B",
+    "OTHER_TENANT",
+    "T0",
+    "StoreContract",
+    "msg",
+    "VectorIndexContract",
+    "EmbeddingCacheContract",
+    "UnitStoreContract",
+    "assert_same_ranking",
+    "unit",
+    "ScriptedModel",
+    "RecordStoreContract",
+    "UsageLogContract",
+    "DashboardContract",
+    "MemoryContract",
+    "AsyncMemoryContract",
+    "Blocking",
+]

@@ -22,7 +22,12 @@ from .stores import OTHER_TENANT, T0, A, msg
 
 U = A.user()
 ENTITY = {"name": "李四", "type": "人物", "attributes": {"住在": {"value": "上海", "source_ids": ["m1"], "valid_from": T0.isoformat()}}}
-SUMMARY = {"items": [{"text": "用户在开发知识中台", "at": T0.isoformat(), "source_ids": ["m1"]}, {"text": "后端使用SpringBoot", "at": T0.isoformat(), "source_ids": ["m2"]}]}
+SUMMARY = {
+    "items": [
+        {"text": "用户在开发知识中台", "at": T0.isoformat(), "source_ids": ["m1"]},
+        {"text": "后端使用SpringBoot", "at": T0.isoformat(), "source_ids": ["m2"]},
+    ]
+}
 
 
 class DashboardContract(_StoreFixture):
@@ -34,9 +39,15 @@ class DashboardContract(_StoreFixture):
         store.history.append(Scope(user_id="user_002", tenant=A.tenant).thread("x"), [msg("user", "hi", id="m4")])
         store.history.append(OTHER_TENANT.user().thread("x"), [msg("user", "别人的", id="m5")])
         if self.keeps_records:
-            store.records.apply(U, [Change("put", "entity", "李四", ENTITY, ("m1",), T0), Change("put", "state", "city", {"value": "上海"}, ("m1",), T0)], layer="extract")
+            store.records.apply(
+                U,
+                [Change("put", "entity", "李四", ENTITY, ("m1",), T0), Change("put", "state", "city", {"value": "上海"}, ("m1",), T0)],
+                layer="extract",
+            )
             store.records.apply(A, [Change("put", "summary", "summary", SUMMARY, ("m1", "m2"), T0)], layer="summary")
-            store.usage.record([UsageRecord(scope=A, at=T0, layer="extract", model="local", prompt_tokens=100, completion_tokens=20, latency_ms=5.0)])
+            store.usage.record(
+                [UsageRecord(scope=A, at=T0, layer="extract", model="local", prompt_tokens=100, completion_tokens=20, latency_ms=5.0)]
+            )
 
     def test_users_of_the_tenant_with_their_counts(self, store):
         self.seed(store)
@@ -64,9 +75,21 @@ class DashboardContract(_StoreFixture):
         forgotten, imported notes) is listed, as the API knows them; a thread's summary alone is no user."""
         self.seed(store)
         if self.keeps_records:
-            store.records.apply(Scope(user_id="only_state", tenant=A.tenant), [Change("put", "state", "city", {"value": "杭州"}, (), T0)], layer="ui")
-            store.records.apply(Scope(user_id="only_summary", tenant=A.tenant, thread_id="gone"), [Change("put", "summary", "summary", SUMMARY, (), T0)], layer="summary")
-            note = Unit(id=note_id("我喜欢火锅"), scope=Scope(user_id="only_notes", tenant=A.tenant, thread_id=NOTES_THREAD), text="我喜欢火锅", timestamp=T0, kind="note")
+            store.records.apply(
+                Scope(user_id="only_state", tenant=A.tenant), [Change("put", "state", "city", {"value": "杭州"}, (), T0)], layer="ui"
+            )
+            store.records.apply(
+                Scope(user_id="only_summary", tenant=A.tenant, thread_id="gone"),
+                [Change("put", "summary", "summary", SUMMARY, (), T0)],
+                layer="summary",
+            )
+            note = Unit(
+                id=note_id("我喜欢火锅"),
+                scope=Scope(user_id="only_notes", tenant=A.tenant, thread_id=NOTES_THREAD),
+                text="我喜欢火锅",
+                timestamp=T0,
+                kind="note",
+            )
             store.units.put([note])
         page, total = views.users(store, A.tenant)
         expected = ["only_notes", "only_state", "user_001", "user_002"] if self.keeps_records else ["user_001", "user_002"]

@@ -207,7 +207,9 @@ class MemoryContract:
     # ---- writing and reading ---------------------------------------------------------------
 
     def test_add_returns_what_it_stored_once_by_id(self, mem):
-        first = mem.add([Message(role="user", content="我叫李四", id="m1"), {"role": "assistant", "content": "你好"}], user_id="u", thread_id="t")
+        first = mem.add(
+            [Message(role="user", content="我叫李四", id="m1"), {"role": "assistant", "content": "你好"}], user_id="u", thread_id="t"
+        )
         assert [m.seq is not None for m in first] == [True, True] and first[0].seq < first[1].seq
         assert mem.add(Message(role="user", content="我叫李四", id="m1"), user_id="u", thread_id="t") == []
         assert [m.text for m in mem.history(user_id="u", thread_id="t")] == ["我叫李四", "你好"]
@@ -230,7 +232,11 @@ class MemoryContract:
         add_all(mem, LISI[:2])
         mem.add({"role": "user", "content": "补记：昨天说过的话"}, user_id="user_001", thread_id="s1", at=T0 - timedelta(days=1))
         assert [m.text for m in mem.history(user_id="user_001", thread_id="s1")] == ["补记：昨天说过的话", "我叫李四", "你好李四！"]
-        assert [m.text for m in mem.history(user_id="user_001", thread_id="s1", order="append")] == ["我叫李四", "你好李四！", "补记：昨天说过的话"]
+        assert [m.text for m in mem.history(user_id="user_001", thread_id="s1", order="append")] == [
+            "我叫李四",
+            "你好李四！",
+            "补记：昨天说过的话",
+        ]
         assert [m.text for m in mem.history(user_id="user_001", thread_id="s1", last=1)] == ["你好李四！"]
         assert mem.history(user_id="user_001", thread_id="s1", at=T0 - timedelta(days=2)) == []
 
@@ -321,16 +327,29 @@ class MemoryContract:
         b = make(store=a.store, tenant=f"{a.tenant}-copy")
         add_all(a, LISI, thread="s1")
         add_all(a, LISI[:2], thread="s2", start=T0 + timedelta(days=7))
-        a.add({"role": "user", "content": [{"type": "text", "text": "看图"}, {"type": "image_url", "image_url": {"url": "http://x"}}], "metadata": {"k": "v"}}, user_id="user_001", thread_id="s2")
+        a.add(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "看图"}, {"type": "image_url", "image_url": {"url": "http://x"}}],
+                "metadata": {"k": "v"},
+            },
+            user_id="user_001",
+            thread_id="s2",
+        )
         records = list(a.export(user_id="user_001"))
         assert len(records) == 9 and all(r["tenant"] == a.tenant for r in records)
         assert b.import_(records, tenant=b.tenant) == 9
         assert b.import_(records, tenant=b.tenant) == 0  # idempotent
         for t in ("s1", "s2"):
-            assert [x.to_dict() for x in b.history(user_id="user_001", thread_id=t)] == [x.to_dict() for x in a.history(user_id="user_001", thread_id=t)]
+            assert [x.to_dict() for x in b.history(user_id="user_001", thread_id=t)] == [
+                x.to_dict() for x in a.history(user_id="user_001", thread_id=t)
+            ]
 
     def test_import_validates_everything_first(self, mem):
-        records = [{"user_id": "u", "thread_id": "t", "role": "user", "content": "ok"}, {"user_id": "u", "thread_id": "t", "role": "user", "content": ""}]
+        records = [
+            {"user_id": "u", "thread_id": "t", "role": "user", "content": "ok"},
+            {"user_id": "u", "thread_id": "t", "role": "user", "content": ""},
+        ]
         with pytest.raises(InvalidInput, match="record 2"):
             mem.import_(records)
         assert mem.history(user_id="u", thread_id="t") == []

@@ -274,7 +274,11 @@ class RecordStoreContract(_StoreFixture):
         store.records.apply(U, [put("李四", LIKES)], layer="entities")
         store.records.apply(B, [put("summary", {"text": "二"}, kind="summary")], layer="summary")
         store.records.apply(OTHER_TENANT.user(), [put("李四", LIKES)], layer="entities")
-        store.records.apply(Scope(user_id="user_003"), [put("王五", LIKES), Change("delete", "entity", "王五", at=T0 + timedelta(minutes=1))], layer="entities")
+        store.records.apply(
+            Scope(user_id="user_003"),
+            [put("王五", LIKES), Change("delete", "entity", "王五", at=T0 + timedelta(minutes=1))],
+            layer="entities",
+        )
         assert store.records.users("default") == ["user_001", "user_002"]  # user_003's only record was deleted
         assert store.records.users("acme") == ["user_001"] and store.records.users("nobody") == []
 

@@ -73,7 +73,13 @@ class StoreContract:
         call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "北京"}')
         original = [
             Message(role="system", content="你是助手", timestamp=T0),
-            Message(role="user", content=({"type": "text", "text": "看图"}, {"type": "image_url", "image_url": {"url": "http://x/a.png"}}), name="li", timestamp=T0, metadata={"source": "app", "n": 1}),
+            Message(
+                role="user",
+                content=({"type": "text", "text": "看图"}, {"type": "image_url", "image_url": {"url": "http://x/a.png"}}),
+                name="li",
+                timestamp=T0,
+                metadata={"source": "app", "n": 1},
+            ),
             Message(role="assistant", content="", tool_calls=(call,), timestamp=T0 + timedelta(seconds=1)),
             Message(role="tool", content='{"temp": 21}', tool_call_id="call_1", timestamp=T0 + timedelta(seconds=2)),
             Message(role="assistant", content="北京21度 🌤 " + "长" * 5000, timestamp=T0 + timedelta(seconds=3)),

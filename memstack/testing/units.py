@@ -220,7 +220,17 @@ class UnitStoreContract:
 
     @pytest.mark.parametrize(
         "query",
-        ['"lake', "lake AND NOT river", "lake OR (river", "NEAR(lake river)", "lake*", "-lake", "text:lake", "lake^2 {river}", "'湖' \"湖\" 湖*"],
+        [
+            '"lake',
+            "lake AND NOT river",
+            "lake OR (river",
+            "NEAR(lake river)",
+            "lake*",
+            "-lake",
+            "text:lake",
+            "lake^2 {river}",
+            "'湖' \"湖\" 湖*",
+        ],
     )
     def test_query_syntax_is_plain_text(self, units, query):
         units.put([unit("w", 'a "lake" near the river: 湖 和 湖边'), unit("v", "nothing here")])
@@ -300,7 +310,9 @@ class UnitStoreContract:
         assert [s.id for s in units.keyword_search(B, "跑步", k=5)] == ["d"]
 
     def test_delete_a_user(self, units):
-        units.put([unit("a", "跑步", A), unit("b", "跑步", A2), unit("c", "跑步", AGENT), unit("d", "跑步", B), unit("e", "跑步", OTHER_TENANT)])
+        units.put(
+            [unit("a", "跑步", A), unit("b", "跑步", A2), unit("c", "跑步", AGENT), unit("d", "跑步", B), unit("e", "跑步", OTHER_TENANT)]
+        )
         assert units.delete(AGENT.user()) == 1
         assert units.delete(A.user()) == 2
         assert units.keyword_search(A, "跑步", k=5) == []
@@ -318,7 +330,15 @@ class UnitStoreContract:
         assert [s.id for s in store.units.keyword_search(OTHER_TENANT, "跑步", k=5)] == ["e"]
 
     def test_the_users_with_units_and_one_threads_units(self, units):
-        units.put([unit("a", "文本", A), unit("n1", "笔记", A.thread("notes")), unit("n2", "代理的笔记", AGENT.thread("notes")), unit("b", "别人", B), unit("o", "别的租户", OTHER_TENANT)])
+        units.put(
+            [
+                unit("a", "文本", A),
+                unit("n1", "笔记", A.thread("notes")),
+                unit("n2", "代理的笔记", AGENT.thread("notes")),
+                unit("b", "别人", B),
+                unit("o", "别的租户", OTHER_TENANT),
+            ]
+        )
         assert units.users("default") == ["user_001", "user_002"] and units.users("acme") == ["user_001"]
         assert units.users("default", thread_id="notes") == ["user_001"] and units.users("nobody") == []
         assert sorted(u.id for b in units.iterate(A.user(), thread_id="notes") for u in b) == ["n1", "n2"]  # every agent's

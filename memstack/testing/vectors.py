@@ -150,7 +150,11 @@ class VectorIndexContract:
 
     def test_fetch_returns_the_stored_vectors_within_the_user(self, index):
         assert index.fetch(A, ["u1"]) == {}
-        index.upsert([unit("u1", A), unit("u2", A2), unit("u1", B), unit("u3", AGENT)], [axis(0) * 2.0, toward(1, 0.6), axis(3), axis(4)], model=MODEL)
+        index.upsert(
+            [unit("u1", A), unit("u2", A2), unit("u1", B), unit("u3", AGENT)],
+            [axis(0) * 2.0, toward(1, 0.6), axis(3), axis(4)],
+            model=MODEL,
+        )
         got = index.fetch(A.thread("t9"), ["u1", "u2", "missing", "u1"])
         assert sorted(got) == ["u1", "u2"]
         assert np.allclose(got["u1"], axis(0), atol=TOLERANCE) and abs(float(np.linalg.norm(got["u2"])) - 1.0) <= TOLERANCE

@@ -90,7 +90,9 @@ def resolve(client: Any, base: str) -> Held | None:
         return None
     collection, properties, dimension = describe(client, base)
     if collection == base:  # memstack names its collections NAME_gN, never NAME
-        why = "an earlier memstack's collection, without generations" if MODEL_PROPERTY in properties else "it has no memstack.owner property"
+        why = (
+            "an earlier memstack's collection, without generations" if MODEL_PROPERTY in properties else "it has no memstack.owner property"
+        )
         raise _foreign(base, base, why)
     if not owned(properties, base):
         raise _foreign(collection, base, f"the alias {base!r} points at it, but it has no memstack.owner mark for this alias")

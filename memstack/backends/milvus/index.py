@@ -104,7 +104,9 @@ class MilvusVectorIndex:
         try:
             yield
         except self._pymilvus.MilvusException as exc:
-            raise StoreError(f"Milvus failed while {doing} (collection {self.collection!r} at {self.where}): {getattr(exc, 'message', None) or exc}") from exc
+            raise StoreError(
+                f"Milvus failed while {doing} (collection {self.collection!r} at {self.where}): {getattr(exc, 'message', None) or exc}"
+            ) from exc
 
     # ---- which collection ----------------------------------------------------------------------
 
@@ -180,7 +182,9 @@ class MilvusVectorIndex:
             return {}
         expression = " and ".join([*user_expression(scope), one_of("unit_id", list(dict.fromkeys(ids)))])
         with self._translated("reading vectors"):
-            rows = self._client.query(self._target(), filter=expression, output_fields=["unit_id", "vector"], consistency_level=self._consistency)
+            rows = self._client.query(
+                self._target(), filter=expression, output_fields=["unit_id", "vector"], consistency_level=self._consistency
+            )
         return {row["unit_id"]: np.asarray(row["vector"], dtype=np.float32) for row in rows}
 
     def _count(self, expression: str) -> int:

@@ -101,4 +101,3 @@ def redacted(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
-

@@ -60,6 +60,15 @@ def token_bar(parts: Sequence[tuple[str, int]], *, width: int = 1000) -> list[di
     out, x = [], 0.0
     for i, (name, tokens) in enumerate(shown):
         w = width * tokens / total
-        out.append({"name": name, "tokens": tokens, "x": round(x, 2), "w": round(w, 2), "css": f"c{i % PALETTE}", "share": round(100 * tokens / total)})
+        out.append(
+            {
+                "name": name,
+                "tokens": tokens,
+                "x": round(x, 2),
+                "w": round(w, 2),
+                "css": f"c{i % PALETTE}",
+                "share": round(100 * tokens / total),
+            }
+        )
         x += w
     return out

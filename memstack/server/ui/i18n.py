@@ -63,9 +63,18 @@ TEXT: dict[str, tuple[str, str]] = {
     "confirm_mismatch": ("The confirmation did not match; nothing was deleted.", "确认内容不一致，未删除任何内容。"),
     "done_saved": ("Saved; the change is in the audit log.", "已保存，变更已记入审计日志。"),
     "done_deleted": ("Deleted; the change is in the audit log.", "已删除，变更已记入审计日志。"),
-    "done_forgot_thread": ("The thread was forgotten ({n} rows); the deletion log keeps a note of it, without its content.", "会话已删除（{n} 行）；删除日志记下了这次删除，不含内容。"),
-    "done_forgot_user": ("The user was forgotten ({n} rows); the deletion log keeps a note of it, without its content.", "用户已删除（{n} 行）；删除日志记下了这次删除，不含内容。"),
-    "done_forgot_saved": ("The saved memory was forgotten; the deletion log keeps a note of it, without its text.", "已删除这条保存的记忆；删除日志记下了这次删除，不含内容。"),
+    "done_forgot_thread": (
+        "The thread was forgotten ({n} rows); the deletion log keeps a note of it, without its content.",
+        "会话已删除（{n} 行）；删除日志记下了这次删除，不含内容。",
+    ),
+    "done_forgot_user": (
+        "The user was forgotten ({n} rows); the deletion log keeps a note of it, without its content.",
+        "用户已删除（{n} 行）；删除日志记下了这次删除，不含内容。",
+    ),
+    "done_forgot_saved": (
+        "The saved memory was forgotten; the deletion log keeps a note of it, without its text.",
+        "已删除这条保存的记忆；删除日志记下了这次删除，不含内容。",
+    ),
     "saved": ("Saved", "保存的记忆"),
     "saved_memories": ("Saved memories", "保存的记忆"),
     "no_saved": ("Nothing saved through the memory tools.", "没有通过记忆工具保存的内容。"),
@@ -77,7 +86,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "forgot_thread": ("a thread", "会话"),
     "forgot_note": ("a saved memory", "保存的记忆"),
     "forgot_rows": ("{n} rows", "{n} 行"),
-    "forget_explained": ("What was forgotten is gone: the note keeps what, when and by whom, not the content.", "删除的内容已不复存在：这里只记下删了什么、何时、由谁删除，不含内容。"),
+    "forget_explained": (
+        "What was forgotten is gone: the note keeps what, when and by whom, not the content.",
+        "删除的内容已不复存在：这里只记下删了什么、何时、由谁删除，不含内容。",
+    ),
     "counted_messages": ("messages", "消息"),
     "counted_memories": ("memories", "记忆"),
     "counted_audit": ("audit events", "审计记录"),
@@ -133,7 +145,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "bad_key": ("Unknown API key.", "未知的 API 密钥。"),
     "tenant": ("Tenant", "租户"),
     "error": ("Error", "错误"),
-    "refused_csrf": ("The form was not sent by this dashboard (a missing or stale token): reload the page and try again.", "表单不是由本面板提交的（令牌缺失或过期）：请刷新页面后重试。"),
+    "refused_csrf": (
+        "The form was not sent by this dashboard (a missing or stale token): reload the page and try again.",
+        "表单不是由本面板提交的（令牌缺失或过期）：请刷新页面后重试。",
+    ),
     "refused_loopback": (
         "Without API keys the dashboard answers only on this machine (127.0.0.1 or localhost).",
         "未配置 API 密钥时，面板只接受本机访问（127.0.0.1 或 localhost）。",
@@ -144,7 +159,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "back": ("Back", "返回"),
     "confidence": ("Confidence", "置信度"),
     "sources": ("Sources", "来源"),
-    "jobs_note": ("{n} jobs waiting: the newest messages may not be in the memories yet.", "还有 {n} 个任务待处理：最新的消息可能尚未进入记忆。"),
+    "jobs_note": (
+        "{n} jobs waiting: the newest messages may not be in the memories yet.",
+        "还有 {n} 个任务待处理：最新的消息可能尚未进入记忆。",
+    ),
     "none": ("none", "无"),
     "view": ("View", "查看"),
     "before_value": ("before", "之前"),
@@ -154,7 +172,7 @@ TEXT: dict[str, tuple[str, str]] = {
 
 
 def language(accept: str | None) -> str:
-    """"zh" when the browser prefers Chinese to English (by q-value, then order), else "en"."""
+    """ "zh" when the browser prefers Chinese to English (by q-value, then order), else "en"."""
     best: tuple[float, int, str] | None = None
     for i, part in enumerate((accept or "").split(",")):
         tag, _, params = part.strip().partition(";")

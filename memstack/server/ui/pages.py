@@ -144,8 +144,21 @@ def entity_row(record: Any) -> dict[str, Any]:
     attrs = []
     for a in views.attributes(record):
         since = max((day(c.get("valid_from")) for c in a["current"]), default="")
-        attrs.append({"name": a["name"], "current": "、".join(str(c["value"]) for c in a["current"]), "since": since, "past": "、".join(str(p["value"]) for p in a["past"])})
-    return {"key": record.key, "name": record.value.get("name") or record.key, "type": record.value.get("type") or "", "attrs": attrs, "day": day(record.valid_from)}
+        attrs.append(
+            {
+                "name": a["name"],
+                "current": "、".join(str(c["value"]) for c in a["current"]),
+                "since": since,
+                "past": "、".join(str(p["value"]) for p in a["past"]),
+            }
+        )
+    return {
+        "key": record.key,
+        "name": record.value.get("name") or record.key,
+        "type": record.value.get("type") or "",
+        "attrs": attrs,
+        "day": day(record.valid_from),
+    }
 
 
 @handled
@@ -154,11 +167,24 @@ def thread(request: Request, tenant: str, memory: Memory) -> Response:
     require_thread(memory, tenant, scope.user_id, scope.thread_id)  # type: ignore[arg-type]
     info = next(t for t in memory.threads(user_id=scope.user_id, tenant=tenant) if t.thread_id == scope.thread_id)
     show_all = request.query_params.get("all") == "1"
-    messages = memory.history(user_id=scope.user_id, thread_id=scope.thread_id, tenant=tenant, last=None if show_all else min(MESSAGES_SHOWN, MAX_LAST))  # type: ignore[arg-type]
+    messages = memory.history(
+        user_id=scope.user_id, thread_id=scope.thread_id, tenant=tenant, last=None if show_all else min(MESSAGES_SHOWN, MAX_LAST)
+    )  # type: ignore[arg-type]
     records = getattr(memory.store, "records", None)
     summary = records.current(scope, "summary", ["summary"]) if records is not None else []
     items = list(summary[0].value.get("items", [])) if summary else []
-    return page(request, "thread.html", tenant=tenant, u=scope.user_id, tid=scope.thread_id, nav="overview", info=info, messages=messages, show_all=show_all, notes=items)
+    return page(
+        request,
+        "thread.html",
+        tenant=tenant,
+        u=scope.user_id,
+        tid=scope.thread_id,
+        nav="overview",
+        info=info,
+        messages=messages,
+        show_all=show_all,
+        notes=items,
+    )
 
 
 @handled
@@ -172,7 +198,17 @@ def entity(request: Request, tenant: str, memory: Memory) -> Response:
     record = found[0]
     versions = list(reversed(records.history(scope, "entity", record.key)))
     linked = [r for r in records.current(scope, "relation") if record.key in (r.value.get("source_key"), r.value.get("target_key"))]
-    return page(request, "entity.html", tenant=tenant, u=scope.user_id, nav="overview", record=record, attributes=views.attributes(record), versions=versions, linked=linked)
+    return page(
+        request,
+        "entity.html",
+        tenant=tenant,
+        u=scope.user_id,
+        nav="overview",
+        record=record,
+        attributes=views.attributes(record),
+        versions=versions,
+        linked=linked,
+    )
 
 
 @handled
@@ -229,7 +265,19 @@ def context(request: Request, tenant: str, memory: Memory) -> Response:
             built = build_context(memory, scope, form, _int(request, "max_tokens", None, low=0, high=2_000_000))
         except MemstackError as exc:
             error = str(exc)
-    return page(request, "context.html", tenant=tenant, u=scope.user_id, nav="context", threads=threads, form=form, presets=list(PRESETS), built=built, error=error, stack=",".join(memory.layers))
+    return page(
+        request,
+        "context.html",
+        tenant=tenant,
+        u=scope.user_id,
+        nav="context",
+        threads=threads,
+        form=form,
+        presets=list(PRESETS),
+        built=built,
+        error=error,
+        stack=",".join(memory.layers),
+    )
 
 
 def build_context(memory: Memory, scope: Scope, form: dict[str, str], max_tokens: int | None) -> dict[str, Any]:
@@ -238,11 +286,22 @@ def build_context(memory: Memory, scope: Scope, form: dict[str, str], max_tokens
         raise InvalidInput("choose a thread", field="t")
     options: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
     ctx = memory.context(
-        user_id=scope.user_id, thread_id=form["t"], tenant=scope.tenant, query=form["q"] or None, preset=form["preset"] or None, strategy=form["strategy"].strip() or None, **options
+        user_id=scope.user_id,
+        thread_id=form["t"],
+        tenant=scope.tenant,
+        query=form["q"] or None,
+        preset=form["preset"] or None,
+        strategy=form["strategy"].strip() or None,
+        **options,
     )
     sections = dict(ctx.sections)
     memory_parts = [(name, tokens) for name, tokens in sections.items() if name.startswith("memory:")]
-    parts = [("system", sections.get("system", 0)), *memory_parts, ("history", sections.get("history", 0)), ("query", sections.get("query", 0))]
+    parts = [
+        ("system", sections.get("system", 0)),
+        *memory_parts,
+        ("history", sections.get("history", 0)),
+        ("query", sections.get("query", 0)),
+    ]
     return {"ctx": ctx, "bar": charts.token_bar(parts), "parts": parts}
 
 
@@ -253,10 +312,26 @@ def audit(request: Request, tenant: str, memory: Memory) -> Response:
     if kind is not None and kind not in AUDIT_KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(AUDIT_KINDS)}", field="kind")
     limit = _int(request, "limit", 200, high=10_000)
-    events = [] if kind == FORGOTTEN else [{**e, "label": e["key"].replace("\x1f", " → ")} for e in views.audit(memory.store, scope, kind=kind, limit=limit)]
+    events = (
+        []
+        if kind == FORGOTTEN
+        else [{**e, "label": e["key"].replace("\x1f", " → ")} for e in views.audit(memory.store, scope, kind=kind, limit=limit)]
+    )
     if kind in (None, FORGOTTEN):  # the user's forgotten threads and saved memories (and an earlier forgetting of the user)
-        events = sorted([*events, *forgotten_events(memory, tenant, scope.user_id, limit)], key=lambda e: datetime.fromisoformat(e["at"]), reverse=True)[:limit]
-    return page(request, "audit.html", tenant=tenant, u=scope.user_id, nav="audit", days=by_day(events), kind=kind or "", kinds=AUDIT_KINDS, count=len(events))
+        events = sorted(
+            [*events, *forgotten_events(memory, tenant, scope.user_id, limit)], key=lambda e: datetime.fromisoformat(e["at"]), reverse=True
+        )[:limit]
+    return page(
+        request,
+        "audit.html",
+        tenant=tenant,
+        u=scope.user_id,
+        nav="audit",
+        days=by_day(events),
+        kind=kind or "",
+        kinds=AUDIT_KINDS,
+        count=len(events),
+    )
 
 
 #: the audit page's filter: the record kinds, and the deletions' notes
@@ -268,7 +343,15 @@ def forgotten_events(memory: Memory, tenant: str, user_id: str | None, limit: in
     """Deletion notes (``views.deletions``) as events of an audit timeline: action "forget", the
     kind forgotten (user, thread, note), the layer that forgot, the rows by what they were."""
     return [
-        {**d, "action": "forget", "thread_id": None, "before": None, "after": None, "label": None, "counted": [(what, n) for what, n in d["counts"].items()]}
+        {
+            **d,
+            "action": "forget",
+            "thread_id": None,
+            "before": None,
+            "after": None,
+            "label": None,
+            "counted": [(what, n) for what, n in d["counts"].items()],
+        }
         for d in views.deletions(memory.store, tenant, user_id=user_id, limit=limit)
     ]
 
@@ -295,7 +378,17 @@ def usage(request: Request, tenant: str, memory: Memory) -> Response:
     scope = _user(request, tenant, memory)
     data = views.usage(memory.store, scope)
     per_day = views.usage_by_day(memory.store, scope)
-    return page(request, "usage.html", tenant=tenant, u=scope.user_id, nav="usage", totals=data["totals"], calls=data["calls"][-100:][::-1], per_day=per_day, chart=charts.day_bars(per_day))
+    return page(
+        request,
+        "usage.html",
+        tenant=tenant,
+        u=scope.user_id,
+        nav="usage",
+        totals=data["totals"],
+        calls=data["calls"][-100:][::-1],
+        per_day=per_day,
+        chart=charts.day_bars(per_day),
+    )
 
 
 def login_form(request: Request) -> Response:

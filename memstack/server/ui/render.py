@@ -29,7 +29,13 @@ def environment() -> Any:
             import jinja2
         except ImportError as exc:  # the server extra brings it
             raise MissingDependency('the dashboard needs jinja2: pip install "memstack[server]"') from exc
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         env.globals.update(url=url, day=day, when=when, as_json=as_json, key_id=key_id)
         _ENV = env
     return _ENV
@@ -83,14 +89,18 @@ def key_of(value: str) -> str:
 def page(request: Request, template: str, *, tenant: str | None, status: int = 200, **values: Any) -> HTMLResponse:
     lang = language(request.headers.get("accept-language"))
     t = translator(lang)
-    body = environment().get_template(template).render(
-        t=t,
-        lang=lang,
-        tenant=tenant,
-        csrf=session.csrf_token(request),
-        keys=bool(request.app.state.auth.keys),
-        done=request.query_params.get("done", ""),
-        n=request.query_params.get("n", ""),
-        **values,
+    body = (
+        environment()
+        .get_template(template)
+        .render(
+            t=t,
+            lang=lang,
+            tenant=tenant,
+            csrf=session.csrf_token(request),
+            keys=bool(request.app.state.auth.keys),
+            done=request.query_params.get("done", ""),
+            n=request.query_params.get("n", ""),
+            **values,
+        )
     )
     return session.remember(request, HTMLResponse(body, status_code=status))

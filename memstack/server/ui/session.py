@@ -134,7 +134,15 @@ def login(request: Request, response: Response, key: str) -> bool:
     keys = request.app.state.auth.keys
     if tenant_of_key(keys, key.strip()) is None:
         return False
-    response.set_cookie(SESSION_COOKIE, session_token(key.strip(), now()), max_age=SESSION_SECONDS, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/ui")
+    response.set_cookie(
+        SESSION_COOKIE,
+        session_token(key.strip(), now()),
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/ui",
+    )
     return True
 
 
