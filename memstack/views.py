@@ -105,7 +105,7 @@ def _thread_scope(user: Scope, info: ThreadInfo) -> Scope:
 def attributes(entity: Record) -> list[dict[str, Any]]:
     """An entity's attributes, each with its current values and its superseded ones, with dates:
     ``[{"name", "current": [{"value", "valid_from", "source_ids"}], "past": [{..., "until"}]}]``."""
-    from .layers.extractor import attribute_values
+    from .layers.attributes import attribute_values
 
     out = []
     for name, attribute in entity.value.get("attributes", {}).items():

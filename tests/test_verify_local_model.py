@@ -36,7 +36,7 @@ def dated(*pairs: tuple[str, str], at: datetime) -> list[dict]:
 
 def attribute(me: dict, *names: str) -> tuple[list[str], list[str]]:
     """The current and past values of the user's attributes named ``names`` (any spelling)."""
-    from memstack.layers.extractor import attribute_values
+    from memstack.layers.attributes import attribute_values
     from memstack.layers.supersede import canonical
 
     current, past = [], []
@@ -73,7 +73,7 @@ def test_a_move_and_a_job_left_are_never_current(model):
     for key, attr in me["attributes"].items():
         assert "上海" not in key and "深圳" not in key, key  # a name never holds its value
         assert "不喜欢" not in key, key  # "不再做" is not "不喜欢"
-        from memstack.layers.extractor import attribute_values
+        from memstack.layers.attributes import attribute_values
 
         assert "数据分析" not in "".join(v["value"] for v in attribute_values(attr)[0]), (key, attr)  # ended, never current
     profile = mem.context(user_id="u", thread_id="s3", query="我现在住在哪个城市？", max_tokens=2000).messages[0].text

@@ -21,7 +21,8 @@ import pytest
 from chats import statements, system, turns_from
 
 from memstack import Memory
-from memstack.layers.extractor import _update_attribute, attribute_values
+from memstack.layers.attributes import attribute_values
+from memstack.layers.attributes import update_attribute as _update_attribute
 from memstack.layers.supersede import canonical, replaced, says_change
 from memstack.layers.verify import Rejected, cessations, check, ends_value, shape, verify
 from memstack.llm.extract import Statement

@@ -594,7 +594,8 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
     """What the store holds as model-made memory for the user: the entities' attributes (current
     and past values) and aliases, the relations (superseded ones past), the state, and the summary
     notes with a statement of the given threads (source "note")."""
-    from ..layers.extractor import SELF_KEY, attribute_values
+    from ..layers.attributes import attribute_values
+    from ..layers.names import SELF_KEY
 
     records = memory.store.records
     user = memory.scope(user_id)

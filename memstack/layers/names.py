@@ -1,14 +1,17 @@
 """How the model-backed layers name things: the user's own names, a name's entity key (a
-leading determiner dropped, "星图项目" and "星图" one stem), aliases, and the first person in a
-question. Pure functions on text, shared by the extractor (``extractor``), the checks of its
-statements (``verify``) and the read sides.
+leading determiner dropped, "星图项目" and "星图" one stem), aliases, the first person in a
+question, and the names the user introduces themself with. Pure functions on text, shared by
+the extractor (``extractor``, ``resolve``), the checks of its statements (``verify``) and the
+read sides.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..llm.grounding import normalize
+from ..types import Message
 
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
 ALIAS_RELATIONS = frozenset(
@@ -121,3 +124,42 @@ def relation_label(relation: str, source: str, target: str) -> str:
         if name and name in label and label.replace(name, "").strip(" ：:，,"):
             label = label.replace(name, "").strip(" ：:，,")
     return label
+
+
+def self_introduced(messages: Sequence[Message], names: Sequence[str], *, subjects: Sequence[str] = ()) -> list[str]:
+    """Names the user gives themself in their own turns ("我叫小李，是一名程序员", "my name is Li
+    Lei"): the extracted name the introduction starts with, or a short name standing alone. "I'm
+    Daniel." counts when the name stands alone in its sentence and the batch's statements have it
+    as a subject (``subjects``): "I'm Canadian." names no one."""
+    known = sorted({n.strip() for n in names if n.strip() and entity_key(n) != SELF_KEY}, key=len, reverse=True)
+    own = {normalize(n) for n in subjects if n.strip() and entity_key(n) != SELF_KEY}
+    out: list[str] = []
+    for m in messages:
+        if m.role != "user":
+            continue
+        for match in _SELF_INTRO.finditer(m.text):
+            said = match.group(1).strip()
+            name = next((n for n in known if normalize(said).startswith(normalize(n))), None)
+            if name is None and match.group(0)[:1] in "我本" and _bare_name(said):
+                name = said  # "我叫李四。": a short name standing alone
+            if name and name not in out:
+                out.append(name)
+        for match in _I_AM_NAME.finditer(m.text):
+            said = match.group(1).strip()
+            if normalize(said) in own and said not in out:
+                out.append(said)
+    return out
+
+
+#: "I'm Daniel." / "I am Sarah Chen," at a sentence's start: a name that stands alone after it
+_I_AM_NAME = re.compile(r"(?:^|(?<=[.!?])\s+)(?:I'm|I am|I’m)\s+([A-Z][a-z]+(?: [A-Z][a-z]+)?)\s*(?=[.,!;]|$)")
+
+
+def _bare_name(text: str) -> bool:
+    """A short Chinese name standing alone after "我叫" (not "什么", not "了外卖")."""
+    return (
+        2 <= len(text) <= 4
+        and all("\u3400" <= c <= "\u9fff" for c in text)
+        and text[0] not in "了过着的是个"
+        and not re.search("什么|谁|啥|哪|吗|呢", text)
+    )

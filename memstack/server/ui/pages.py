@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ... import views
 from ...errors import InvalidInput, MemstackError
-from ...layers.extractor import SELF_KEY
+from ...layers.names import SELF_KEY
 from ...memory import Memory
 from ...presets import PRESETS
 from ...saved import KEY_PREFIX, saved_units
