@@ -29,9 +29,10 @@ from .errors import (
     UnknownName,
     UsageError,
 )
+from .jobs import JobReport
 from .layers import build_layer, layer_names, register_layer
 from .llm import ChatModel, Completion, get_chat_model
-from .memory import JobReport, Memory
+from .memory import Memory
 from .stores import CheckpointStore, HistoryStore, JobQueue, RecordStore, StateStore, Store, UsageLog
 from .tokens import TokenCounter, get_counter, register_counter
 from .types import (

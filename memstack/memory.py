@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -32,9 +31,10 @@ from . import saved
 from .backends import open_store, open_vectors
 from .backends.memory import json_copy
 from .budget import pack, trim
-from .errors import BudgetError, InvalidInput, MemstackError, UsageError
-from .layers.base import Layer, LayerOutput, ReadRequest, Waiting, Writer, WriteRequest
-from .leases import Leases, describe, worker_name
+from .errors import BudgetError, InvalidInput, UsageError
+from .jobs import JobReport as JobReport
+from .jobs import JobRunner
+from .layers.base import Layer, LayerOutput, ReadRequest, Writer
 from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
@@ -47,7 +47,6 @@ from .types import (
     Context,
     Dropped,
     Hit,
-    Job,
     Message,
     Record,
     Scope,
@@ -69,15 +68,6 @@ _TAIL_START = 256
 MessageLike = Message | Mapping[str, Any] | str
 _UNSET: Any = object()
 T = TypeVar("T", bound=BaseModel)
-
-
-@dataclass(frozen=True, slots=True)
-class JobReport:
-    """What a run of the write queue did."""
-
-    ran: int = 0
-    failed: int = 0
-    errors: tuple[str, ...] = field(default_factory=tuple)
 
 
 class Memory:
@@ -138,11 +128,9 @@ class Memory:
         self.max_message_bytes = max_message_bytes
         self.options = dict(options or {})
         self.lease_seconds = lease_seconds
-        self._leases = Leases(self.store.jobs, lease_seconds)
         self._built: dict[tuple[str, tuple], Layer] = {}
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
+        #: the write queue's runner and background worker (``memstack.jobs``)
+        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds)
         self._profiled: set[str] = set()
         try:
             Scope(user_id="probe", tenant=tenant)  # validates the tenant
@@ -400,8 +388,7 @@ class Memory:
 
     def _added(self) -> None:
         """After an add: wake the background worker."""
-        if self._worker is not None:
-            self._wake.set()
+        self._jobs.wake()
 
     def _coerce(self, value: MessageLike, stamp: datetime) -> Message:
         if isinstance(value, Message):
@@ -714,95 +701,25 @@ class Memory:
         """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran).
         ``progress(done, total, job)`` after each job; the total is what was pending, counted
         again when more arrived."""
-        worker = worker or worker_name("run")
         scope = self.scope(user_id) if user_id else None
-        ran = failed = 0
-        errors: list[str] = []
-        total = self.store.jobs.pending(scope) if progress else 0
-        self._leases.start()
-        while max_jobs is None or ran + failed < max_jobs:
-            job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope, waiting=final)
-            if job is None:
-                break
-            error = self._run_job(job, final)
-            if error is None:
-                ran += 1
-            else:
-                failed += 1
-                errors.append(error)
-            if progress:
-                total = max(total, ran + failed + self.store.jobs.pending(scope))
-                progress(ran + failed, total, f"{job.layer.split(':')[0]} {job.scope.user_id}/{job.scope.thread_id}")
-        return JobReport(ran, failed, tuple(errors))
+        return self._jobs.run(final=final, max_jobs=max_jobs, scope=scope, worker=worker, progress=progress)
 
     def flush(self, *, user_id: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> JobReport:
         """Run every ready job now, without waiting for batches to fill."""
         return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
-    def _run_job(self, job: Job, final: bool) -> str | None:
-        """Run one claimed job, its lease renewed while it runs (``leases.Leases``); the store
-        records it done only if this worker still holds it."""
-        try:
-            with self._leases.hold(job):
-                layer = self._layer(job.layer, {})
-                messages = visible(self.store.history.read(job.scope, after=job.cursor))
-                consumed = (
-                    layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
-                )
-            if isinstance(consumed, Waiting):
-                recorded = self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
-            else:
-                cursor = consumed if consumed is not None else (messages[-1].seq if messages else job.cursor)
-                recorded = self.store.jobs.complete(job, cursor=cursor or 0)
-            if not recorded:
-                log.warning(
-                    "%s ran, but the job is no longer this worker's (its lease passed to another worker, or the thread was deleted): not recorded",
-                    describe(job),
-                )
-            return None
-        except Exception as exc:  # recorded on the job and retried with backoff: never lost
-            error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
-            retry = min(3600.0, 2.0 ** min(job.attempts + 1, 12))
-            log.warning("job failed (attempt %d, retry in %.0fs): %s", job.attempts + 1, retry, error)
-            try:
-                self.store.jobs.fail(job, error, retry_in=retry)
-            except MemstackError:
-                log.exception("could not record the failure; the lease will expire and the job rerun")
-            return error
-
     def start_worker(self, *, poll_seconds: float = 1.0) -> None:
         """Drain the queue in a daemon thread, woken by every ``add`` (and every ``poll_seconds``)."""
-        if self._worker is not None:
-            return
-        self._stop.clear()
-        name = worker_name("bg")
-
-        def loop() -> None:
-            while not self._stop.is_set():
-                self._wake.clear()
-                try:
-                    self.run_jobs(worker=name)
-                except MemstackError:
-                    log.exception("background worker: store failure; retrying")
-                self._wake.wait(poll_seconds)
-
-        self._worker = threading.Thread(target=loop, name="memstack-worker", daemon=True)
-        self._worker.start()
+        self._jobs.start(poll_seconds=poll_seconds)
 
     @property
     def worker_running(self) -> bool:
         """Whether the background worker (``start_worker``) is running."""
-        return self._worker is not None
+        return self._jobs.running
 
     def stop_worker(self, *, drain: bool = True) -> None:
-        if self._worker is None:
-            return
-        self._stop.set()
-        self._wake.set()
-        self._worker.join()
-        self._worker = None
-        if drain:
-            self.run_jobs()
+        """Stop the background worker (its running job finishes); ``drain``: then run what is ready."""
+        self._jobs.stop(drain=drain)
 
     def close(self) -> None:
         """Stop the background worker (finishing queued work) and close the store (and the
