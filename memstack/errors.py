@@ -2,23 +2,30 @@
 
     MemstackError
     ├── UsageError                 the caller's mistake: fix the call, retrying will not help
-    │   ├── InvalidInput           bad message, scope, time, size or encoding
+    │   ├── InvalidInput           bad message, scope, time, size or encoding (a ValueError)
     │   ├── BudgetError            a token budget too small for what must be kept
-    │   ├── UnknownName            an unregistered layer, counter, backend or preset
-    │   ├── NotFound               no such user or thread (REST: 404)
+    │   ├── UnknownName            an unregistered layer, counter, backend or preset (a KeyError)
+    │   ├── NotFound               no such user, thread or record (a LookupError)
     │   ├── ForeignCollection      a vector collection memstack did not create (never used or dropped)
-    │   ├── MissingDependency      an optional extra is not installed (names the pip line)
+    │   ├── MissingDependency      an optional extra is not installed (names the pip line; an ImportError)
     │   ├── MissingAPIKey          a provider needs a key that is not set (names the variable)
-    │   └── ProviderRejected       a model API refused the request (bad key, model, URL or input)
+    │   ├── ProviderRejected       a model API refused the request (bad key, model, URL or input)
+    │   └── ProfileMismatch        (memstack.profile) a process would write with other layers or
+    │                              another embedder than the store's profile (names `memstack init`)
     └── RuntimeFailure             the world failed: retrying may help
         ├── StoreError             a storage backend failed or is unreachable
         │   └── SchemaError        a store's schema is newer than this code, or corrupt
+        ├── Conflict               a conditional write found the thread or note changed since it
+        │                          was read: read again and decide again
         ├── JobError               a write-side job failed (kept queued for retry)
         ├── ProviderUnavailable    a model API timed out, was unreachable, rate-limited or failed
+        │   └── UpstreamTimeout    (memstack.server.errors) the proxy's upstream model was too slow
         ├── ModelOutputError       a model's output still failed its schema after repair and retry
         └── ModelIntegrityError    a local model file does not match its pinned checksum
 
-Every error has a stable ``code`` (used by the CLI's JSON output and, later, the HTTP API).
+Every error has a stable ``code``: the CLI's JSON output and the HTTP API's error body
+(``{"error": {"code", "message", "field"}}``) carry it; ``memstack.server.errors`` maps each class
+to its HTTP status (422, 404, 409, 400, 501, 502, 503, 504).
 """
 
 from __future__ import annotations
