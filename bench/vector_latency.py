@@ -286,8 +286,8 @@ def copy_rows(data: Data, ids: Iterator[int]) -> Iterator[bytes]:
 def load_pg(data: Data, dsn: str, schema: str) -> tuple[Any, dict[str, float]]:
     import psycopg
 
-    from memstack.backends.pg_vectors import extension_schema
     from memstack.backends.postgres import PostgresStore, quote_identifier
+    from memstack.backends.postgres.database import extension_schema
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {quote_identifier(schema)} CASCADE")
@@ -329,7 +329,7 @@ def load_pg(data: Data, dsn: str, schema: str) -> tuple[Any, dict[str, float]]:
 
 
 def bench_pg(store: Any, data: Data, qs: np.ndarray, warm: np.ndarray, truth: list[list[str]]) -> dict[str, Any]:
-    from memstack.backends.pg_vectors import PgVectorIndex
+    from memstack.backends.postgres.vectors import PgVectorIndex
 
     exact, hnsw = PgVectorIndex(store._db, exact_below=10**9), PgVectorIndex(store._db, exact_below=0)
     out: dict[str, Any] = {}

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from . import layers as layer_registry
 from . import saved
 from .backends import open_store, open_vectors
-from .backends.memory import json_copy
+from .backends.rules.json_values import json_copy
 from .budget import pack, trim
 from .errors import BudgetError, InvalidInput, UsageError
 from .jobs import JobReport as JobReport

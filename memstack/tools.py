@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from .backends.memory import json_copy
+from .backends.rules.json_values import json_copy
 from .errors import InvalidInput, MemstackError, UnknownName, UsageError, require
 from .layers.state import state_value
 from .retrieval.units import language

@@ -22,8 +22,8 @@ from memstack.types import user_digest
 DSN = require_dsn("record store")
 
 psycopg = pytest.importorskip("psycopg")
-from memstack.backends.deletions import user_hash  # noqa: E402
 from memstack.backends.postgres import PostgresStore, quote_identifier  # noqa: E402
+from memstack.backends.rules.deletions import user_hash  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

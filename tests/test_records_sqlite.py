@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from memstack.backends.deletions import user_hash
+from memstack.backends.rules.deletions import user_hash
 from memstack.backends.sqlite import MIGRATIONS, SQLiteStore, apply_migrations
 from memstack.errors import StoreError
 from memstack.testing import A, RecordStoreContract, UsageLogContract, msg

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from memstack.backends.memory_vectors import MemoryEmbeddingCache, NumpyVectorIndex
+from memstack.backends.memory.vectors import MemoryEmbeddingCache, NumpyVectorIndex
 from memstack.testing import A, EmbeddingCacheContract, VectorIndexContract
 from memstack.testing.vectors import MODEL, axis, unit
 

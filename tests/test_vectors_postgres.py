@@ -21,8 +21,8 @@ from memstack.types import SearchFilter
 DSN = require_dsn("vector")
 
 psycopg = pytest.importorskip("psycopg")
-from memstack.backends.pg_vectors import PgVectorIndex  # noqa: E402
 from memstack.backends.postgres import PostgresStore  # noqa: E402
+from memstack.backends.postgres.vectors import PgVectorIndex  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

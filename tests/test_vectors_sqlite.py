@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memstack.backends.sqlite import SQLiteStore
-from memstack.backends.sqlite_vectors import SQLiteVectorIndex
+from memstack.backends.sqlite.vectors import SQLiteVectorIndex
 from memstack.testing import A2, AGENT, A, B, EmbeddingCacheContract, VectorIndexContract
 from memstack.testing.vectors import MODEL, axis, ids, unit
 from memstack.types import Scope

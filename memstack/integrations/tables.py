@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..backends.adapter_rows import SideDatabase, side_database
+from ..backends.memory.side import SideDatabase, side_database
 from ..errors import SchemaError, UsageError
 from ..stores import Store
 from ..types import utcnow

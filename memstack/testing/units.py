@@ -16,7 +16,7 @@ from datetime import timedelta, timezone
 
 import pytest
 
-from ..backends.memory_units import MemoryUnits
+from ..backends.memory.units import MemoryUnits
 from ..errors import InvalidInput
 from ..stores import Store
 from ..types import Scope, Scored, SearchFilter, Unit

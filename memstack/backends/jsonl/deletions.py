@@ -1,4 +1,4 @@
-"""The JSON lines backend's deletion notes (``backends.deletions``): one line per note in the
+"""The JSON lines store's deletion notes (``rules.deletions``): one line per note in the
 tenant's ``<tenant>/_deletions.jsonl`` (the tenant's directory outlives its users'), keyed hashes
 under the root's ``_deletion_key`` (32 random bytes, readable by the owner only, made on the first
 deletion). Called with the store's lock held."""
@@ -10,10 +10,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import SchemaError
-from ..types import Deletion, Scope
-from . import deletions
-from .jsonl import append_lines, dump_json, encode_name, make_directories, read_bytes, sync_directory
+from ...errors import SchemaError
+from ...types import Deletion, Scope
+from ..rules import deletions
+from .files import append_lines, dump_json, make_directories, read_bytes, sync_directory
+from .names import encode_name
 
 KEY_FILE = "_deletion_key"
 NOTES_FILE = "_deletions.jsonl"

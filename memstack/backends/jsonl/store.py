@@ -1,10 +1,10 @@
-"""JSON-lines backend: each thread is one append-only, human-readable .jsonl file, under one file lock.
+"""The JSON lines store: each thread is one append-only, human-readable .jsonl file, under one file lock.
 
 The layout under the root (every id encoded by ``encode_name`` into one safe file name)::
 
     .lock                                        the lock every operation holds (filelock)
     _seq                                         the last message seq handed out, store-wide
-    _deletion_key                                the key of the deletion notes' hashes (jsonl_deletions)
+    _deletion_key                                the key of the deletion notes' hashes (deletions.py)
     <tenant>/_deletions.jsonl                    the tenant's deletion notes, one per line
     <tenant>/<user>/_jobs.json                   the user's job rows
     <tenant>/<user>/<agent|_>/threads/<thread>.jsonl           one message per line, with its seq
@@ -22,290 +22,40 @@ without one. Deleting a user removes the ``<tenant>/<user>`` directory and leave
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import string
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from filelock import FileLock, Timeout
 
-from ..errors import InvalidInput, SchemaError, StoreError
-from ..stores import ANY, check_last
-from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
+from ...errors import InvalidInput, StoreError
+from ...stores import ANY, check_last
+from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ..rules.history import read_filter
+from . import deletions
+from .files import (
+    append_lines,
+    dump_json,
+    make_directories,
+    read_bytes,
+    read_document,
+    remove_file,
+    remove_tree,
+    subdirectories,
+    write_atomically,
+    write_document,
+)
+from .jobs import JOBS_FILE, JobRow, find_row, is_claimable, is_row_of, job_of, new_job_row
+from .logs import count_records, message_line, read_log, thread_infos, unseen
+from .names import decode_name, encode_name, encode_optional
 
-PLACEHOLDER = "_"  # the directory name standing for "no agent" or "no thread"
-JOBS_FILE = "_jobs.json"
 SEQ_FILE = "_seq"
 LOCK_TIMEOUT_SECONDS = 60.0
 LOCK_POLL_SECONDS = 0.005  # filelock polls for the lock; its 0.05 s default lets busy writers starve waiting ones
-MAX_ENCODED_LENGTH = 255 - len(".jsonl")  # file systems allow 255 bytes per name
-_PLAIN = frozenset(string.ascii_lowercase + string.digits + "-_~")
-_WINDOWS_DEVICES = frozenset(["con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))])
-
-JobRow = dict[str, Any]
-
-
-# ---- names -----------------------------------------------------------------------------------
-
-
-def encode_name(name: str) -> str:
-    """``name`` as one safe file name on any OS; ``decode_name`` reverses it.
-
-    Every character but lowercase ASCII letters, digits, '-', '_' and '~' is percent-encoded
-    (UTF-8), so an encoded name holds no separator or '.', and no two differ only by case (macOS
-    and Windows fold case). The first character is encoded too where the name would start with '_'
-    (kept for the store) or be a Windows device name (con, nul, com1...).
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"a name must be a non-empty string, got {name!r}")
-    try:
-        encoded = "".join(c if c in _PLAIN else _percent(c) for c in name)
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{name!r} is not valid Unicode") from exc
-    if encoded.startswith(PLACEHOLDER) or encoded in _WINDOWS_DEVICES:
-        encoded = _percent(name[0]) + encoded[1:]
-    if len(encoded) > MAX_ENCODED_LENGTH:
-        raise InvalidInput(f"{name[:40]!r}... is too long for a file name once encoded ({len(encoded)} > {MAX_ENCODED_LENGTH} characters)")
-    return encoded
-
-
-def _percent(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
-
-
-def decode_name(encoded: str) -> str:
-    return unquote(encoded, errors="strict")
-
-
-def encode_optional(name: str | None) -> str:
-    return PLACEHOLDER if name is None else encode_name(name)
-
-
-def decode_optional(encoded: str) -> str | None:
-    return None if encoded == PLACEHOLDER else decode_name(encoded)
-
-
-# ---- files -----------------------------------------------------------------------------------
-
-
-def dump_json(value: Any, *, indent: int | None = None) -> bytes:
-    """``value`` as UTF-8 JSON with non-ASCII text left readable; InvalidInput if it is not JSON."""
-    try:
-        return json.dumps(value, ensure_ascii=False, indent=indent).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"value is not JSON-serialisable: {exc}") from exc
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's contents; a missing file reads as empty."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-def read_document(path: Path) -> Any:
-    """The JSON document in ``path``, or None if there is none."""
-    data = read_bytes(path)
-    if not data:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise SchemaError(f"{path}: not valid JSON: {exc}") from exc
-
-
-def write_document(path: Path, value: Any) -> None:
-    write_atomically(path, dump_json(value, indent=2) + b"\n")
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: write a temp file beside it, fsync, os.replace."""
-    make_directories(path.parent)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    sync_directory(path.parent)
-
-
-def append_lines(path: Path, data: bytes, *, keep: int) -> None:
-    """Cut the file to its first ``keep`` bytes (dropping a torn line), append ``data`` and fsync."""
-    created = not path.exists()
-    make_directories(path.parent)
-    with open(path, "ab", opener=private_opener) as file:
-        file.truncate(keep)
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    if created:
-        sync_directory(path.parent)
-
-
-def private_opener(path: str, flags: int) -> int:
-    """Create files readable by their owner only, as mkstemp does for the JSON documents."""
-    return os.open(path, flags, 0o600)
-
-
-def make_directories(path: Path) -> None:
-    """Create ``path`` and its missing parents, syncing each new directory's entry."""
-    if path.is_dir():
-        return
-    make_directories(path.parent)
-    with suppress(FileExistsError):
-        path.mkdir()
-    sync_directory(path.parent)
-
-
-def sync_directory(path: Path) -> None:
-    """Make the directory's entries durable (Windows cannot open a directory; NTFS journals them)."""
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def remove_file(path: Path) -> bool:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    sync_directory(path.parent)
-    return True
-
-
-def remove_tree(path: Path) -> None:
-    with suppress(FileNotFoundError):
-        shutil.rmtree(path)
-        sync_directory(path.parent)
-
-
-def subdirectories(path: Path) -> list[Path]:
-    try:
-        return sorted(p for p in path.iterdir() if p.is_dir())
-    except FileNotFoundError:
-        return []
-
-
-# ---- message logs ----------------------------------------------------------------------------
-
-
-def message_line(message: Message) -> bytes:
-    return dump_json({"seq": message.seq, **message.to_dict()}) + b"\n"
-
-
-def read_log(path: Path) -> tuple[list[Message], int]:
-    """A thread file's messages and the byte length of its complete lines (a torn last line is left out)."""
-    data = read_bytes(path)
-    complete = data.rfind(b"\n") + 1
-    lines = data[:complete].split(b"\n")[:-1]
-    return [parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()], complete
-
-
-def parse_line(path: Path, number: int, line: bytes) -> Message:
-    try:
-        record = json.loads(line)
-        return Message.from_dict(record, seq=int(record["seq"]))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SchemaError(f"{path}:{number}: not a stored message: {exc}") from exc
-
-
-def unseen(messages: Sequence[Message], seen: set[str]) -> list[Message]:
-    """The messages whose ids are not in ``seen`` (nor earlier in ``messages``), in order."""
-    fresh = []
-    for m in messages:
-        if m.id not in seen:
-            seen.add(m.id)
-            fresh.append(m)
-    return fresh
-
-
-def thread_infos(agent_dir: Path) -> list[ThreadInfo]:
-    """The non-empty threads stored under one agent directory."""
-    agent_id = decode_optional(agent_dir.name)
-    infos = []
-    for path in sorted((agent_dir / "threads").glob("*.jsonl")):
-        messages, _ = read_log(path)
-        if messages:
-            stamps = [m.timestamp for m in messages]
-            infos.append(ThreadInfo(decode_name(path.name.removesuffix(".jsonl")), agent_id, len(messages), min(stamps), max(stamps)))
-    return infos
-
-
-def count_records(user_dir: Path) -> dict[str, int]:
-    """Messages, and the other rows (state documents, checkpoints, job rows), under a user's
-    directory, as a deletion note counts them."""
-    messages = sum(len(read_log(path)[0]) for path in user_dir.glob("*/threads/*.jsonl"))
-    states = sum(1 for _ in user_dir.glob("*/state/*/*.json"))
-    checkpoints = sum(len(read_document(path) or []) for path in user_dir.glob("*/checkpoints/*.json"))
-    return {"messages": messages, "other": states + checkpoints + len(read_document(user_dir / JOBS_FILE) or [])}
-
-
-# ---- job rows --------------------------------------------------------------------------------
-
-
-def new_job_row(scope: Scope, layer: str) -> JobRow:
-    return {
-        "agent_id": scope.agent_id,
-        "thread_id": scope.thread_id,
-        "layer": layer,
-        "requested": 0,
-        "done": 0,
-        "cursor": 0,
-        "attempts": 0,
-        "owner": None,
-        "lease_until": None,
-        "not_before": None,
-        "last_error": None,
-    }
-
-
-def is_row_of(row: JobRow, scope: Scope) -> bool:
-    return row["agent_id"] == scope.agent_id and row["thread_id"] == scope.thread_id
-
-
-def find_row(rows: list[JobRow], scope: Scope, layer: str) -> JobRow | None:
-    return next((row for row in rows if is_row_of(row, scope) and row["layer"] == layer), None)
-
-
-def is_claimable(row: JobRow, now: datetime, *, waiting: bool = False) -> bool:
-    if is_later(row["lease_until"], now):
-        return False
-    if is_later(row["not_before"], now):
-        return False
-    return row["requested"] > row["done"] or (waiting and bool(row.get("waiting")))
-
-
-def is_later(stamp: str | None, now: datetime) -> bool:
-    return stamp is not None and datetime.fromisoformat(stamp) > now
-
-
-def job_of(user_dir: Path, row: JobRow) -> Job:
-    scope = Scope(
-        tenant=decode_name(user_dir.parent.name), user_id=decode_name(user_dir.name), agent_id=row["agent_id"], thread_id=row["thread_id"]
-    )
-    return Job(scope, row["layer"], row["requested"], row["cursor"], row["attempts"], row["owner"], row["last_error"])
-
-
-# ---- the store -------------------------------------------------------------------------------
 
 
 class JsonlStore:
@@ -402,17 +152,17 @@ class JsonlStore:
         with self.locked():
             counts = count_records(user_dir)
             remove_tree(user_dir)
-            return jsonl_deletions.record(self.root, scope.user(), "user", counts, layer=layer).rows
+            return deletions.record(self.root, scope.user(), "user", counts, layer=layer).rows
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
         with self.locked():
-            return jsonl_deletions.record(self.root, scope, kind, counts, layer=layer, name=name)
+            return deletions.record(self.root, scope, kind, counts, layer=layer, name=name)
 
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
         with self.locked():
-            return jsonl_deletions.read(self.root, tenant, user_id)
+            return deletions.read(self.root, tenant, user_id)
 
     def close(self) -> None:
         """Nothing to release: files are opened per operation and the lock is held only inside one."""
@@ -450,19 +200,8 @@ class _History:
     ) -> list[Message]:
         path = self._s.thread_path(scope)
         with self._s.locked():
-            out, _ = read_log(path)
-        if after is not None:
-            out = [m for m in out if m.seq is not None and m.seq > after]
-        if until is not None:
-            until = aware(until, field_name="until")
-            out = [m for m in out if m.timestamp <= until]
-        if roles is not None:
-            out = [m for m in out if m.role in roles]
-        if by_time(order):
-            out.sort(key=lambda m: (m.timestamp, m.seq or 0))
-        if last is not None:
-            out = out[-last:] if last > 0 else []
-        return out
+            log, _ = read_log(path)
+        return read_filter(log, after, until, last, roles, order)
 
     def users(self, tenant: str) -> list[str]:
         with self._s.locked():
@@ -484,7 +223,7 @@ class _History:
             remove_file(s.checkpoint_path(scope))
             remove_tree(s.state_dir(scope))
             others += s._drop_jobs(scope)
-            jsonl_deletions.record(s.root, scope, "thread", {"messages": len(messages), "other": others}, layer=layer)
+            deletions.record(s.root, scope, "thread", {"messages": len(messages), "other": others}, layer=layer)
             return len(messages)
 
 
@@ -633,6 +372,3 @@ class _Jobs:
                 row.update(owner=None, lease_until=None)
             write_document(path, rows)
             return True
-
-
-from . import jsonl_deletions  # noqa: E402  (it uses this module's file helpers)

@@ -1,9 +1,11 @@
-"""In-memory backend: every store in Python dicts behind one lock; lost when the process ends."""
+"""The in-memory store: every store in Python dicts behind one lock; lost when the process ends.
+
+It is the reference the durable backends are held to (``memstack.testing``'s contracts run on
+all of them), with the same rules (``rules``) and no I/O."""
 
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -11,22 +13,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..errors import InvalidInput
-from ..stores import ANY, check_last
-from ..types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, by_time, utcnow
-from . import deletions
-from .adapter_rows import delete_side_checkpoints
-from .deletions import new_secret, tally
+from ...errors import InvalidInput
+from ...stores import ANY, check_last
+from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ..rules import deletions
+from ..rules.deletions import new_secret, tally
+from ..rules.history import read_filter
+from ..rules.json_values import json_copy
+from .records import MemoryRecords, MemoryUsage
+from .side import delete_side_checkpoints
+from .units import MemoryUnits
+from .vectors import MemoryEmbeddingCache, NumpyVectorIndex
 
 Key = tuple[str, str, str, str]
-
-
-def json_copy(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy that also proves the value is JSON-serialisable (as durable stores require)."""
-    try:
-        return json.loads(json.dumps(value, ensure_ascii=False, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"value is not JSON-serialisable: {exc}") from exc
 
 
 @dataclass
@@ -151,19 +150,8 @@ class _History:
     ) -> list[Message]:
         key = scope.require_thread().key
         with self._s._lock:
-            out = list(self._s._messages.get(key, ()))
-        if after is not None:
-            out = [m for m in out if m.seq is not None and m.seq > after]
-        if until is not None:
-            until = aware(until, field_name="until")
-            out = [m for m in out if m.timestamp <= until]
-        if roles is not None:
-            out = [m for m in out if m.role in roles]
-        if by_time(order):
-            out.sort(key=lambda m: (m.timestamp, m.seq or 0))
-        if last is not None:
-            out = out[-last:] if last > 0 else []
-        return out
+            log = list(self._s._messages.get(key, ()))
+        return read_filter(log, after, until, last, roles, order)
 
     def users(self, tenant: str) -> list[str]:
         with self._s._lock:
@@ -310,11 +298,6 @@ class _Jobs:
             return sum(
                 1 for (key, _), row in self._s._jobs.items() if row.requested > row.done and (scope is None or _user_match(key, scope))
             )
-
-
-from .memory_records import MemoryRecords, MemoryUsage  # noqa: E402
-from .memory_units import MemoryUnits  # noqa: E402
-from .memory_vectors import MemoryEmbeddingCache, NumpyVectorIndex  # noqa: E402
 
 
 class _Profiles:

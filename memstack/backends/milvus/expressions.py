@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 
 from ...types import Scope, SearchFilter, Unit
-from ..vector_rules import epoch_us
+from ..rules.time import epoch_us
 
 CATEGORY_MARK = "#"
 

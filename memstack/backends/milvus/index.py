@@ -29,7 +29,8 @@ import numpy as np
 
 from ...errors import InvalidInput, StoreError, require
 from ...types import IndexSwitch, Scope, Scored, SearchFilter, Unit
-from ..vector_rules import best_first, check_model, epoch_us, query_row, score, upsert_batch
+from ..rules.time import epoch_us
+from ..rules.vectors import best_first, check_model, query_row, score, upsert_batch
 from . import collections
 from .collections import Held
 from .expressions import delete_expression, one_of, primary_key, search_expression, stored_category, user_expression

@@ -1,7 +1,7 @@
 """The PostgreSQL history on psycopg's async pool: ``AsyncHistory`` for ``AsyncMemory``.
 
-The statements are PostgresStore's own (``postgres.append_steps`` and the other steps, driven by
-``pg_steps.arun``), on an ``AsyncConnectionPool`` of the store's database and schema, so an add or
+The statements are PostgresStore's own (``history.append_steps`` and the other steps, driven by
+``steps.arun``), on an ``AsyncConnectionPool`` of the store's database and schema, so an add or
 a history read awaits the database instead of holding a thread. The pool opens on first use (or
 ``open()``), on the running event loop, and is bound to it: used from another loop (a new test
 client's, a restarted app's), it opens a fresh pool there. Errors are translated as the store's.
@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..stores import ANY
-from ..types import Message, Scope, ThreadInfo
-from .pg_steps import Steps, arun
-from .postgres import append_steps, load_driver, pending_steps, quote_identifier, read_steps, threads_steps, translate_errors
+from ...stores import ANY
+from ...types import Message, Scope, ThreadInfo
+from .database import load_driver, quote_identifier, translate_errors
+from .history import append_steps, pending_steps, read_steps, threads_steps
+from .steps import Steps, arun
 
 log = logging.getLogger("memstack")
 

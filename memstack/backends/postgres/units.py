@@ -1,121 +1,40 @@
 """PostgreSQL unit store: units with a per-user inverted index for exact BM25 in SQL.
 
-The design of ``sqlite_units``, in PostgreSQL: ``memstack_units`` holds each unit with its terms
+The design of the SQLite unit store, in PostgreSQL: ``memstack_units`` holds each unit with its terms
 (jsonb ``{term: tf}``) and length; ``memstack_unit_terms`` (key owner, term, n) holds the postings;
 ``memstack_unit_owners`` holds each (tenant, user, agent)'s unit and token counts. Statement-level
 triggers keep the last two in step with inserts and deletes of units, so the store's
 ``delete_user`` and ``delete_thread`` clear the index in their transaction. Ranking is the shared
-BM25 of ``memory_units`` over the user's own statistics (not ``ts_rank``, which is not BM25), with
+BM25 of ``rules.units`` over the user's own statistics (not ``ts_rank``, which is not BM25), with
 ties ordered by unit id in code-point order (``COLLATE "C"``), as in Python.
 
 A unit's timestamp is stored as timestamptz plus its UTC offset, so it comes back with the offset
 it was stored with. Text PostgreSQL cannot store (NUL characters) is InvalidInput.
 
-The postings' primary key carries tf and length, so a query reads the index only: with 100k
-units of one user among 300k (28 terms each), a 3-term query took 3.2 ms p50 and 9.4 ms p90 on a
-busy 2-core machine (20 ms p50 when it had to visit the heap), for 4.8 kB per unit on disk.
+The postings' primary key carries tf and length, so a query reads the index only (visiting the
+heap for them was several times slower), at the price of room on disk.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInput
-from ..text import analyze_query
-from ..types import Scope, Scored, SearchFilter, Unit
-from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts, thread_rounds
+from ...types import Scope, Scored, SearchFilter, Unit
+from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
+from ..sql.dialect import POSTGRES
+from ..sql.where import corpus as where_corpus
+from ..sql.where import filters as where_filters
+from ..sql.where import with_agent
+from .database import Database, to_json
 
 if TYPE_CHECKING:
     from psycopg import Cursor
 
-    from .postgres import _Database
-
-UNIT_SCHEMA = """
-CREATE TABLE memstack_unit_owners (
-    owner    BIGSERIAL PRIMARY KEY,
-    tenant   TEXT NOT NULL,
-    user_id  TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    units    BIGINT NOT NULL DEFAULT 0,
-    tokens   BIGINT NOT NULL DEFAULT 0,
-    UNIQUE (tenant, user_id, agent_id)
-);
-
-CREATE TABLE memstack_units (
-    n          BIGSERIAL PRIMARY KEY,
-    tenant     TEXT NOT NULL,
-    user_id    TEXT NOT NULL,
-    agent_id   TEXT NOT NULL,
-    thread_id  TEXT NOT NULL,
-    id         TEXT NOT NULL,
-    text       TEXT NOT NULL,
-    ts         TIMESTAMPTZ NOT NULL,
-    ts_offset  INTEGER NOT NULL,  -- seconds east of UTC the timestamp was given in
-    kind       TEXT NOT NULL,
-    round      INTEGER,
-    category   TEXT,
-    source_ids JSONB NOT NULL,
-    metadata   JSONB NOT NULL,
-    owner      BIGINT NOT NULL,
-    terms      JSONB NOT NULL,    -- {term: frequency}
-    length     INTEGER NOT NULL,  -- the sum of the frequencies
-    UNIQUE (tenant, user_id, agent_id, id)
-);
-CREATE INDEX memstack_units_thread ON memstack_units (tenant, user_id, agent_id, thread_id);
-CREATE INDEX memstack_units_owner_n ON memstack_units (owner, n);
-
-CREATE TABLE memstack_unit_terms (
-    owner  BIGINT NOT NULL,
-    term   TEXT NOT NULL,
-    n      BIGINT NOT NULL,
-    tf     INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    PRIMARY KEY (owner, term, n) INCLUDE (tf, length)  -- a query reads the index only
-);
-
-CREATE FUNCTION memstack_units_indexed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-    INSERT INTO memstack_unit_terms (owner, term, n, tf, length)
-        SELECT u.owner, t.key, u.n, t.value::integer, u.length FROM added u, jsonb_each_text(u.terms) t;
-    UPDATE memstack_unit_owners o SET units = o.units + c.units, tokens = o.tokens + c.tokens
-        FROM (SELECT owner, count(*) AS units, sum(length) AS tokens FROM added GROUP BY owner) c
-        WHERE o.owner = c.owner;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER memstack_units_indexed AFTER INSERT ON memstack_units
-    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION memstack_units_indexed();
-
-CREATE FUNCTION memstack_units_unindexed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-BEGIN
-    DELETE FROM memstack_unit_terms t USING removed u, jsonb_object_keys(u.terms) k(term)
-        WHERE t.owner = u.owner AND t.term = k.term AND t.n = u.n;
-    UPDATE memstack_unit_owners o SET units = o.units - c.units, tokens = o.tokens - c.tokens
-        FROM (SELECT owner, count(*) AS units, sum(length) AS tokens FROM removed GROUP BY owner) c
-        WHERE o.owner = c.owner;
-    DELETE FROM memstack_unit_owners WHERE units = 0 AND owner IN (SELECT owner FROM removed);
-    RETURN NULL;
-END $$;
-CREATE TRIGGER memstack_units_unindexed AFTER DELETE ON memstack_units
-    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION memstack_units_unindexed();
-"""
-
-UNIT_MIGRATIONS: list[tuple[str, str]] = [("0002_units", UNIT_SCHEMA)]
-#: Only memstack_units carries the key columns; its triggers clear the postings and owner rows.
-UNIT_TABLES = ["memstack_units"]
-
 COLUMNS = "tenant, user_id, agent_id, thread_id, id, text, ts, ts_offset, kind, round, category, source_ids, metadata"
 INSERT_COLUMNS = f"{COLUMNS}, terms, length, owner"
 ROWS_PER_INSERT = 500
-
-
-def _json(value: Any, field: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"unit {field} is not JSON-serialisable: {exc}", field=field) from exc
 
 
 def _row(unit: Unit) -> tuple[Any, ...]:
@@ -131,9 +50,9 @@ def _row(unit: Unit) -> tuple[Any, ...]:
         unit.kind,
         unit.round,
         unit.category,
-        _json(list(unit.source_ids), "source_ids"),
-        _json(dict(unit.metadata), "metadata"),
-        _json(counts, "terms"),
+        to_json(list(unit.source_ids), field="source_ids", what="unit source_ids"),
+        to_json(dict(unit.metadata), field="metadata", what="unit metadata"),
+        to_json(counts, field="terms", what="unit terms"),
         counts.total(),
     )
 
@@ -153,43 +72,10 @@ def _unit(row: Sequence[Any]) -> Unit:
     )
 
 
-def _with_agent(sql: str, scope: Scope) -> tuple[str, list[Any]]:
-    """``sql`` (ending in a condition on tenant and user) narrowed to the scope's agent, if any."""
-    if scope.agent_id is None:
-        return sql, [scope.tenant, scope.user_id]
-    return sql + " AND agent_id = %s", [scope.tenant, scope.user_id, scope.agent_id]
-
-
-def _corpus(scope: Scope) -> tuple[str, list[Any]]:
-    """SQL restricting memstack_units to the scope's user (and agent), usable with its unique index."""
-    if scope.agent_id is not None:
-        return "tenant = %s AND user_id = %s AND agent_id = %s", [scope.tenant, scope.user_id, scope.agent_id]
-    agents = "SELECT agent_id FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s"
-    return f"tenant = %s AND user_id = %s AND agent_id IN ({agents})", [scope.tenant, scope.user_id, scope.tenant, scope.user_id]
-
-
-def _filters(where: SearchFilter | None) -> tuple[str, list[Any]]:
-    """SearchFilter as SQL over ``memstack_units u`` (the predicate of ``SearchFilter.matches``)."""
-    if where is None:
-        return "", []
-    sql, params = [], []
-    for column, values in (("thread_id", where.thread_ids), ("category", where.categories), ("kind", where.kinds)):
-        if values:
-            sql.append(f"u.{column} = ANY(%s)")
-            params.append(list(values))
-    if where.since is not None:
-        sql.append("u.ts >= %s")
-        params.append(where.since)
-    if where.until is not None:
-        sql.append("u.ts < %s")
-        params.append(where.until)
-    return " AND ".join(sql), params
-
-
 class PostgresUnits:
     """The UnitStore of a PostgresStore (one transaction per call, errors translated)."""
 
-    def __init__(self, db: _Database) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     def put(self, units: Sequence[Unit]) -> None:
@@ -215,7 +101,7 @@ class PostgresUnits:
 
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
         """Units in the order of ``ids``; an id several of the user's agents hold gives each of them."""
-        corpus, params = _corpus(scope)
+        corpus, params = where_corpus(POSTGRES, scope)
         with self._db.transaction("reading units") as cur:
             cur.execute(
                 f'SELECT {COLUMNS} FROM memstack_units WHERE {corpus} AND id = ANY(%s) ORDER BY agent_id COLLATE "C"', [*params, list(ids)]
@@ -249,7 +135,7 @@ class PostgresUnits:
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
-        corpus, params = _corpus(scope)
+        corpus, params = where_corpus(POSTGRES, scope)
         with self._db.transaction("deleting units") as cur:
             if ids is not None:
                 cur.execute(f"DELETE FROM memstack_units WHERE {corpus} AND id = ANY(%s)", [*params, list(ids)])
@@ -267,7 +153,7 @@ class PostgresUnits:
         if scope is None:
             yield from self._pages(thread[0], thread[1], batch)
             return
-        sql, params = _with_agent("SELECT owner FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope)
+        sql, params = with_agent(POSTGRES, "SELECT owner FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope)
         with self._db.transaction("listing unit owners") as cur:
             cur.execute(sql + " ORDER BY owner", params)
             owners = [owner for (owner,) in cur.fetchall()]
@@ -288,14 +174,15 @@ class PostgresUnits:
             after = rows[-1][-1]
 
     def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
-        """Best first, ties by id (then agent); see ``memory_units`` for the scores."""
-        check_k(k)
-        terms = analyze_query(query)
-        if not terms or k == 0:
+        """Best first, ties by id (then agent); see ``rules.units`` for the scores."""
+        terms = query_terms(query, k)
+        if not terms:
             return []
-        filters, filter_params = _filters(where)
+        filters, filter_params = where_filters(POSTGRES, where, alias="u.")
         with self._db.transaction("searching units") as cur:
-            cur.execute(*_with_agent("SELECT owner, units, tokens FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope))
+            cur.execute(
+                *with_agent(POSTGRES, "SELECT owner, units, tokens FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope)
+            )
             owners = cur.fetchall()
             units = sum(row[1] for row in owners)
             if not units:

@@ -1,12 +1,11 @@
 """pgvector index and embedding cache: unit vectors hash-partitioned by user, each partition with
 its own HNSW graph (cosine), searched per user with the SearchFilter in SQL; exact when few match.
 
-- Partitions: ``memstack_vectors`` is split into 32 hash partitions on (tenant, user_id), so a
-  user's search prunes to one partition and walks a graph 32 times smaller in which that user's
-  rows are far denser. HNSW filters after walking the graph, so a filtered search costs more the
-  more rows the filter rejects: with one graph over 1M rows, the 100k-vector user's filtered
-  searches took 30-103 ms p50 at recall@10 0.92-0.97 (a ``category`` filter, 1% of the table,
-  scanned 1,500 tuples for 10 results); with 32 partitions, 1.7-3.2 ms at 0.976-0.996.
+- Partitions: ``memstack_vectors`` is split into 32 hash partitions on (tenant, user_id)
+  (``migrations``), so a user's search prunes to one partition and walks a graph 32 times smaller
+  in which that user's rows are far denser. HNSW filters after walking the graph, so a filtered
+  search costs more the more rows the filter rejects: one graph over the whole table was an order
+  of magnitude slower for filtered searches, at lower recall.
 - Dimension: the ``embedding`` column is created as plain ``vector``; the first upsert fixes
   (model, dimension) in ``memstack_vector_meta``, turns the column into ``vector(d)`` and builds
   the HNSW index (``vector_cosine_ops``; HNSW needs a fixed dimension, at most 2,000). ``reset``
@@ -18,14 +17,12 @@ its own HNSW graph (cosine), searched per user with the SearchFilter in SQL; exa
   ``ef_search`` candidates and returns too few rows) and ``hnsw.ef_search = max(100, 2k)``, set
   for this transaction only; the rows are re-sorted, and if fewer than k come back the exact
   search runs instead.
-- Why 2,000 and 100 (``bench/vector_latency.py``, d=384, 2-core machine): exact search costs
-  1-3 us per matching row (1.0 ms for a 1,000-row user, 9 ms for 3,000 rows spread through the
-  table, 65-80 ms for 100k); the HNSW path 1.5-3 ms. Forced through HNSW, the 1,000-row user lost
-  recall (0.954 unfiltered), so below 2,000 rows search is exact. At 200k rows the 100k user's
-  recall@10 was 0.98-0.99 with ef_search 40 and 0.99-1.00 with 100, for 0.3 ms more.
-- Server settings matter: ``shared_buffers`` should hold the HNSW indexes (about 2 GB per million
-  384-dimensional vectors); with the default 128 MB, one filtered search over the single-graph
-  table read 15,000 graph pages from the OS and took 0.6 s.
+- Why 2,000 and 100 (``bench/vector_latency.py``; BENCHMARKS.md, "Vector search latency (issue
+  3)", has the command and the figures): exact search costs in proportion to the matching rows,
+  the HNSW path about the same for any user; forced through HNSW, a small user lost recall, so
+  below 2,000 rows search is exact; ef_search 100 gave better recall than 40 for little more time.
+- Server settings matter: ``shared_buffers`` should hold the HNSW indexes; with the default
+  128 MB, a filtered search reads graph pages from the OS and is far slower.
 - pgvector may live in any schema (the store's connections search only the store's schema), so
   its type, operator and operator class are written schema-qualified.
 - Vectors travel as pgvector's text form ('[x,y,...]', each float32 written exactly).
@@ -38,81 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import StoreError
-from ..types import Scope, Scored, SearchFilter, Unit
-from .memory_vectors import cache_row
-from .vector_rules import best_first, check_model, query_row, score, upsert_batch
+from ...types import Scope, Scored, SearchFilter, Unit
+from ..rules.vectors import best_first, cache_row, check_model, query_row, score, upsert_batch
+from ..sql.dialect import POSTGRES
+from ..sql.where import deleted_vectors, with_agent
+from ..sql.where import filters as where_filters
+from .database import Database, extension_schema
 
 if TYPE_CHECKING:
     from psycopg import Cursor
 
-    from .postgres import _Database
-
 EXACT_BELOW = 2_000  # matching rows under which search is exact (see the module docstring)
-PARTITIONS = 32  # hash partitions of memstack_vectors by (tenant, user_id), each with its own HNSW graph
 HNSW_MAX_DIMENSION = 2000
 MIN_EF_SEARCH = 100
 MAX_EF_SEARCH = 1000
-
-
-def extension_schema(cur: Cursor[Any]) -> str:
-    """The schema pgvector is installed in (installing it in ``public`` if the server has it)."""
-    cur.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'")
-    row = cur.fetchone()
-    if row is not None:
-        return row[0]
-    cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-    if cur.fetchone() is None:
-        raise StoreError(
-            "this PostgreSQL server lacks the pgvector extension; install it (e.g. apt install postgresql-15-pgvector) and retry"
-        )
-    cur.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-    return "public"
-
-
-def _m0003_vectors(cur: Cursor[Any]) -> None:
-    ext = extension_schema(cur)
-    cur.execute(
-        f"""
-        CREATE TABLE memstack_vectors (
-            tenant    TEXT NOT NULL,
-            user_id   TEXT NOT NULL,
-            agent_id  TEXT NOT NULL,
-            thread_id TEXT NOT NULL,
-            unit_id   TEXT NOT NULL,
-            kind      TEXT NOT NULL,
-            category  TEXT,
-            ts        TIMESTAMPTZ NOT NULL,
-            embedding {ext}.vector NOT NULL,  -- vector(d) once the first upsert fixed d
-            PRIMARY KEY (tenant, user_id, agent_id, unit_id)
-        ) PARTITION BY HASH (tenant, user_id);
-        {" ".join(f"CREATE TABLE memstack_vectors_p{i:02d} PARTITION OF memstack_vectors FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {i});" for i in range(PARTITIONS))}
-        -- covers every filter, so counting a user's matching rows reads the index only; thread
-        -- before agent, so a thread filter seeks even when the search names no agent
-        CREATE INDEX memstack_vectors_scope ON memstack_vectors (tenant, user_id, thread_id, agent_id) INCLUDE (kind, category, ts);
-
-        CREATE TABLE memstack_vector_meta (
-            singleton BOOLEAN PRIMARY KEY DEFAULT true CHECK (singleton),
-            model     TEXT NOT NULL,
-            dimension INTEGER NOT NULL
-        );
-
-        CREATE TABLE memstack_embedding_cache (
-            tenant    TEXT NOT NULL,
-            user_id   TEXT NOT NULL,
-            agent_id  TEXT NOT NULL,
-            thread_id TEXT NOT NULL,
-            model     TEXT NOT NULL,
-            hash      TEXT NOT NULL,
-            vector    BYTEA NOT NULL,  -- float32 little-endian, as given
-            PRIMARY KEY (tenant, user_id, agent_id, thread_id, model, hash)
-        );
-        """
-    )
-
-
-VECTOR_MIGRATIONS: list[tuple[str, Any]] = [("0003_vectors", _m0003_vectors)]
-VECTOR_TABLES: list[str] = ["memstack_vectors", "memstack_embedding_cache"]
 
 
 def vector_text(row: np.ndarray) -> str:
@@ -122,43 +58,24 @@ def vector_text(row: np.ndarray) -> str:
 
 def scope_condition(scope: Scope, ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
     """WHERE text for a deletion: ids in the user (and agent), else the exact thread, else the user."""
-    sql, params = "tenant = %s AND user_id = %s", [scope.tenant, scope.user_id]
-    if scope.agent_id is not None or (ids is None and scope.thread_id is not None):
-        sql += " AND agent_id = %s"
-        params.append(scope.agent_id or "")
+    sql, params = deleted_vectors(POSTGRES, scope, ids)
     if ids is not None:
-        sql += " AND unit_id = ANY(%s)"
-        params.append(list(ids))
-    elif scope.thread_id is not None:
-        sql += " AND thread_id = %s"
-        params.append(scope.thread_id)
+        condition, id_params = POSTGRES.any_of("unit_id", ids)
+        return f"{sql} AND {condition}", params + id_params
     return sql, params
 
 
 def search_condition(scope: Scope, where: SearchFilter | None) -> tuple[str, list[Any]]:
     """WHERE text for a search: the tenant and user, the agent if named, and the filter."""
-    conditions, params = ["tenant = %s", "user_id = %s"], [scope.tenant, scope.user_id]
-    if scope.agent_id is not None:
-        conditions.append("agent_id = %s")
-        params.append(scope.agent_id)
-    if where is not None:
-        for column, values in (("thread_id", where.thread_ids), ("category", where.categories), ("kind", where.kinds)):
-            if values:
-                conditions.append(f"{column} = ANY(%s)")
-                params.append(list(values))
-        if where.since is not None:
-            conditions.append("ts >= %s")
-            params.append(where.since)
-        if where.until is not None:
-            conditions.append("ts < %s")
-            params.append(where.until)
-    return " AND ".join(conditions), params
+    sql, params = with_agent(POSTGRES, POSTGRES.user, scope)
+    filters, filter_params = where_filters(POSTGRES, where)
+    return (f"{sql} AND {filters}", params + filter_params) if filters else (sql, params)
 
 
 class PgVectorIndex:
     """VectorIndex in PostgreSQL with pgvector; exact below ``exact_below`` matching rows, HNSW above."""
 
-    def __init__(self, db: _Database, *, exact_below: int = EXACT_BELOW) -> None:
+    def __init__(self, db: Database, *, exact_below: int = EXACT_BELOW) -> None:
         self._db = db
         self._exact_below = exact_below
         self._ext: str | None = None
@@ -309,7 +226,7 @@ class PgVectorIndex:
 class PgEmbeddingCache:
     """EmbeddingCache in PostgreSQL: float32 bytes keyed by scope, model and text hash."""
 
-    def __init__(self, db: _Database) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     def get(self, scope: Scope, model: str, hashes: Sequence[str]) -> dict[str, Any]:

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..errors import InvalidInput
-from ..types import DELETION_KINDS, Deletion, Scope, user_digest, utcnow
+from ...errors import InvalidInput
+from ...types import DELETION_KINDS, Deletion, Scope, user_digest, utcnow
 
 SECRET_BYTES = 32
 

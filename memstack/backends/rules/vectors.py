@@ -1,4 +1,5 @@
-"""The vector index contract's rules in code: input checks, the held model, scores in [0, 1], order.
+"""The vector index contract's rules in code: input checks, the held model, scores in [0, 1], order,
+and the embedding cache's rows.
 
 Every VectorIndex calls these, so that a wrong dimension, a NaN or a zero vector fails the same
 way on every backend and results come back in the same order (best first, ties by unit id).
@@ -7,17 +8,14 @@ way on every backend and results come back in the same order (best first, ties b
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput
-from ..types import Scored, Unit
+from ...errors import InvalidInput
+from ...types import Scored, Unit
 
 REINDEX = "run `memstack reindex` to re-embed every unit with the new model (it resets the index first)"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-ONE_US = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc) - EPOCH
 
 
 def unit_rows(vectors: Any, n: int) -> np.ndarray:
@@ -96,6 +94,9 @@ def best_first(scored: Iterable[tuple[str, float]], k: int) -> list[Scored]:
     return [Scored(id_, s) for id_, s in sorted(scored, key=lambda pair: (-pair[1], pair[0]))[: max(k, 0)]]
 
 
-def epoch_us(value: datetime) -> int:
-    """Microseconds since 1970-01-01 UTC (exact, for time filters)."""
-    return (value - EPOCH) // ONE_US
+def cache_row(vector: Any) -> np.ndarray:
+    """A cached embedding as a 1-d float32 array (stored as given, not normalised)."""
+    row = np.array(vector, dtype=np.float32)
+    if row.ndim != 1 or not np.isfinite(row).all():
+        raise InvalidInput("a cached embedding must be a 1-d vector of finite numbers", field="vectors")
+    return row

@@ -1,7 +1,7 @@
 """SQLite unit store: units in the store's file with a per-user inverted index for exact BM25.
 
-Ranking is the shared BM25 of ``memory_units`` (per-user statistics, same scores and order),
-computed in SQL over three tables kept consistent by triggers:
+Ranking is the shared BM25 of ``rules.units`` (per-user statistics, same scores and order),
+computed in SQL over three tables kept consistent by triggers (``migrations``, ``002_units``):
 
 - ``units``: one row per unit, with its terms as JSON ``{term: tf}`` and its length;
 - ``unit_terms`` (WITHOUT ROWID, key owner, term, n): the postings, one row per distinct term
@@ -12,81 +12,32 @@ Inserting or deleting a ``units`` row updates the other two in the same statemen
 ``delete_user`` and ``delete_thread`` (which delete from ``units``) clear the index too, and an
 owner row goes when its last unit goes. Rows are never updated in place: ``put`` deletes and
 inserts. FTS5 was measured and not used: its bm25() takes N, document frequencies and average
-length over the whole table (every user's units), and it is slower here: with 100k units of one
-user among 1M (28 terms each), a 3-term query took 5.8 ms p50 with an FTS5 table restricted by a
-user token in MATCH against 1.7 ms with these postings (idle 2-core machine). The price is space
-and write time: the postings took 750 MB for those 1M units against 290 MB for FTS5, and ``put``
-stores about 2,400 units/s in batches of 1,000.
+length over the whole table (every user's units), and it was slower than these postings for one
+user's query among many users' units. The price is space and write time: the postings take more
+room than an FTS5 table would.
 Timestamps are kept as ISO text (exact round trip, offset included) and UTC microseconds.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
 
-from ..text import analyze_query
-from ..types import Scope, Scored, SearchFilter, Unit
-from .memory import json_copy
-from .memory_units import K1, SCALE, B, best_score, check_batch, check_k, check_units, idf, term_counts, thread_rounds
-
-if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
-
-_SCHEMA = (
-    """CREATE TABLE unit_owners (
-        owner INTEGER PRIMARY KEY,
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
-        units INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0,
-        UNIQUE (tenant, user_id, agent_id)
-    )""",
-    """CREATE TABLE units (
-        n INTEGER PRIMARY KEY,
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL, thread_id TEXT NOT NULL,
-        id TEXT NOT NULL, text TEXT NOT NULL, ts TEXT NOT NULL, ts_us INTEGER NOT NULL,
-        kind TEXT NOT NULL, round INTEGER, category TEXT, source_ids TEXT NOT NULL, metadata TEXT NOT NULL,
-        owner INTEGER NOT NULL, terms TEXT NOT NULL, length INTEGER NOT NULL,
-        UNIQUE (tenant, user_id, agent_id, id)
-    )""",
-    "CREATE INDEX units_thread ON units (tenant, user_id, agent_id, thread_id)",
-    "CREATE INDEX units_owner ON units (owner, n)",
-    """CREATE TABLE unit_terms (
-        owner INTEGER NOT NULL, term TEXT NOT NULL, n INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,
-        PRIMARY KEY (owner, term, n)
-    ) WITHOUT ROWID""",
-    """CREATE TRIGGER units_indexed AFTER INSERT ON units BEGIN
-        INSERT INTO unit_terms SELECT NEW.owner, key, NEW.n, value, NEW.length FROM json_each(NEW.terms);
-        UPDATE unit_owners SET units = units + 1, tokens = tokens + NEW.length WHERE owner = NEW.owner;
-    END""",
-    """CREATE TRIGGER units_unindexed AFTER DELETE ON units BEGIN
-        DELETE FROM unit_terms WHERE owner = OLD.owner AND term IN (SELECT key FROM json_each(OLD.terms)) AND n = OLD.n;
-        UPDATE unit_owners SET units = units - 1, tokens = tokens - OLD.length WHERE owner = OLD.owner;
-        DELETE FROM unit_owners WHERE owner = OLD.owner AND units = 0;
-    END""",
-)
-
-
-def _m002_units(db: sqlite3.Connection) -> None:
-    for statement in _SCHEMA:
-        db.execute(statement)
-
-
-UNIT_MIGRATIONS = [("002_units", _m002_units)]
-#: Only ``units`` carries the key columns; its triggers clear unit_terms and unit_owners.
-UNIT_TABLES = ["units"]
+from ...types import Scope, Scored, SearchFilter, Unit
+from ..rules.json_values import json_copy
+from ..rules.time import epoch_us
+from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
+from ..sql.dialect import SQLITE
+from ..sql.where import corpus as where_corpus
+from ..sql.where import filters as where_filters
+from ..sql.where import with_agent
+from .database import Database, chunks
 
 COLUMNS = "tenant, user_id, agent_id, thread_id, id, text, ts, kind, round, category, source_ids, metadata"
 INSERT_COLUMNS = f"{COLUMNS}, ts_us, terms, length, owner"
-CHUNK = 500  # ids per statement, well under SQLite's limit on bound parameters
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _us(value: datetime) -> int:
-    return (value - _EPOCH) // timedelta(microseconds=1)
 
 
 def _row(unit: Unit) -> tuple[Any, ...]:
@@ -102,7 +53,7 @@ def _row(unit: Unit) -> tuple[Any, ...]:
         unit.category,
         json.dumps(list(unit.source_ids), ensure_ascii=False),
         json.dumps(json_copy(unit.metadata), ensure_ascii=False),
-        _us(unit.timestamp),
+        epoch_us(unit.timestamp),
         json.dumps(counts, ensure_ascii=False),
         counts.total(),
     )
@@ -123,43 +74,11 @@ def _unit(row: Sequence[Any]) -> Unit:
     )
 
 
-def _corpus(scope: Scope) -> tuple[str, list[Any]]:
-    """SQL restricting ``units`` to the scope's user (and agent), usable with its unique index."""
-    if scope.agent_id is not None:
-        return "tenant = ? AND user_id = ? AND agent_id = ?", [scope.tenant, scope.user_id, scope.agent_id]
-    agents = "SELECT agent_id FROM unit_owners WHERE tenant = ? AND user_id = ?"
-    return f"tenant = ? AND user_id = ? AND agent_id IN ({agents})", [scope.tenant, scope.user_id, scope.tenant, scope.user_id]
-
-
-def _filters(where: SearchFilter | None) -> tuple[str, list[Any]]:
-    """SearchFilter as SQL over ``units u`` (the same predicate as ``SearchFilter.matches``)."""
-    if where is None:
-        return "", []
-    sql, params = [], []
-    for column, values in (("thread_id", where.thread_ids), ("category", where.categories), ("kind", where.kinds)):
-        if values:
-            sql.append(f"u.{column} IN ({','.join('?' * len(values))})")
-            params += list(values)
-    if where.since is not None:
-        sql.append("u.ts_us >= ?")
-        params.append(_us(where.since))
-    if where.until is not None:
-        sql.append("u.ts_us < ?")
-        params.append(_us(where.until))
-    return " AND ".join(sql), params
-
-
-def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
-    unique = list(dict.fromkeys(ids))
-    for start in range(0, len(unique), CHUNK):
-        yield unique[start : start + CHUNK]
-
-
 class SQLiteUnits:
     """The UnitStore of a SQLiteStore (its connection, lock and write transactions)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
-        self._s = store
+    def __init__(self, db: Database) -> None:
+        self._s = db
 
     def put(self, units: Sequence[Unit]) -> None:
         units = check_units(units)
@@ -180,9 +99,9 @@ class SQLiteUnits:
 
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
         """Units in the order of ``ids``; an id several of the user's agents hold gives each of them."""
-        corpus, params = _corpus(scope)
+        corpus, params = where_corpus(SQLITE, scope)
         found: dict[str, list[Unit]] = {}
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             rows = self._s.query(
                 f"SELECT {COLUMNS} FROM units WHERE {corpus} AND id IN ({','.join('?' * len(chunk))}) ORDER BY agent_id", [*params, *chunk]
             )
@@ -210,12 +129,12 @@ class SQLiteUnits:
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
         the scope's thread (its exact key, as the history store's) or else all of the user's."""
-        corpus, params = _corpus(scope)
+        corpus, params = where_corpus(SQLITE, scope)
         with self._s.write() as db:
             if ids is not None:
                 return sum(
                     db.execute(f"DELETE FROM units WHERE {corpus} AND id IN ({','.join('?' * len(chunk))})", [*params, *chunk]).rowcount
-                    for chunk in _chunks(ids)
+                    for chunk in chunks(ids)
                 )
             if scope.thread_id is not None:
                 return db.execute(
@@ -231,7 +150,7 @@ class SQLiteUnits:
         if scope is None:
             yield from self._pages(thread[0], thread[1], batch)
             return
-        sql, params = _with_agent("SELECT owner FROM unit_owners WHERE tenant = ? AND user_id = ?", scope)
+        sql, params = with_agent(SQLITE, "SELECT owner FROM unit_owners WHERE tenant = ? AND user_id = ?", scope)
         for (owner,) in self._s.query(sql + " ORDER BY owner", params):
             yield from self._pages("owner = ? AND " + thread[0], [owner, *thread[1]], batch)
 
@@ -245,12 +164,11 @@ class SQLiteUnits:
             after = rows[-1][-1]
 
     def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
-        """Best first, ties by id (then agent); see ``memory_units`` for the scores."""
-        check_k(k)
-        terms = analyze_query(query)
-        if not terms or k == 0:
+        """Best first, ties by id (then agent); see ``rules.units`` for the scores."""
+        terms = query_terms(query, k)
+        if not terms:
             return []
-        owners = self._s.query(*_with_agent("SELECT owner, units, tokens FROM unit_owners WHERE tenant = ? AND user_id = ?", scope))
+        owners = self._s.query(*with_agent(SQLITE, "SELECT owner, units, tokens FROM unit_owners WHERE tenant = ? AND user_id = ?", scope))
         units = sum(row[1] for row in owners)
         if not units:
             return []
@@ -266,7 +184,7 @@ class SQLiteUnits:
         )
         weights = [(t, idf(df[t], units)) for t in terms]
         avglen = sum(row[2] for row in owners) / units or 1.0
-        filters, filter_params = _filters(where)
+        filters, filter_params = where_filters(SQLITE, where, alias="u.")
         # without filters, only units scoring at least the k-th best score need their id read
         keep = f"WHERE {filters}" if filters else "WHERE s.score >= coalesce((SELECT score FROM s ORDER BY score DESC LIMIT 1 OFFSET ?), 0)"
         rows = self._s.query(
@@ -291,9 +209,3 @@ class SQLiteUnits:
             ],
         )
         return [Scored(unit_id, score) for unit_id, score in rows]
-
-
-def _with_agent(sql: str, scope: Scope) -> tuple[str, list[Any]]:
-    if scope.agent_id is None:
-        return sql, [scope.tenant, scope.user_id]
-    return sql + " AND agent_id = ?", [scope.tenant, scope.user_id, scope.agent_id]

@@ -1,24 +1,22 @@
 """SQLite vector index and embedding cache in the store's file: float32 BLOB rows, searched exactly
 from a per-user numpy matrix cached in the process and checked against a per-user version.
 
-Design, measured with ``bench/vector_latency.py`` (one user of 100,000 vectors, d=384, among
-1,000,000 in the file, 200 filtered top-10 queries; BENCHMARKS.md, "Vector search latency
-(issue 3)", has the command and the table):
+Design, measured with ``bench/vector_latency.py`` (BENCHMARKS.md, "Vector search latency
+(issue 3)", has the command and the figures):
 
 - (a) this module: rows in an ordinary table; the user's rows as one float32 matrix in the
-  process. A filtered top-10 is a boolean mask over integer-coded metadata columns plus one
-  matrix-vector product on the calling thread: p50 4.4 ms, p95 5.8 ms, recall 1.0 (exact by
-  construction). The first search of a user reads their rows (0.8 s at 100k); later ones check
-  the user's version with one indexed read. Loading 1M vectors through ``upsert``: 29 s.
-- (b) sqlite-vec 0.1.9 (``vec0``, the user as partition key, metadata columns for the filters):
-  also exact, but p50 33 ms, p95 47 ms, and 221 s to load. It also needs a second SQLite build
+  process (``rules.matrix``). A filtered top-k is a boolean mask over integer-coded metadata
+  columns plus one matrix-vector product on the calling thread: exact by construction. The first
+  search of a user reads their rows; later ones check the user's version with one indexed read.
+- (b) sqlite-vec (``vec0``, the user as partition key, metadata columns for the filters): also
+  exact, but several times slower to search and to load. It also needs a second SQLite build
   (pysqlite3): the store's ``sqlite3`` connection cannot load extensions, so ``delete_user`` could
   not delete vec0 rows in its own transaction. (a) it is.
 
-Memory: a cached user costs 4 x d bytes per vector plus about 200 bytes of Python per row (168 MB
-for 100k at d=384); the cache keeps the most recently searched users within ``cache_mb``. float16
-would halve the matrix, but numpy has no fast half-precision product here (converting 100k x 384
-float16 rows to float32 took 54 ms, against 4 ms for the float32 product), so it stays float32.
+Memory: a cached user costs 4 x d bytes per vector plus about 200 bytes of Python per row; the
+cache keeps the most recently searched users within ``cache_mb``. float16 would halve the matrix,
+but numpy has no fast half-precision product (converting the rows to float32 costs more than the
+float32 product itself), so it stays float32.
 
 Consistency across processes: a trigger bumps the user's version (a number drawn from one counter
 in ``vector_meta``, so it never repeats, even after ``delete_user`` removed the version row) in
@@ -29,88 +27,23 @@ user; this process's own writes patch its cached matrix instead.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..types import Scope, Scored, SearchFilter, Unit
-from .memory_vectors import UserVectors, cache_row, user_key
-from .vector_rules import check_model, epoch_us, query_row, upsert_batch
-
-if TYPE_CHECKING:
-    import sqlite3
-
-    from .sqlite import SQLiteStore
+from ...types import Scope, Scored, SearchFilter, Unit
+from ..rules.matrix import UserVectors, user_key
+from ..rules.time import epoch_us
+from ..rules.vectors import cache_row, check_model, query_row, upsert_batch
+from ..sql.dialect import SQLITE
+from ..sql.where import deleted_vectors
+from .database import Database, chunks
 
 UserKey = tuple[str, str]
-CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
-
-SCHEMA = [
-    """CREATE TABLE vectors (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL, thread_id TEXT NOT NULL,
-        unit_id TEXT NOT NULL, kind TEXT NOT NULL, category TEXT, ts_us INTEGER NOT NULL,
-        vector BLOB NOT NULL,  -- float32, length 1
-        PRIMARY KEY (tenant, user_id, agent_id, unit_id)
-    )""",
-    "CREATE INDEX vectors_thread ON vectors (tenant, user_id, agent_id, thread_id)",
-    """CREATE TABLE vector_meta (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        model TEXT, dimension INTEGER,  -- NULL while the index is empty (after reset)
-        generation INTEGER NOT NULL     -- the counter every version is drawn from
-    )""",
-    "INSERT INTO vector_meta VALUES (1, NULL, NULL, 0)",
-    """CREATE TABLE vector_versions (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL,
-        agent_id TEXT NOT NULL DEFAULT '', thread_id TEXT NOT NULL DEFAULT '',  -- always '': per user
-        version INTEGER NOT NULL,
-        PRIMARY KEY (tenant, user_id)
-    )""",
-    """CREATE TRIGGER vectors_deleted AFTER DELETE ON vectors BEGIN
-        UPDATE vector_meta SET generation = generation + 1;
-        INSERT OR REPLACE INTO vector_versions (tenant, user_id, version)
-            VALUES (old.tenant, old.user_id, (SELECT generation FROM vector_meta));
-    END""",
-    """CREATE TABLE embedding_cache (
-        tenant TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL, thread_id TEXT NOT NULL,
-        model TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,  -- float32, as given
-        PRIMARY KEY (tenant, user_id, agent_id, thread_id, model, hash)
-    )""",
-]
-
-
-def _m003_vectors(db: sqlite3.Connection) -> None:
-    for statement in SCHEMA:  # statements one by one: the trigger's body holds semicolons
-        db.execute(statement)
-
-
-VECTOR_MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [("003_vectors", _m003_vectors)]
-#: vector_versions last: deleting a user's vectors fires the trigger that writes it
-VECTOR_TABLES: list[str] = ["vectors", "embedding_cache", "vector_versions"]
-
-
-def scope_clause(scope: Scope, ids: Sequence[str] | None) -> tuple[str, list[Any]]:
-    """WHERE text for a deletion: ids in the user (and agent), else the exact thread, else the user."""
-    sql, params = "tenant = ? AND user_id = ?", [scope.tenant, scope.user_id]
-    if scope.agent_id is not None or (ids is None and scope.thread_id is not None):
-        sql += " AND agent_id = ?"
-        params.append(scope.agent_id or "")
-    if ids is None and scope.thread_id is not None:
-        sql += " AND thread_id = ?"
-        params.append(scope.thread_id)
-    return sql, params
-
-
-def chunks(values: Sequence[str]) -> Iterator[list[str]]:
-    unique = list(dict.fromkeys(values))
-    for start in range(0, len(unique), CHUNK):
-        yield unique[start : start + CHUNK]
-
-
-def marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 class _Matrices:
@@ -165,8 +98,8 @@ class _Matrices:
 class SQLiteVectorIndex:
     """VectorIndex over the store's SQLite file; exact search from a per-user in-process matrix."""
 
-    def __init__(self, store: SQLiteStore, *, cache_mb: int = 1024) -> None:
-        self._s = store
+    def __init__(self, db: Database, *, cache_mb: int = 1024) -> None:
+        self._s = db
         self._cache = _Matrices(cache_mb * 2**20)
 
     # ---- writing -------------------------------------------------------------------------
@@ -210,14 +143,14 @@ class SQLiteVectorIndex:
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         key = user_key(scope)
-        sql, params = scope_clause(scope, ids)
+        sql, params = deleted_vectors(SQLITE, scope, ids)
         with self._s.write() as db:
             before = self._version(db, key)
             if ids is None:
                 deleted = db.execute(f"DELETE FROM vectors WHERE {sql}", params).rowcount
             else:
                 deleted = sum(
-                    db.execute(f"DELETE FROM vectors WHERE {sql} AND unit_id IN ({marks(len(c))})", [*params, *c]).rowcount
+                    db.execute(f"DELETE FROM vectors WHERE {sql} AND unit_id IN ({SQLITE.marks(len(c))})", [*params, *c]).rowcount
                     for c in chunks(ids)
                 )
             after = self._version(db, key)
@@ -270,17 +203,13 @@ class SQLiteVectorIndex:
     def _read_user(self, key: UserKey) -> tuple[int, UserVectors]:
         """The user's version and rows, read in one snapshot."""
         s = self._s
-        with s._lock:
-            s.query("BEGIN")
-            try:
-                dimension, version = s.query(
-                    "SELECT dimension, (SELECT version FROM vector_versions WHERE tenant = ? AND user_id = ?) FROM vector_meta", key
-                )[0]
-                rows = s.query(
-                    "SELECT agent_id, thread_id, kind, category, ts_us, unit_id, vector FROM vectors WHERE tenant = ? AND user_id = ?", key
-                )
-            finally:
-                s.query("COMMIT")
+        with s.snapshot():
+            dimension, version = s.query(
+                "SELECT dimension, (SELECT version FROM vector_versions WHERE tenant = ? AND user_id = ?) FROM vector_meta", key
+            )[0]
+            rows = s.query(
+                "SELECT agent_id, thread_id, kind, category, ts_us, unit_id, vector FROM vectors WHERE tenant = ? AND user_id = ?", key
+            )
         if not rows or dimension is None:
             return version or 0, UserVectors(dimension or 0)
         agents, threads, kinds, categories, ts_us, ids, blobs = zip(*rows, strict=True)
@@ -295,15 +224,15 @@ class SQLiteVectorIndex:
 class SQLiteEmbeddingCache:
     """EmbeddingCache in the store's file: float32 BLOBs keyed by scope, model and text hash."""
 
-    def __init__(self, store: SQLiteStore) -> None:
-        self._s = store
+    def __init__(self, db: Database) -> None:
+        self._s = db
 
     def get(self, scope: Scope, model: str, hashes: Sequence[str]) -> dict[str, Any]:
         found: dict[str, Any] = {}
         for chunk in chunks(hashes):
             rows = self._s.query(
                 f"SELECT hash, vector FROM embedding_cache WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ? AND model = ? "
-                f"AND hash IN ({marks(len(chunk))})",
+                f"AND hash IN ({SQLITE.marks(len(chunk))})",
                 (*scope.key, model, *chunk),
             )
             found.update({h: np.frombuffer(blob, np.float32).copy() for h, blob in rows})
@@ -315,6 +244,6 @@ class SQLiteEmbeddingCache:
             db.executemany("INSERT OR REPLACE INTO embedding_cache VALUES (?,?,?,?,?,?,?)", params)
 
     def delete(self, scope: Scope) -> int:
-        sql, params = scope_clause(scope, None)
+        sql, params = deleted_vectors(SQLITE, scope, None)
         with self._s.write() as db:
             return db.execute(f"DELETE FROM embedding_cache WHERE {sql}", params).rowcount

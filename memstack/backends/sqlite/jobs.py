@@ -1,0 +1,74 @@
+"""The SQLite job queue: one row per (thread key, layer), counting requests and work done."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...types import Job, Scope, utcnow
+from ..rules.time import epoch_us
+from ..sql.dialect import SQLITE
+from .database import Database
+
+KEY = SQLITE.key
+USER = SQLITE.user
+
+
+class SQLiteJobs:
+    """The JobQueue of a SQLiteStore: a job is leased by writing its owner and lease in the claim's
+    write transaction, so no other process claims it meanwhile."""
+
+    def __init__(self, db: Database) -> None:
+        self._s = db
+
+    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+        now = epoch_us(utcnow())
+        sql = (
+            "SELECT tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error FROM jobs "
+            "WHERE (lease_us IS NULL OR lease_us <= ?) AND (not_before_us IS NULL OR not_before_us <= ?) AND (requested > done OR (? AND waiting = 1))"
+        )
+        params: list[Any] = [now, now, int(waiting)]
+        if scope is not None:
+            sql += f" AND {USER}"
+            params += [scope.tenant, scope.user_id]
+        with self._s.write() as db:
+            row = db.execute(sql + " ORDER BY pending_since_us LIMIT 1", params).fetchone()
+            if row is None:
+                return None
+            tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error = row
+            db.execute(
+                f"UPDATE jobs SET owner = ?, lease_us = ? WHERE {KEY} AND layer = ?",
+                (worker, now + int(lease_seconds * 1_000_000), tenant, user_id, agent_id, thread_id, layer),
+            )
+        sc = Scope(tenant=tenant, user_id=user_id, agent_id=agent_id or None, thread_id=thread_id or None)
+        return Job(sc, layer, requested, cursor, attempts, worker, last_error)
+
+    def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
+        with self._s.write() as db:
+            done = db.execute(
+                "UPDATE jobs SET done = max(done, ?), cursor = max(cursor, ?), attempts = 0, last_error = NULL, not_before_us = NULL, waiting = ?, "
+                f"lease_us = NULL, owner = NULL WHERE {KEY} AND layer = ? AND owner = ?",
+                (job.version, cursor, int(waiting), *job.scope.key, job.layer, job.worker),
+            )
+            return done.rowcount == 1
+
+    def renew(self, job: Job, *, lease_seconds: float) -> bool:
+        with self._s.write() as db:
+            renewed = db.execute(
+                f"UPDATE jobs SET lease_us = ? WHERE {KEY} AND layer = ? AND owner = ?",
+                (epoch_us(utcnow()) + int(lease_seconds * 1_000_000), *job.scope.key, job.layer, job.worker),
+            )
+            return renewed.rowcount == 1
+
+    def fail(self, job: Job, error: str, *, retry_in: float) -> None:
+        with self._s.write() as db:
+            db.execute(
+                f"UPDATE jobs SET attempts = attempts + 1, last_error = ?, not_before_us = ?, lease_us = NULL, owner = NULL WHERE {KEY} AND layer = ? AND (owner IS NULL OR owner = ?)",
+                (error, epoch_us(utcnow()) + int(retry_in * 1_000_000), *job.scope.key, job.layer, job.worker),
+            )
+
+    def pending(self, scope: Scope | None = None) -> int:
+        sql, params = "SELECT count(*) FROM jobs WHERE requested > done", []
+        if scope is not None:
+            sql += f" AND {USER}"
+            params = [scope.tenant, scope.user_id]
+        return self._s.query(sql, params)[0][0]
