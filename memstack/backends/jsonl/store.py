@@ -32,9 +32,10 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ...errors import InvalidInput, StoreError
+from ...errors import StoreError
 from ...stores import ANY, check_last
 from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ..rules.checkpoints import check_keep
 from ..rules.history import read_filter
 from . import deletions
 from .files import (
@@ -285,8 +286,7 @@ class _Checkpoints:
         self._s = store
 
     def save(self, scope: Scope, data: Mapping[str, Any], *, keep: int = 10, at: datetime | None = None) -> Checkpoint:
-        if keep < 1:
-            raise InvalidInput("keep must be at least 1", field="keep")
+        check_keep(keep)
         cp = Checkpoint(uuid.uuid4().hex, scope.require_thread(), aware(at) if at else utcnow(), json.loads(dump_json(data)))
         path = self._s.checkpoint_path(scope)
         with self._s.locked():

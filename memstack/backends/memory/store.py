@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import copy
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...errors import InvalidInput
 from ...stores import ANY, check_last
-from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, utcnow
 from ..rules import deletions
+from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.deletions import new_secret, tally
 from ..rules.history import read_filter
 from ..rules.json_values import json_copy
@@ -69,7 +68,7 @@ class MemoryStore:
         self.records = MemoryRecords()
         self.usage = MemoryUsage()
         self._deletions: list[Deletion] = []
-        #: the key of the deletion notes' user hash (backends.deletions), this store's own
+        #: the key of the deletion notes' user hash (rules.deletions), this store's own
         self._deletion_key = new_secret()
 
     def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
@@ -222,9 +221,8 @@ class _Checkpoints:
         self._s = store
 
     def save(self, scope: Scope, data: Mapping[str, Any], *, keep: int = 10, at: datetime | None = None) -> Checkpoint:
-        if keep < 1:
-            raise InvalidInput("keep must be at least 1", field="keep")
-        cp = Checkpoint(uuid.uuid4().hex, scope.require_thread(), aware(at) if at else utcnow(), json_copy(data))
+        check_keep(keep)
+        cp = new_checkpoint(scope, data, at)
         with self._s._lock:
             lst = self._s._checkpoints.setdefault(scope.key, [])
             lst.append(cp)

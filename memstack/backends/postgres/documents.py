@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import InvalidInput
 from ...types import Checkpoint, Scope, aware
+from ..rules.checkpoints import check_keep
 from ..sql.dialect import POSTGRES
 from .database import KEY_COLUMNS, Database, lock_thread, to_json
 from .history import scope_from_key
@@ -97,8 +97,7 @@ class PostgresCheckpoints:
         self._db = db
 
     def save(self, scope: Scope, data: Mapping[str, Any], *, keep: int = 10, at: datetime | None = None) -> Checkpoint:
-        if keep < 1:
-            raise InvalidInput("keep must be at least 1", field="keep")
+        check_keep(keep)
         key = scope.require_thread().key
         created_at = aware(at) if at else None
         payload = to_json(data, field="data")

@@ -3,7 +3,7 @@
 A step function is a generator that yields ``Sql`` statements, receives each one's result, and
 returns the call's value; it holds the logic (which statements, in which order, what their rows
 mean) and no I/O. ``run`` drives it on a psycopg ``Cursor``, ``arun`` on an ``AsyncCursor``: the
-sync store and the async path (``pg_async``) send the same SQL, written once (psycopg's own
+sync store and the async path (``aio``) send the same SQL, written once (psycopg's own
 protocol code is built the same way: generators driven by a blocking or an async wait)::
 
     def count(key) -> Steps[int]:

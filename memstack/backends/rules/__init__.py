@@ -4,6 +4,7 @@
     json_values.py   a value as durable stores keep it: a JSON copy, JSON text
     time.py          instants as UTC microseconds (the SQL time filters) and back
     history.py       the history read's filters and order, for the backends that read in Python
+    checkpoints.py   how many checkpoints a thread keeps, and what a new one is
     records.py       what a record change does (``step``), input checks, the per-user match
     units.py         BM25: the formula every unit store computes, input checks
     vectors.py       the vector index contract: input checks, the held model, scores and order

@@ -4,13 +4,12 @@ thread's newest checkpoints (``keep`` of them)."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ...errors import InvalidInput
-from ...types import Checkpoint, Scope, aware, utcnow
+from ...types import Checkpoint, Scope, utcnow
+from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.json_values import json_copy
 from ..rules.time import epoch_us
 from ..sql.dialect import SQLITE
@@ -77,9 +76,8 @@ class SQLiteCheckpoints:
         self._s = db
 
     def save(self, scope: Scope, data: Mapping[str, Any], *, keep: int = 10, at: datetime | None = None) -> Checkpoint:
-        if keep < 1:
-            raise InvalidInput("keep must be at least 1", field="keep")
-        cp = Checkpoint(uuid.uuid4().hex, scope.require_thread(), aware(at) if at else utcnow(), json_copy(data))
+        check_keep(keep)
+        cp = new_checkpoint(scope, data, at)
         with self._s.write() as db:
             db.execute(
                 "INSERT INTO checkpoints (tenant, user_id, agent_id, thread_id, id, created, data) VALUES (?,?,?,?,?,?,?)",
