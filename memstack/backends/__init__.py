@@ -1,4 +1,8 @@
-"""Storage backends, one module per technology; ``open_store(url)`` picks one by URL.
+"""Storage backends, one package per technology; ``open_store(url)`` picks one by URL.
+
+    memory/ jsonl/ sqlite/ postgres/ milvus/   one backend each, independent of one another
+    sql/     what the SQLite and PostgreSQL backends share (a Dialect, the WHERE builders)
+    rules/   the rules every backend follows, with no I/O (they import nothing else from here)
 
     None                      SQLite file under MEMSTACK_HOME (default: the user's data directory)
     memory://                 in-process dicts (tests, throwaway sessions)
