@@ -3,6 +3,9 @@
 The store comes from ``--db URL``, else ``--home DIR`` (SQLite file inside), else MEMSTACK_HOME,
 else the user's data directory. Every command takes ``--json`` and ``--tenant``; ``--vectors URL``
 (else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``).
+
+Each command's help says in its first line what it does and ends naming the docs page that tells
+the rest; docs/cli.md is generated from this parser (docs/gen_cli.py), so it cannot drift.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from typing import Any
 from .backends import open_store
 from .errors import InvalidInput, MemstackError, NotFound, UsageError
 from .memory import Memory
+from .presets import PRESETS
 from .saved import is_record as is_saved_record
 from .types import RECORD_KINDS, in_range, parse_time
 from .views import plural
 
-#: the scenario presets (memstack.presets), named in --help without importing the layers
-PRESET_NAMES = ("customer-service", "personal-assistant", "enterprise-knowledge", "project-agent", "medical", "task-agent")
+#: the scenario presets, named in --help (memstack.presets is data: importing it loads no layer)
+PRESET_NAMES = tuple(PRESETS)
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
@@ -63,18 +67,56 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"memstack: error: {message}\n")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Descriptions and epilogs keep their paragraphs (each one refilled to the terminal's width)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(super(_Formatter, self)._fill_text(part, width, indent) for part in text.strip().split("\n\n"))
+
+
+def _command(sub: Any, name: str, summary: str, docs: str, details: str = "") -> argparse.ArgumentParser:
+    """A subcommand: ``summary`` is its line in the command list and the first of its help, in
+    ``details`` what more it needs said, and ``docs`` the page that tells the rest."""
+    description = "\n\n".join(part for part in (summary[0].upper() + summary[1:] + ".", " ".join(details.split()), f"Docs: {docs}") if part)
+    return sub.add_parser(name, help=summary, description=description, formatter_class=_Formatter)
+
+
+DESCRIPTION = (
+    "Memory for LLM chat apps and agents: every user's conversations kept, and a context for the next model call under a token budget."
+)
+
+EPILOG = """The store comes from --db URL, else --home DIR (a SQLite file inside), else $MEMSTACK_HOME, else the user
+data directory. Every command takes --home, --db, --tenant, --vectors (else $MEMSTACK_VECTORS) and --json,
+before or after the command (memstack --home ./h import f.jsonl). Usage errors exit 2 with one line;
+memstack alone lists the commands (exit 2).
+
+Times (--at, the timestamp of imported records) carry a UTC offset: 2026-11-02T20:05:00+08:00, or
+2026-11-02T12:05:00Z for UTC. One without (2026-11-02T20:05:00, a bare date) is refused, exit 2, naming
+the form with an offset (an import names its line), never taken as UTC: a clock time without a zone
+is a different instant in every zone (the library raises InvalidInput, the REST API answers 422). One
+outside the years 1900 to 9000 in UTC is refused the same way.
+
+Docs: docs/cli.md (every command and option), docs/index.md (where to start)."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="memstack", description="Memory for LLM chat apps: history, windows, budgets, per user.")
+    parser = _Parser(prog="memstack", description=DESCRIPTION, epilog=EPILOG, formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: main prints the commands
 
-    p = sub.add_parser("add", help="store a message")
-    p.add_argument("--user", required=True)
-    p.add_argument("--thread", required=True)
+    p = _command(
+        sub,
+        "add",
+        "store a message in a thread and queue the layers' work on it",
+        "docs/library.md",
+        "The message and the layers' jobs (indexing, extraction) are stored in one transaction; `memstack worker` runs the jobs, or --wait before returning. `-` reads the text from stdin, less the one newline that ends it (`echo` adds it); the rest is kept.",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--thread", required=True, help="the thread's id")
     p.add_argument("--role", required=True, choices=["user", "assistant", "system"])
     p.add_argument("--at", help="ISO 8601 timestamp of the message (default: now)")
-    p.add_argument("--agent")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument("text", help="the message text, or - to read it from stdin")
     p.add_argument(
         "--strategy", help="check that the store's profile writes with these layers (default: the store's profile; see `memstack init`)"
@@ -83,7 +125,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) before returning")
     p.set_defaults(run=cmd_add)
 
-    p = sub.add_parser("init", help="configure the store's memory: the layers every process writes with, the chat model, the embedder")
+    p = _command(
+        sub,
+        "init",
+        "configure the store's memory: the layers every process writes with, the chat model, the embedder",
+        "docs/library.md",
+        "The profile (the layers or the preset, their options, the chat model, the embedder, the token counter) is kept in the store, one per tenant, and every process that opens the store writes with it. A new store's default is window,retrieval (no model calls). A store already configured otherwise is refused: --reconfigure replaces the profile, queues every thread for the new layers (they read each thread from its start; run `memstack worker`) and, for a new embedder, re-embeds every unit.",
+    )
     stack = p.add_mutually_exclusive_group()
     stack.add_argument("--preset", help="a scenario stack: " + ", ".join(PRESET_NAMES))
     stack.add_argument("--strategy", help="a stack of layers (default: window,retrieval: no model calls)")
@@ -93,13 +141,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reconfigure", action="store_true", help="replace an existing configuration and queue every thread for the new layers")
     p.set_defaults(run=cmd_init)
 
-    p = sub.add_parser("config", help="show the store's memory configuration")
+    p = _command(
+        sub, "config", "show the store's memory configuration: the store, the tenant, the layers and the jobs waiting", "docs/library.md"
+    )
     p.set_defaults(run=cmd_config)
 
-    p = sub.add_parser("context", help="print the context for the next model call")
-    p.add_argument("--user", required=True)
-    p.add_argument("--thread", required=True)
-    p.add_argument("--agent")
+    p = _command(
+        sub,
+        "context",
+        "print the context for the next model call",
+        "docs/layers.md",
+        "Built with the store's profile, or read with another stack (--strategy) or preset; the whole context never exceeds --max-tokens under the token counter, and the report says what each part cost and what was dropped. It says on stderr how many of the user's jobs have not run yet (--wait runs them first).",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--thread", required=True, help="the thread's id")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument("--query", help="the user's next message (not stored)")
     p.add_argument("--at", help="reference time, ISO 8601 (default: now)")
     p.add_argument("--strategy", help="read with this layer or comma-separated stack (default: the store's profile)")
@@ -110,34 +166,70 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) first")
     p.set_defaults(run=cmd_context)
 
-    p = sub.add_parser("threads", help="list a user's threads")
-    p.add_argument("--user", required=True)
-    p.add_argument("--agent")
+    p = _command(
+        sub,
+        "threads",
+        "list a user's threads",
+        "docs/library.md",
+        "A user the tenant does not have: `no such user 'x'`, exit 1 (the REST API's 404 user_not_found); a known user with nothing to show: an empty list, exit 0.",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.set_defaults(run=cmd_threads)
 
-    p = sub.add_parser("history", help="print a thread's messages")
-    p.add_argument("--user", required=True)
-    p.add_argument("--thread", required=True)
-    p.add_argument("--agent")
-    p.add_argument("--last", type=int)
+    p = _command(
+        sub,
+        "history",
+        "print a thread's messages, in time order",
+        "docs/library.md",
+        "Ties as stored: a message added later with an earlier --at goes in its place (as GET .../messages and Memory.history()). A user the tenant does not have: `no such user 'x'`; a thread the user lacks: `user 'x' has no thread 'y'`; both exit 1.",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--thread", required=True, help="the thread's id")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
+    p.add_argument("--last", type=int, help="only the last N messages")
     p.set_defaults(run=cmd_history)
 
-    p = sub.add_parser("forget", help="delete a thread, or a user with everything they own")
-    p.add_argument("--user", required=True)
-    p.add_argument("--thread")
-    p.add_argument("--agent")
+    p = _command(
+        sub,
+        "forget",
+        "delete a thread, or a user with everything they own",
+        "docs/privacy.md",
+        "A user's messages, memories, saved memories and LangGraph checkpoints go, with a deletion note left in the same transaction (what, when, by whom, how many rows of what; no content). On a terminal it asks first; elsewhere it needs --yes.",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--thread", help="only this thread (default: the user with everything they own)")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=cmd_forget)
 
-    p = sub.add_parser("export", help="write a user's messages and saved memories as JSON lines to stdout")
-    p.add_argument("--user", required=True)
+    p = _command(
+        sub,
+        "export",
+        "write a user's messages and saved memories as JSON lines to stdout",
+        "docs/library.md",
+        'The messages, then the saved memories (records with "type": "note"); `memstack import` stores them again, in this store or another. A user the tenant does not have: `no such user \'x\'`, exit 1.',
+    )
+    p.add_argument("--user", required=True, help="the user's id")
     p.set_defaults(run=cmd_export)
 
-    p = sub.add_parser("import", help="store messages and saved memories from a JSON-lines export (- for stdin)")
-    p.add_argument("file")
+    p = _command(
+        sub,
+        "import",
+        "store messages and saved memories from a JSON-lines export (- for stdin)",
+        "docs/library.md",
+        "Each message is stored once (by id), and the command says how many were already stored: `imported 0 of 6 messages (6 already stored)`; --json gives imported, records and already_stored. A timestamp without a UTC offset is refused, naming its line.",
+    )
+    p.add_argument("file", help="the export to read, or - for stdin")
     p.set_defaults(run=cmd_import)
 
-    p = sub.add_parser("worker", help="run the write queue (layers' slow work)")
+    p = _command(
+        sub,
+        "worker",
+        "run the write queue: the layers' slow work (indexing, extraction)",
+        "docs/scaling.md",
+        "Any number of workers may share one store. Jobs are leased: no job runs in two workers at once (a running job renews its lease), and a killed worker's job reruns elsewhere after --lease seconds. Stops on SIGTERM after its current job.",
+    )
     p.add_argument("--once", action="store_true", help="drain what is ready, including turns waiting for a fuller batch, and exit")
     p.add_argument("--model", help="chat model for the model-backed layers: local (default) or a provider string, e.g. ollama:qwen3:8b")
     p.add_argument("--embedder", help="embedding provider (default: local)")
@@ -157,26 +249,38 @@ def _parser() -> argparse.ArgumentParser:
         ("audit", "the audit trail of a user's model-made memory"),
         ("usage", "a user's model calls and tokens"),
     ):
-        p = sub.add_parser(name, help=f"print {what}")
-        p.add_argument("--user", required=True)
-        p.add_argument("--agent")
+        p = _command(sub, name, f"print {what}", "docs/layers.md")
+        p.add_argument("--user", required=True, help="the user's id")
+        p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
         if name == "audit":
-            p.add_argument("--kind", choices=RECORD_KINDS)
-            p.add_argument("--limit", type=int, default=100)
+            p.add_argument("--kind", choices=RECORD_KINDS, help="only records of this kind")
+            p.add_argument("--limit", type=int, default=100, help="records at most (default: %(default)s)")
         p.set_defaults(run=cmd_records, what=name)
 
-    p = sub.add_parser("search", help="search a user's memories across threads")
-    p.add_argument("--user", required=True)
-    p.add_argument("--agent")
+    p = _command(
+        sub,
+        "search",
+        "search a user's memories across threads",
+        "docs/retrieval.md",
+        "Hybrid search (BM25, dense vectors, sentence keys, feedback) over the units of every thread of the user, with the dates a question names read relative to --at. It says on stderr how many of the user's jobs have not run yet (--wait runs them first).",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument("--k", type=int, default=8, help="results at most (default: %(default)s)")
     p.add_argument("--at", help="reference time for dates in the query, ISO 8601 (default: now)")
     p.add_argument("--thread", action="append", help="only these threads (repeatable)")
     p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument("--wait", action="store_true", help="run the user's queued jobs (indexing, extraction) first")
-    p.add_argument("query")
+    p.add_argument("query", help="what to look for, in the user's words")
     p.set_defaults(run=cmd_search)
 
-    p = sub.add_parser("reindex", help="re-embed every memory (after changing the embedder), or cut the threads into units again")
+    p = _command(
+        sub,
+        "reindex",
+        "re-embed every memory (after changing the embedder), or cut the threads into units again",
+        "docs/retrieval.md",
+        "--rechunk cuts every thread into units again (stores indexed before 280-token chunks keep their older units until then); facts and other units stay, and the old units are replaced only once the new ones are stored. In Milvus the units go into a new generation that the collection's alias then moves to.",
+    )
     p.add_argument("--embedder", help="embedding provider (default: local)")
     p.add_argument(
         "--rechunk",
@@ -186,9 +290,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-tokens", type=int, help="with --rechunk: the largest unit in tokens (default: the layer's, 280)")
     p.set_defaults(run=cmd_reindex)
 
-    p = sub.add_parser("bench", help="benchmarks")
+    p = _command(
+        sub,
+        "bench",
+        "measure recall, answer accuracy or what the layers store, on a benchmark file",
+        "docs/benchmarks.md",
+        "The public benchmark files are not shipped with memstack (their licences differ): LoCoMo (locomo10.json from github.com/snap-research/locomo), LongMemEval (longmemeval_s.json from huggingface.co/datasets/xiaowu0162/longmemeval) and MemoryBank (the Chinese conversations and probing questions of github.com/zhongwanjun/MemoryBank-SiliconFriend, in the format memstack.evaluation.datasets reads); --data takes the downloaded file (.json or .json.gz). The fact set (--dataset facts) is in the checkout's bench/data/facts.",
+    )
     bench = p.add_subparsers(dest="bench", required=True)
-    p = bench.add_parser("recall", help="recall of evidence per token on a public benchmark file")
+    p = _command(bench, "recall", "measure recall of evidence per token of context on a benchmark file", "docs/benchmarks.md")
     p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
     p.add_argument(
         "--data",
@@ -207,8 +317,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", metavar="FILE", help="keep the ingested conversations in this SQLite file and reuse them on the next run")
     p.set_defaults(run=cmd_bench_recall)
     _common(p)
-    p = bench.add_parser(
-        "qa", help="answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines"
+    p = _command(
+        bench,
+        "qa",
+        "measure answer accuracy with a chat model in the loop: presets and stacks against the none, full and oracle baselines",
+        "docs/benchmarks.md",
+        "What the product is for: does a chat model, given memstack's context, answer right? Each preset or stack ingests the file's conversations as an app would (Memory.add per dated session, its model-backed layers fed by the worker), then every question is asked at its reference time in a new thread (--thread last: in the last session's thread): Memory.context(query=..., max_tokens=...) goes to --model after one fixed answering instruction (Chinese for Chinese data). The baselines answer the same questions with the same model in the same run: none (the question alone), full (the newest turns of the whole history that fit the model's window) and oracle (only the evidence turns: the model's reading ceiling). An answer is right when it contains one alternative of every answer_keywords entry (case, spaces and full/half width ignored), else the short gold answer (remarks in parentheses aside), else when it holds 60% of a long gold answer's tokens (the question's own words left out; token F1 is reported beside); --judge adds a strict model grader whose verdict then counts. The report gives accuracy overall and per question type, the share of the oracle's accuracy, context tokens (mean, p95), the write side's model tokens per ingested turn, ingest time and answer latency; progress redraws on a terminal and prints a plain line every 5% when piped.",
     )
     p.add_argument("--dataset", required=True, choices=["locomo", "longmemeval", "memorybank-cn", "facts"])
     p.add_argument(
@@ -242,7 +356,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--answers", metavar="FILE", help="also write every question's context size, answer and verdict as JSON lines")
     p.set_defaults(run=cmd_bench_qa)
     _common(p)
-    p = bench.add_parser("facts", help="precision of what the model-backed layers store, against the gold statements of a development set")
+    p = _command(
+        bench,
+        "facts",
+        "measure the precision of what the model-backed layers store, against the gold statements of a development set",
+        "docs/benchmarks.md",
+    )
     p.add_argument(
         "--preset",
         action="append",
@@ -269,7 +388,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_bench_facts)
 
-    p = sub.add_parser("serve", help="run the memory service: the REST API and the OpenAI-compatible proxy")
+    p = _command(
+        sub,
+        "serve",
+        "run the memory service: the REST API and the OpenAI-compatible proxy",
+        "docs/service.md",
+        "On the embedded defaults (the SQLite store, the local model) it needs no server and no key; an app gains memory by pointing its OpenAI base URL at http://HOST:PORT/v1. Without API keys it listens on loopback only. On SIGTERM it finishes the requests in flight, then drains the write queue for up to --graceful-timeout seconds.",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; any other needs API keys)")
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     p.add_argument(
@@ -367,13 +492,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_serve)
 
-    p = sub.add_parser("ui", help="open the memory dashboard in the browser (the service on 127.0.0.1, /ui)")
+    p = _command(
+        sub,
+        "ui",
+        "open the memory dashboard in the browser (the service on 127.0.0.1, /ui)",
+        "docs/dashboard.md",
+        "On the embedded defaults, with no write-queue worker and no model loaded.",
+    )
     p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
     p.set_defaults(run=cmd_ui)
 
-    p = sub.add_parser("chat", help="talk to a model with memory in the terminal: /context, /memories, /state, /forget")
-    p.add_argument("--user", required=True)
+    p = _command(
+        sub,
+        "chat",
+        "talk to a model with memory in the terminal: /context, /memories, /state, /forget",
+        "docs/cli.md",
+        "Needs pip install \"memstack[chat,local]\". Each line gets a context from the store's profile (or the --preset/--strategy it is checked against; `memstack init --preset personal-assistant` first for the model-backed memory), the answer is shown, and both are stored in the thread. One model answers and makes the memories, in a background worker; the first run assembles the local model under a progress bar. /context shows the last context as tables (each message's tokens, the cost of each memory section, what was dropped and why), /memories the entities, relations, this thread's summary notes and the retrieval hits for the last line, /state the user's JSON state, /flush makes memories of turns still waiting for a fuller batch, /import FILE stores an export as this user's messages, /forget deletes the thread (/forget all the user) after asking. /quit or Ctrl-D drains the write queue under a progress bar (Ctrl-C leaves the rest queued for `memstack worker`). Errors are one red line and the chat goes on.",
+    )
+    p.add_argument("--user", required=True, help="the user's id")
     p.add_argument("--thread", help="the conversation (default: today's UTC date, one thread per day)")
     stack = p.add_mutually_exclusive_group()
     stack.add_argument(
@@ -391,10 +528,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_chat)
 
-    p = sub.add_parser("mcp", help="run an MCP server exposing one user's memory tools (save, recall, forget, state)")
+    p = _command(
+        sub,
+        "mcp",
+        "run an MCP server exposing one user's memory tools (save, recall, forget, state)",
+        "docs/tools.md",
+        "Needs pip install \"memstack[mcp]\". An MCP client starts `memstack mcp` itself, without your shell's environment (no MEMSTACK_HOME), so name the store in the client's command line (--home or --db). Over HTTP it says on stderr where it listens.",
+    )
     p.add_argument("--user", required=True, help="whose memory the server's tools read and write")
     p.add_argument("--thread", help="the conversation to record with saved memories (default: none)")
-    p.add_argument("--agent")
+    p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument(
         "--tools",
         default="notes",
@@ -414,7 +557,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(run=cmd_mcp)
 
-    p = sub.add_parser("demo", help="replay a bundled Chinese conversation and show each strategy's context")
+    p = _command(
+        sub,
+        "demo",
+        "replay a bundled Chinese conversation and show each strategy's context",
+        "docs/cli.md",
+        "Two sessions a week apart go into a fresh SQLite file on the embedded defaults (no server, no key, no network); the demo prints the context each strategy builds for the next question, then reopens the file as a restarted process would and continues the conversation. The file is in a temporary directory that the demo removes when it ends (--keep: in the store's home instead).",
+    )
     p.add_argument("--keep", action="store_true", help="store the demo under --home/MEMSTACK_HOME instead of a temporary directory")
     p.set_defaults(run=cmd_demo)
 

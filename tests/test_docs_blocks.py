@@ -1,4 +1,4 @@
-"""Every code block of docs/from-the-articles.md and of README.md runs as written (issue 15).
+"""Every code block of README.md and of every docs page runs as written (issues 15 and 28).
 
 A block is a fenced block; the HTML comment on the line before it, if any, says how it runs:
 
@@ -47,7 +47,13 @@ import memstack.llm
 from memstack.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ("docs/from-the-articles.md", "README.md")
+#: the articles' page first (the test of its own below reads PAGES[0]), the README, then every other
+#: page of the docs site: a new page's blocks run without being listed here
+PAGES = (
+    "docs/from-the-articles.md",
+    "README.md",
+    *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md") if p.name != "from-the-articles.md"),
+)
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 MARK = re.compile(r"<!--\s*(scripted|local model|article|not run|tour)\s*(?::\s*(.*?))?\s*-->\s*$")
 PYTHON = ("python", "py", "python3")
@@ -241,7 +247,7 @@ SCRIPTS: dict[str, tuple[list[Any], Any]] = {
     ),
     "summary-buffer": ([statements(*PROJECT)], chat("您的缓存用的是Redis。")),
     "chroma-chat": ([], chat("根据你的描述，你平时喜欢跑步。")),
-    "readme-model-layers": (
+    "model-layers": (
         [
             statements(
                 ("小李", "人物", "是", "程序员"),

@@ -365,10 +365,10 @@ def test_token_counter_takes_dicts_and_tuples_as_trim_messages_does():
 
 
 def test_the_readme_block_runs_and_prints_what_its_comments_say(capsys):
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[1] / "docs" / "langchain.md").read_text(encoding="utf-8")  # the README's manual, moved
     blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
     block = next(b for b in blocks if 'token_counter("ollama:qwen3:8b")' in b)
-    exec(compile(block, "README.md", "exec"), {})
+    exec(compile(block, "docs/langchain.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     comments = [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(")]
     promised = [c if c.startswith("[") else c.split()[0].rstrip(",:") for c in comments]  # "33, by DeepSeek's tokenizer" -> "33"

@@ -379,12 +379,12 @@ def test_other_stores_keep_their_checkpoints_when_a_user_is_forgotten_elsewhere(
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
-    """The README's LangGraph block, executed as written (in a scratch directory: it makes agent.db)."""
+    """The README's LangGraph block (now on docs/langchain.md), executed as written (in a scratch directory: it makes agent.db)."""
     _embedder_warm()
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "langchain.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
     (block,) = [b for b in blocks if "MemstackSaver(memory=memory)" in b]
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, "README.md", "exec"), {})
+    exec(compile(block, "docs/langchain.md", "exec"), {})
     store = open_store(str(tmp_path / "agent.db"))
     assert store.query("SELECT count(*) FROM lg_checkpoints") == [(0,)] and store.history.users("default") == []  # forgotten
