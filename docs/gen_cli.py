@@ -58,7 +58,7 @@ def _options(parser: argparse.ArgumentParser, skip: set[tuple[str, str]]) -> lis
     formatter = parser._get_formatter()
     rows = []
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction | argparse._VersionAction | argparse._SubParsersAction):
+        if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
         key = (",".join(action.option_strings), action.help or "")
         if key in skip:
