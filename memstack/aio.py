@@ -43,6 +43,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .errors import InvalidInput
 from .memory import Memory, MessageLike, read_options
+from .profile import Profile
 from .stores import ANY, AsyncHistory, Store
 from .tokens import TokenCounter
 from .types import Message, Scope, ThreadInfo
@@ -73,6 +74,17 @@ def _like(method: Callable[..., Any]) -> Callable[[Callable[P, R]], Callable[P, 
         return fn
 
     return document
+
+
+def _wrapping(function: Callable[..., Any], summary: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Give a function ``function``'s signature (``functools.wraps``) and its docstring after ``summary``."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        wrapped = functools.wraps(function)(fn)
+        wrapped.__doc__ = f"{summary}\n\n{function.__doc__ or ''}"
+        return wrapped
+
+    return wrap
 
 
 class AsyncMemory:
@@ -203,13 +215,12 @@ class AsyncMemory:
             yield record
 
     @classmethod
-    @functools.wraps(Memory.configure.__func__)  # type: ignore[attr-defined]  # (its signature)
-    async def configure(cls, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(Memory.configure, *args, **kwargs)
-
-    configure.__func__.__doc__ = (
-        f"``Memory.configure`` in a thread of asyncio's default executor (there is no instance yet), awaited.\n\n{Memory.configure.__doc__}"  # type: ignore[attr-defined]
+    @_wrapping(
+        vars(Memory)["configure"].__func__,  # the function itself: its signature has the store
+        "``Memory.configure`` in a thread of asyncio's default executor (there is no instance yet), awaited.",
     )
+    async def configure(cls, *args: Any, **kwargs: Any) -> tuple[Profile, int]:
+        return await asyncio.to_thread(Memory.configure, *args, **kwargs)
 
     # ---- the write queue's worker and closing ---------------------------------------------------
 

@@ -30,6 +30,8 @@ to its HTTP status (422, 404, 409, 400, 501, 502, 503, 504).
 
 from __future__ import annotations
 
+from types import ModuleType
+
 
 class MemstackError(Exception):
     """Base of every error raised by memstack."""
@@ -169,7 +171,7 @@ class ModelIntegrityError(RuntimeFailure):
     code = "model_integrity_error"
 
 
-def require(module: str, *, extra: str, package: str | None = None):
+def require(module: str, *, extra: str, package: str | None = None) -> ModuleType:
     """Import an optional dependency or raise MissingDependency naming the extra to install."""
     import importlib
 

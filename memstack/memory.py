@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -39,7 +39,7 @@ from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
 from .stack import Run, memory_room, pipeline, refill
-from .stores import ANY, RecordStore, Store, VectorIndex, records_of, usage_of
+from .stores import ANY, RecordStore, Store, UnitStore, VectorIndex, records_of, usage_of
 from .tokens import TokenCounter, get_counter
 from .types import (
     MAX_LAST,
@@ -59,6 +59,9 @@ from .types import (
     in_range,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    from .layers.retrieval import Retrieval
 
 log = logging.getLogger("memstack")
 
@@ -128,7 +131,7 @@ class Memory:
         self.max_message_bytes = max_message_bytes
         self.options = dict(options or {})
         self.lease_seconds = lease_seconds
-        self._built: dict[tuple[str, tuple], Layer] = {}
+        self._built: dict[tuple[str, tuple[tuple[str, str], ...]], Layer] = {}
         #: the write queue's runner and background worker (``memstack.jobs``)
         self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds)
         self._profiled: set[str] = set()
@@ -174,8 +177,8 @@ class Memory:
         explicit = dict(self.options)
         self.options = {**stored.options, **explicit}
         if given is not None or "embedder" in explicit:
-            mine = given if given is not None else list(stored.layers)
-            reason = mismatch(stored, mine, self._writers_of(mine), self._writers_of(stored.layers), explicit)
+            stack = given if given is not None else list(stored.layers)
+            reason = mismatch(stored, stack, self._writers_of(stack), self._writers_of(stored.layers), explicit)
             if reason:
                 raise ProfileMismatch(reason + REFUSAL)
         return stored
@@ -183,9 +186,9 @@ class Memory:
     def _check_tenant(self, tenant: str) -> None:
         """A write for another tenant than this Memory's: that tenant's profile must queue the
         same jobs (written from this one's when it has none)."""
-        profiles = getattr(self.store, "profiles", None)
         if self._tenant_checked(tenant):
             return
+        profiles = self.store.profiles  # there: a store without profiles needs no check
         raw = profiles.get(tenant) or profiles.put(tenant, self.profile.to_dict())
         theirs = Profile.from_dict(raw)
         if self._writers_of(theirs.layers) != self._writers() or theirs.embedder() != self.profile.embedder():
@@ -224,6 +227,10 @@ class Memory:
         if key not in self._built:
             self._built[key] = layer_registry.build_layer(name, **merged)
         return self._built[key]
+
+    def _retrieval(self, options: Mapping[str, Any]) -> Retrieval:
+        """The retrieval layer (the registry's "retrieval" is ``layers.retrieval.Retrieval``)."""
+        return cast("Retrieval", self._layer("retrieval", options))
 
     def _writers(self) -> list[str]:
         """The job names to enqueue after an add: those of the profile's layers."""
@@ -517,8 +524,8 @@ class Memory:
         """The user's memories most relevant to ``query`` across all threads (the retrieval
         layer's search), best first; [] when nothing is relevant."""
         scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
-        layer = self._layer("retrieval", options)
-        return layer.search(scope, query, k=k, at=in_range(at, field_name="at") if at is not None else utcnow(), where=where)  # type: ignore[attr-defined]
+        layer = self._retrieval(options)
+        return layer.search(scope, query, k=k, at=in_range(at, field_name="at") if at is not None else utcnow(), where=where)
 
     def history(
         self,
@@ -586,11 +593,11 @@ class Memory:
         """
         from .llm import custom, get_chat_model
 
-        cls = custom.check_schema(schema)
+        custom.check_schema(schema)  # InvalidInput for what is no pydantic model class
         stamp = utcnow()
         turns = [self._validate(self._coerce(m, stamp)) for m in _as_list(messages)]
         chat = get_chat_model(model if model is not None else self.options.get("model"))
-        value = custom.extract_schema(chat, turns, cls, instructions=instructions, max_tokens=max_tokens, retries=retries).value
+        value = custom.extract_schema(chat, turns, schema, instructions=instructions, max_tokens=max_tokens, retries=retries).value
         return custom.grounded(value, turns) if grounded else value
 
     # ---- deleting, export, import ----------------------------------------------------------
@@ -603,7 +610,7 @@ class Memory:
         content): ``by`` names who forgot, as the audit trail names its writers ("ui", "api",
         "cli", "tool")."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        outside = sum(
+        outside: int = sum(
             layer.forget(scope)
             for layer in (self._layer(n, {}) for n in dict.fromkeys([*self.write_layers, *self.layers]))
             if hasattr(layer, "forget")
@@ -619,7 +626,7 @@ class Memory:
         store and the retrieval index, leaving a deletion note by ``by`` (no text, no id); returns
         what was deleted. InvalidInput for an id that is no saved memory of this user."""
         scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
-        return saved.forget(self.store, self._layer("retrieval", {}).index, scope, memory_id, by=by)
+        return saved.forget(self.store, self._retrieval({}).index, scope, memory_id, by=by)
 
     def export(self, *, user_id: str, tenant: str | None = None) -> Iterator[dict[str, Any]]:
         """Every message of the user, thread by thread, as JSON-ready records, then the user's
@@ -650,16 +657,13 @@ class Memory:
         notes: list[Unit] = []
         for i, rec in enumerate(records, 1):
             try:
+                user_id: Any = rec.get("user_id")  # checked by Scope: InvalidInput when missing or bad
                 if saved.is_record(rec):
                     notes.append(
-                        saved.from_record(
-                            rec, self.scope(rec.get("user_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))
-                        )
-                    )  # type: ignore[arg-type]
+                        saved.from_record(rec, self.scope(user_id, tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id")))
+                    )
                     continue
-                scope = self.scope(
-                    rec.get("user_id"), rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id")
-                )  # type: ignore[arg-type]
+                scope = self.scope(user_id, rec.get("thread_id"), tenant=tenant or rec.get("tenant"), agent_id=rec.get("agent_id"))
                 scope.require_thread()
                 fields = {k: v for k, v in rec.items() if k not in ("tenant", "user_id", "agent_id", "thread_id")}
                 message = self._validate(Message.from_dict(fields))
@@ -679,11 +683,12 @@ class Memory:
         """Store and index the saved memories the store does not hold as they are; the count."""
         if not notes:
             return 0
-        if getattr(self.store, "units", None) is None:
+        units: UnitStore | None = getattr(self.store, "units", None)
+        if units is None:
             raise UsageError(
                 f"the {type(self.store).__name__} backend has no units index: saved memories need sqlite, postgresql or memory"
             )
-        new = [u for u in notes if self.store.units.get(u.scope.user(), [u.id]) != [u]]
+        new = [u for u in notes if units.get(u.scope.user(), [u.id]) != [u]]
         saved.index_notes(self._layer("retrieval", {}), self.store, new)
         return len(new)
 

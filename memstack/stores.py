@@ -385,7 +385,7 @@ class Store(Protocol):
 
 def records_of(store: Store) -> RecordStore:
     """The store's RecordStore, or UsageError for a backend without one (jsonl)."""
-    records = getattr(store, "records", None)
+    records: RecordStore | None = getattr(store, "records", None)
     if records is None:
         raise UsageError(f"the {type(store).__name__} backend keeps no model-made memory; use sqlite, postgresql or memory")
     return records
@@ -393,7 +393,7 @@ def records_of(store: Store) -> RecordStore:
 
 def usage_of(store: Store) -> UsageLog:
     """The store's UsageLog, or UsageError for a backend without one (jsonl)."""
-    usage = getattr(store, "usage", None)
+    usage: UsageLog | None = getattr(store, "usage", None)
     if usage is None:
         raise UsageError(f"the {type(store).__name__} backend records no model usage; use sqlite, postgresql or memory")
     return usage

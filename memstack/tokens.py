@@ -38,6 +38,10 @@ class TokenCounter(Protocol):
 
     def count_message(self, message: Message) -> int: ...
 
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """The sum of ``count_message`` over the messages (``BaseCounter`` has it)."""
+        ...
+
 
 class BaseCounter:
     """Message accounting shared by every counter; subclasses implement ``count(text)``."""
@@ -46,7 +50,7 @@ class BaseCounter:
     cache_size = 65536
 
     def __init__(self) -> None:
-        self._cache: dict[tuple, int] = {}
+        self._cache: dict[tuple[object, ...], int] = {}
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
@@ -153,7 +157,7 @@ class Estimator(BaseCounter):
         weights = self._weights
         total = 0.0
         for m in self.SHAPES.finditer(text):
-            total += weights[m.lastindex]
+            total += weights[m.lastindex or 0]  # every shape is a group: never 0
         return max(1, round(total))
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The checks that keep the house in shape (issue 28), run by scripts/test.sh before the tests:
-# lint and format (ruff), and the docs site (mkdocs build --strict: a broken link, a missing page
+# lint and format (ruff), types (mypy), and the docs site (mkdocs build --strict: a broken link, a missing page
 # or a heading a link names that is not there fails). Each prints what it found; the script fails if any fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,9 @@ PY=.venv/bin/python
 status=0
 "$PY" -m ruff check memstack tests bench scripts || { echo "ruff check: FAILED"; status=1; }
 "$PY" -m ruff format --check memstack tests bench scripts > /dev/null || { "$PY" -m ruff format --check memstack tests bench scripts; echo "ruff format: FAILED (run: .venv/bin/ruff format memstack tests bench scripts)"; status=1; }
+# types: mypy over memstack/ (scripts/typecheck.py), the public modules strict, the rest held to
+# scripts/mypy-baseline.txt (a module may not get more errors)
+"$PY" scripts/typecheck.py || { echo "typecheck: FAILED"; status=1; }
 # the docs site, built offline into a scratch directory (mkdocs.yml; strict: any warning fails)
 # (not --quiet: it hides the warnings that --strict counts); its log is shown when it fails
 site=$(mktemp -d)

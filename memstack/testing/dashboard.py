@@ -16,9 +16,10 @@ import pytest
 from .. import edits, views
 from ..errors import Conflict, InvalidInput, NotFound, UsageError
 from ..saved import NOTES_THREAD, note_id
+from ..stores import RecordStore
 from ..types import Change, Scope, Unit, UsageRecord
 from .records import _StoreFixture
-from .stores import OTHER_TENANT, T0, A, msg
+from .stores import OTHER_TENANT, T0, A, FullStore, msg
 
 U = A.user()
 ENTITY = {"name": "李四", "type": "人物", "attributes": {"住在": {"value": "上海", "source_ids": ["m1"], "valid_from": T0.isoformat()}}}
@@ -33,7 +34,7 @@ SUMMARY = {
 class DashboardContract(_StoreFixture):
     keeps_records = True
 
-    def seed(self, store) -> None:
+    def seed(self, store: FullStore) -> None:
         store.history.append(A, [msg("user", "我叫李四，住在上海", id="m1"), msg("assistant", "好的", id="m2")])
         store.history.append(A.user().thread("t2"), [msg("user", "后端使用SpringBoot", id="m3")])
         store.history.append(Scope(user_id="user_002", tenant=A.tenant).thread("x"), [msg("user", "hi", id="m4")])
@@ -49,7 +50,7 @@ class DashboardContract(_StoreFixture):
                 [UsageRecord(scope=A, at=T0, layer="extract", model="local", prompt_tokens=100, completion_tokens=20, latency_ms=5.0)]
             )
 
-    def test_users_of_the_tenant_with_their_counts(self, store):
+    def test_users_of_the_tenant_with_their_counts(self, store: FullStore) -> None:
         self.seed(store)
         page, total = views.users(store, A.tenant)
         assert total == 2 and [u["user_id"] for u in page] == ["user_001", "user_002"]
@@ -61,7 +62,7 @@ class DashboardContract(_StoreFixture):
         other, n = views.users(store, OTHER_TENANT.tenant)
         assert n == 1 and other[0]["messages"] == 1 and other[0]["memories"] == 0  # the same id, another tenant's
 
-    def test_users_are_searched_by_id_and_paged(self, store):
+    def test_users_are_searched_by_id_and_paged(self, store: FullStore) -> None:
         self.seed(store)
         assert [u["user_id"] for u in views.users(store, A.tenant, query="USER_002")[0]] == ["user_002"]
         assert views.users(store, A.tenant, query="nobody") == ([], 0)
@@ -70,7 +71,7 @@ class DashboardContract(_StoreFixture):
         with pytest.raises(InvalidInput):
             views.users(store, A.tenant, limit=0)
 
-    def test_users_without_messages_are_listed_too(self, store):
+    def test_users_without_messages_are_listed_too(self, store: FullStore) -> None:
         """A user the tenant knows by model-made memory or saved memories alone (messages
         forgotten, imported notes) is listed, as the API knows them; a thread's summary alone is no user."""
         self.seed(store)
@@ -100,7 +101,7 @@ class DashboardContract(_StoreFixture):
             assert counts["only_notes"]["saved"] == 1 and counts["user_001"]["saved"] == 0
         assert views.users(store, OTHER_TENANT.tenant)[1] == 1
 
-    def test_forgetting_is_in_the_deletion_views(self, store):
+    def test_forgetting_is_in_the_deletion_views(self, store: FullStore) -> None:
         self.seed(store)
         store.history.delete_thread(A.user().thread("t2"), layer="ui")
         store.delete_user(Scope(user_id="user_002", tenant=A.tenant), layer="api")
@@ -114,19 +115,19 @@ class DashboardContract(_StoreFixture):
         with pytest.raises(InvalidInput):
             views.deletions(store, A.tenant, limit=0)
 
-    def test_edits_need_a_backend_with_records(self, store):
+    def test_edits_need_a_backend_with_records(self, store: FullStore) -> None:
         if self.keeps_records:
             pytest.skip("this backend keeps records")
         with pytest.raises(UsageError, match="sqlite, postgresql or memory"):
             edits.set_state(store, U, "city", "杭州", editor="ui")
 
-    def _records(self, store):
+    def _records(self, store: FullStore) -> RecordStore:
         if not self.keeps_records:
             pytest.skip("this backend keeps no model-made memory")
         self.seed(store)
         return store.records
 
-    def test_a_state_key_is_set_and_deleted_through_the_audit(self, store):
+    def test_a_state_key_is_set_and_deleted_through_the_audit(self, store: FullStore) -> None:
         records = self._records(store)
         assert edits.set_state(store, U, "city", "杭州", editor="ui").value == {"value": "杭州"}
         edits.delete_record(store, U, "state", "city", editor="ui")
@@ -137,7 +138,7 @@ class DashboardContract(_StoreFixture):
         with pytest.raises(NotFound):
             edits.delete_record(store, U, "state", "city", editor="ui")
 
-    def test_an_attribute_edit_supersedes_and_keeps_the_old_value_as_past(self, store):
+    def test_an_attribute_edit_supersedes_and_keeps_the_old_value_as_past(self, store: FullStore) -> None:
         records = self._records(store)
         after = edits.set_attribute(store, U, "李四", "住在", "深圳", editor="ui", at=T0 + timedelta(days=3))
         (attr,) = views.attributes(after)
@@ -155,7 +156,7 @@ class DashboardContract(_StoreFixture):
         with pytest.raises(InvalidInput):
             edits.set_attribute(store, U, "李四", "住在", "  ", editor="ui")
 
-    def test_a_note_is_edited_and_deleted_unless_the_summary_changed(self, store):
+    def test_a_note_is_edited_and_deleted_unless_the_summary_changed(self, store: FullStore) -> None:
         records = self._records(store)
         edited = edits.edit_note(store, A, 1, "后端改用Go", expect="后端使用SpringBoot", editor="ui")
         assert [i["text"] for i in edited.value["items"]] == ["用户在开发知识中台", "后端改用Go"]
@@ -168,7 +169,7 @@ class DashboardContract(_StoreFixture):
             edits.delete_note(store, A, 5, expect="x", editor="ui")
         assert [e.layer for e in records.audit(U, kind="summary")][:2] == ["ui", "ui"]
 
-    def test_edits_never_reach_another_tenant(self, store):
+    def test_edits_never_reach_another_tenant(self, store: FullStore) -> None:
         self._records(store)
         theirs = OTHER_TENANT.user()
         with pytest.raises(NotFound):

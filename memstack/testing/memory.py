@@ -137,7 +137,7 @@ class MemoryContract:
 
     # ---- the articles' examples ------------------------------------------------------------
 
-    def test_window_and_trim_never_keep_the_reply_without_the_name(self, mem):
+    def test_window_and_trim_never_keep_the_reply_without_the_name(self, mem: Any) -> None:
         add_all(mem, LISI)
         ask = "我叫什么名字？"
         for ctx in (
@@ -169,23 +169,23 @@ class MemoryContract:
             42,
         ],
     )
-    def test_bad_messages_are_refused_and_nothing_is_written(self, mem, bad):
+    def test_bad_messages_are_refused_and_nothing_is_written(self, mem: Any, bad: Any) -> None:
         with pytest.raises(InvalidInput):
             mem.add([{"role": "user", "content": "fine"}, bad], user_id="u", thread_id="t")
         assert mem.history(user_id="u", thread_id="t") == []
 
     @pytest.mark.parametrize("user", ["", "  ", None, "a\x00b", "x" * 300])
-    def test_a_missing_or_bad_user_id_is_refused(self, mem, user):
+    def test_a_missing_or_bad_user_id_is_refused(self, mem: Any, user: Any) -> None:
         with pytest.raises(InvalidInput, match="user_id"):
             mem.add("hi", user_id=user, thread_id="t")
 
-    def test_size_cap_is_configurable(self, make):
+    def test_size_cap_is_configurable(self, make: Callable[..., Any]) -> None:
         m = make(max_message_bytes=10)
         m.add("一二三", user_id="u", thread_id="t")  # 9 bytes
         with pytest.raises(InvalidInput, match="over the limit of 10"):
             m.add("一二三四", user_id="u", thread_id="t")
 
-    def test_naive_datetimes_and_bad_bounds_are_refused(self, mem):
+    def test_naive_datetimes_and_bad_bounds_are_refused(self, mem: Any) -> None:
         with pytest.raises(InvalidInput, match="timezone"):
             mem.add("hi", user_id="u", thread_id="t", at=datetime(2026, 1, 1))
         with pytest.raises(InvalidInput, match="timezone"):
@@ -196,7 +196,7 @@ class MemoryContract:
         with pytest.raises(InvalidInput, match="max_tokens"):
             mem.context(user_id="u", thread_id="t", max_tokens=-1)
 
-    def test_unknown_thread_and_unknown_layer(self, mem):
+    def test_unknown_thread_and_unknown_layer(self, mem: Any) -> None:
         assert mem.history(user_id="nobody", thread_id="none") == []
         assert mem.threads(user_id="nobody") == []
         ctx = mem.context(user_id="nobody", thread_id="none", query="你好")
@@ -206,7 +206,7 @@ class MemoryContract:
 
     # ---- writing and reading ---------------------------------------------------------------
 
-    def test_add_returns_what_it_stored_once_by_id(self, mem):
+    def test_add_returns_what_it_stored_once_by_id(self, mem: Any) -> None:
         first = mem.add(
             [Message(role="user", content="我叫李四", id="m1"), {"role": "assistant", "content": "你好"}], user_id="u", thread_id="t"
         )
@@ -214,7 +214,7 @@ class MemoryContract:
         assert mem.add(Message(role="user", content="我叫李四", id="m1"), user_id="u", thread_id="t") == []
         assert [m.text for m in mem.history(user_id="u", thread_id="t")] == ["我叫李四", "你好"]
 
-    def test_a_conditional_add_stores_only_on_the_tail_it_read(self, mem):
+    def test_a_conditional_add_stores_only_on_the_tail_it_read(self, mem: Any) -> None:
         with pytest.raises(Conflict):
             mem.add("不是空的", user_id="u", thread_id="t", expect_last=7)
         first = mem.add("第一条", user_id="u", thread_id="t", expect_last=None)
@@ -223,12 +223,12 @@ class MemoryContract:
         mem.add("第二条", user_id="u", thread_id="t", expect_last=first[0].seq)
         assert [m.text for m in mem.history(user_id="u", thread_id="t")] == ["第一条", "第二条"]
 
-    def test_reference_time_hides_later_messages(self, mem):
+    def test_reference_time_hides_later_messages(self, mem: Any) -> None:
         add_all(mem, LISI)
         ctx = mem.context(user_id="user_001", thread_id="s1", at=T0 + timedelta(minutes=1, seconds=30))
         assert texts(ctx) == ["我叫李四", "你好李四！"]
 
-    def test_history_in_time_order_or_as_appended(self, mem):
+    def test_history_in_time_order_or_as_appended(self, mem: Any) -> None:
         add_all(mem, LISI[:2])
         mem.add({"role": "user", "content": "补记：昨天说过的话"}, user_id="user_001", thread_id="s1", at=T0 - timedelta(days=1))
         assert [m.text for m in mem.history(user_id="user_001", thread_id="s1")] == ["补记：昨天说过的话", "我叫李四", "你好李四！"]
@@ -240,23 +240,23 @@ class MemoryContract:
         assert [m.text for m in mem.history(user_id="user_001", thread_id="s1", last=1)] == ["你好李四！"]
         assert mem.history(user_id="user_001", thread_id="s1", at=T0 - timedelta(days=2)) == []
 
-    def test_imported_dates_are_kept(self, mem):
+    def test_imported_dates_are_kept(self, mem: Any) -> None:
         add_all(mem, LISI, start=datetime(2023, 5, 7, 13, 56, tzinfo=timezone.utc))
         first = mem.history(user_id="user_001", thread_id="s1")[0]
         assert first.timestamp == datetime(2023, 5, 7, 13, 56, tzinfo=timezone.utc)
 
-    def test_threads_most_recent_first(self, mem):
+    def test_threads_most_recent_first(self, mem: Any) -> None:
         add_all(mem, LISI[:2], thread="s1")
         add_all(mem, LISI[:4], thread="s2", start=T0 + timedelta(days=7))
         threads = mem.threads(user_id="user_001")
         assert [(t.thread_id, t.messages) for t in threads] == [("s2", 4), ("s1", 2)]
 
-    def test_system_message_budget_error(self, mem):
+    def test_system_message_budget_error(self, mem: Any) -> None:
         mem.add({"role": "system", "content": "你是助手。" * 50}, user_id="u", thread_id="t")
         with pytest.raises(BudgetError):
             mem.context(user_id="u", thread_id="t", max_tokens=20)
 
-    def test_concurrent_adds_lose_nothing(self, mem):
+    def test_concurrent_adds_lose_nothing(self, mem: Any) -> None:
         def writer(n: int) -> None:
             for i in range(10):
                 mem.add(f"线程{n}的第{i}条", user_id="u", thread_id="t")
@@ -270,7 +270,7 @@ class MemoryContract:
         assert len(stored) == 60 and len({m.seq for m in stored}) == 60
         assert [m.seq for m in stored] == sorted(m.seq for m in stored)
 
-    def test_concurrent_conditional_adds_on_one_tail_store_one(self, mem):
+    def test_concurrent_conditional_adds_on_one_tail_store_one(self, mem: Any) -> None:
         outcomes: list[str] = []
 
         def writer(n: int) -> None:
@@ -290,7 +290,7 @@ class MemoryContract:
 
     # ---- the write queue -------------------------------------------------------------------
 
-    def test_add_queues_the_index_and_flush_runs_it(self, make):
+    def test_add_queues_the_index_and_flush_runs_it(self, make: Callable[..., Any]) -> None:
         m = make(layers="window,retrieval")
         add_all(m, LISI)
         assert m.pending(user_id="user_001") == 1  # coalesced into one job; nothing ran in add()
@@ -303,7 +303,7 @@ class MemoryContract:
         assert m.run_jobs(max_jobs=1, user_id="user_001").ran == 1
         assert any("PostgreSQL" in h.unit.text for h in m.search("数据库", user_id="user_001"))
 
-    def test_the_background_worker_drains_the_queue(self, make):
+    def test_the_background_worker_drains_the_queue(self, make: Callable[..., Any]) -> None:
         m = make(layers="window,retrieval")
         m.start_worker(poll_seconds=0.05)
         assert m.worker_running
@@ -315,14 +315,14 @@ class MemoryContract:
         assert not m.worker_running and m.pending(user_id="user_001") == 0
         assert m.search("李四", user_id="user_001")
 
-    def test_a_new_user_has_no_model_made_memory(self, mem):
+    def test_a_new_user_has_no_model_made_memory(self, mem: Any) -> None:
         for kind in ("entity", "relation", "state"):
             assert mem.memories(kind, user_id="nobody") == []
         assert mem.audit(user_id="nobody") == [] and mem.usage(user_id="nobody") == []
 
     # ---- export, import, deletion, tenants -------------------------------------------------
 
-    def test_export_import_round_trip(self, make):
+    def test_export_import_round_trip(self, make: Callable[..., Any]) -> None:
         a = make()
         b = make(store=a.store, tenant=f"{a.tenant}-copy")
         add_all(a, LISI, thread="s1")
@@ -345,7 +345,7 @@ class MemoryContract:
                 x.to_dict() for x in a.history(user_id="user_001", thread_id=t)
             ]
 
-    def test_import_validates_everything_first(self, mem):
+    def test_import_validates_everything_first(self, mem: Any) -> None:
         records = [
             {"user_id": "u", "thread_id": "t", "role": "user", "content": "ok"},
             {"user_id": "u", "thread_id": "t", "role": "user", "content": ""},
@@ -354,7 +354,7 @@ class MemoryContract:
             mem.import_(records)
         assert mem.history(user_id="u", thread_id="t") == []
 
-    def test_forget_thread_and_user_across_tenants(self, make):
+    def test_forget_thread_and_user_across_tenants(self, make: Callable[..., Any]) -> None:
         default = make(layers=["full"])
         acme = make(store=default.store, layers=["full"], tenant=f"{default.tenant}-acme")
         add_all(default, LISI, thread="s1")

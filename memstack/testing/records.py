@@ -18,20 +18,22 @@ the scope's key (agent and thread included); audit and usage are read per user.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from ..errors import InvalidInput
 from ..stores import RecordStore, Store, UsageLog
 from ..types import Change, Scope, UsageRecord, user_digest
-from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, msg
+from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, full, msg, present
 
 U = A.user()  # user_001's user level
 LIKES = {"name": "李四", "likes": ["火锅", "跑步"], "city": "北京"}
 
 
-def put(key: str, value: dict, *, kind: str = "entity", minutes: int | None = 0, sources: tuple[str, ...] = ("m1",)) -> Change:
+def put(key: str, value: dict[str, Any], *, kind: str = "entity", minutes: int | None = 0, sources: tuple[str, ...] = ("m1",)) -> Change:
     at = T0 + timedelta(minutes=minutes) if minutes is not None else None
     return Change("put", kind, key, value, source_ids=sources, at=at)
 
@@ -40,8 +42,14 @@ def delete(key: str, *, kind: str = "entity", minutes: int | None = 0) -> Change
     return Change("delete", kind, key, at=T0 + timedelta(minutes=minutes) if minutes is not None else None)
 
 
-def usage(scope: Scope, minutes: int, **kw) -> UsageRecord:
-    fields = {"layer": "summary", "model": "qwen2.5:7b", "prompt_tokens": 1200, "completion_tokens": 80, "latency_ms": 950.5}
+def usage(scope: Scope, minutes: int, **kw: Any) -> UsageRecord:
+    fields: dict[str, Any] = {
+        "layer": "summary",
+        "model": "qwen2.5:7b",
+        "prompt_tokens": 1200,
+        "completion_tokens": 80,
+        "latency_ms": 950.5,
+    }
     return UsageRecord(scope=scope, at=T0 + timedelta(minutes=minutes), **{**fields, **kw})
 
 
@@ -55,7 +63,7 @@ class _StoreFixture:
         raise NotImplementedError
 
     @pytest.fixture
-    def store(self):
+    def store(self) -> Iterator[Store]:
         s = self.new_store()
         yield s
         s.close()
@@ -65,15 +73,15 @@ class RecordStoreContract(_StoreFixture):
     """Behaviour every RecordStore (reached as ``store.records``) must show."""
 
     @pytest.fixture
-    def records(self, store) -> RecordStore:
+    def records(self, store: FullStore) -> RecordStore:
         return store.records
 
     # ---- add, supersede, no-op, delete ---------------------------------------------------------
 
-    def test_it_is_a_record_store(self, records):
+    def test_it_is_a_record_store(self, records: RecordStore) -> None:
         assert isinstance(records, RecordStore)
 
-    def test_a_new_key_is_added_as_version_one(self, records):
+    def test_a_new_key_is_added_as_version_one(self, records: RecordStore) -> None:
         (event,) = records.apply(U, [put("李四", LIKES, sources=("m1", "m2"))], layer="entities")
         assert (event.action, event.kind, event.key, event.layer) == ("add", "entity", "李四", "entities")
         assert event.before is None and event.after == LIKES and event.source_ids == ("m1", "m2") and event.scope == U
@@ -83,7 +91,7 @@ class RecordStoreContract(_StoreFixture):
         assert record.valid_from == T0 and record.invalid_at is None and record.current
         assert record.created_at.utcoffset() == timedelta(0)
 
-    def test_a_new_value_supersedes_the_current_one(self, records):
+    def test_a_new_value_supersedes_the_current_one(self, records: RecordStore) -> None:
         records.apply(U, [put("李四", {"city": "北京"}, minutes=0)], layer="entities")
         (event,) = records.apply(U, [put("李四", {"city": "上海"}, minutes=30, sources=("m9",))], layer="entities")
         assert (event.action, event.before, event.after, event.source_ids) == ("supersede", {"city": "北京"}, {"city": "上海"}, ("m9",))
@@ -93,7 +101,7 @@ class RecordStoreContract(_StoreFixture):
         assert old.id != new.id
         assert [r.value for r in records.current(U, "entity")] == [{"city": "上海"}]
 
-    def test_the_same_value_again_is_a_no_op_that_merges_source_ids(self, records):
+    def test_the_same_value_again_is_a_no_op_that_merges_source_ids(self, records: RecordStore) -> None:
         records.apply(U, [put("李四", {"city": "北京", "age": 30}, sources=("m1", "m2"))], layer="entities")
         assert records.apply(U, [put("李四", {"age": 30, "city": "北京"}, minutes=5, sources=("m2", "m3", "m1"))], layer="entities") == []
         (record,) = records.current(U, "entity")
@@ -101,13 +109,13 @@ class RecordStoreContract(_StoreFixture):
         assert len(records.history(U, "entity", "李四")) == 1
         assert len(records.audit(U)) == 1
 
-    def test_values_compare_as_json(self, records):
+    def test_values_compare_as_json(self, records: RecordStore) -> None:
         records.apply(U, [put("k", {"n": 1, "flag": True})], layer="l")
         assert records.apply(U, [put("k", {"flag": True, "n": 1.0})], layer="l") == []
         (event,) = records.apply(U, [put("k", {"n": 1, "flag": 1})], layer="l")
         assert event.action == "supersede"
 
-    def test_delete_retires_the_current_record(self, records):
+    def test_delete_retires_the_current_record(self, records: RecordStore) -> None:
         records.apply(U, [put("李四", LIKES)], layer="entities")
         (event,) = records.apply(U, [delete("李四", minutes=10)], layer="forget")
         assert (event.action, event.before, event.after, event.layer) == ("delete", LIKES, None, "forget")
@@ -115,19 +123,19 @@ class RecordStoreContract(_StoreFixture):
         (old,) = records.history(U, "entity", "李四")
         assert old.invalid_at == T0 + timedelta(minutes=10) and not old.current
 
-    def test_deleting_what_is_not_there_is_a_no_op(self, records):
+    def test_deleting_what_is_not_there_is_a_no_op(self, records: RecordStore) -> None:
         assert records.apply(U, [delete("nobody")], layer="forget") == []
         records.apply(U, [put("李四", LIKES), delete("李四")], layer="l")
         assert records.apply(U, [delete("李四")], layer="forget") == []
         assert [e.action for e in records.audit(U)] == ["delete", "add"]
 
-    def test_a_key_put_after_a_delete_continues_its_versions(self, records):
+    def test_a_key_put_after_a_delete_continues_its_versions(self, records: RecordStore) -> None:
         records.apply(U, [put("李四", {"v": 1}, minutes=0), delete("李四", minutes=1)], layer="l")
         (event,) = records.apply(U, [put("李四", {"v": 1}, minutes=2)], layer="l")
         assert event.action == "add" and event.before is None
         assert [(r.version, r.current) for r in records.history(U, "entity", "李四")] == [(1, False), (2, True)]
 
-    def test_a_change_without_a_time_has_no_valid_from(self, records):
+    def test_a_change_without_a_time_has_no_valid_from(self, records: RecordStore) -> None:
         before = datetime.now(timezone.utc)
         records.apply(U, [put("k", {"v": 1}, minutes=None)], layer="l")
         records.apply(U, [put("k", {"v": 2}, minutes=None)], layer="l")
@@ -135,7 +143,7 @@ class RecordStoreContract(_StoreFixture):
         assert old.valid_from is None and new.valid_from is None
         assert old.invalid_at is not None and old.invalid_at >= before - timedelta(seconds=1)
 
-    def test_changes_to_one_key_in_one_batch_apply_in_order(self, records):
+    def test_changes_to_one_key_in_one_batch_apply_in_order(self, records: RecordStore) -> None:
         events = records.apply(
             U, [put("k", {"v": 1}, minutes=0), put("k", {"v": 2}, minutes=1), put("k", {"v": 2}, minutes=2, sources=("m7",))], layer="l"
         )
@@ -143,11 +151,11 @@ class RecordStoreContract(_StoreFixture):
         assert [(r.version, r.value) for r in records.history(U, "entity", "k")] == [(1, {"v": 1}), (2, {"v": 2})]
         assert records.current(U, "entity")[0].source_ids == ("m1", "m7")
 
-    def test_an_empty_batch_does_nothing(self, records):
+    def test_an_empty_batch_does_nothing(self, records: RecordStore) -> None:
         assert records.apply(U, [], layer="l") == []
         assert records.audit(U) == []
 
-    def test_a_batch_with_a_bad_change_applies_nothing(self, records):
+    def test_a_batch_with_a_bad_change_applies_nothing(self, records: RecordStore) -> None:
         with pytest.raises(InvalidInput):
             records.apply(U, [put("good", {"v": 1}), put("bad", {"v": {1, 2}})], layer="l")
         with pytest.raises(InvalidInput):
@@ -156,7 +164,7 @@ class RecordStoreContract(_StoreFixture):
             records.apply(U, [put("good", {"v": 1}), put("nan", {"v": float("nan")})], layer="l")
         assert records.current(U, "entity") == [] and records.audit(U) == []
 
-    def test_invalid_kinds_layers_and_changes_are_refused(self, records):
+    def test_invalid_kinds_layers_and_changes_are_refused(self, records: RecordStore) -> None:
         with pytest.raises(InvalidInput):
             Change("put", "fact", "k", {"v": 1})
         with pytest.raises(InvalidInput):
@@ -169,7 +177,7 @@ class RecordStoreContract(_StoreFixture):
             lambda: records.audit(U, kind="fact"),
             lambda: records.delete(U, "fact"),
             lambda: records.apply(U, [put("k", {"v": 1})], layer=""),
-            lambda: records.apply(U, [{"action": "put", "kind": "entity", "key": "k", "value": {}}], layer="l"),
+            lambda: records.apply(U, [{"action": "put", "kind": "entity", "key": "k", "value": {}}], layer="l"),  # type: ignore[list-item]  # not a Change
             lambda: records.audit(U, limit=-1),
         ):
             with pytest.raises(InvalidInput):
@@ -177,19 +185,19 @@ class RecordStoreContract(_StoreFixture):
 
     # ---- reading ---------------------------------------------------------------------------------
 
-    def test_current_is_ordered_by_key_and_can_pick_keys(self, records):
+    def test_current_is_ordered_by_key_and_can_pick_keys(self, records: RecordStore) -> None:
         records.apply(U, [put(k, {"k": k}) for k in ("王五", "bob", "Alice", "张三")], layer="l")
         assert [r.key for r in records.current(U, "entity")] == sorted(["王五", "bob", "Alice", "张三"])
         assert [r.key for r in records.current(U, "entity", ["张三", "bob", "nobody"])] == ["bob", "张三"]
         assert records.current(U, "entity", []) == []
 
-    def test_kinds_are_separate(self, records):
+    def test_kinds_are_separate(self, records: RecordStore) -> None:
         records.apply(U, [put("x", {"as": "entity"}), put("x", {"as": "state"}, kind="state")], layer="l")
         assert [r.value for r in records.current(U, "entity")] == [{"as": "entity"}]
         assert [r.value for r in records.current(U, "state")] == [{"as": "state"}]
         assert records.current(U, "relation") == []
 
-    def test_history_is_oldest_first(self, records):
+    def test_history_is_oldest_first(self, records: RecordStore) -> None:
         for i in range(4):
             records.apply(U, [put("k", {"v": i}, minutes=i)], layer="l")
         versions = records.history(U, "entity", "k")
@@ -197,14 +205,14 @@ class RecordStoreContract(_StoreFixture):
         assert [r.current for r in versions] == [False, False, False, True]
         assert records.history(U, "entity", "nobody") == []
 
-    def test_thread_and_user_level_are_separate(self, records):
+    def test_thread_and_user_level_are_separate(self, records: RecordStore) -> None:
         records.apply(A, [put("summary", {"text": "聊了火锅"}, kind="summary")], layer="summary")
         records.apply(U, [put("李四", LIKES)], layer="entities")
         assert [r.scope for r in records.current(A, "summary")] == [A]
         assert records.current(U, "summary") == [] and records.current(A2, "summary") == []
         assert records.current(A, "entity") == []
 
-    def test_audit_covers_the_user_newest_first(self, records):
+    def test_audit_covers_the_user_newest_first(self, records: RecordStore) -> None:
         records.apply(A, [put("summary", {"text": "一"}, kind="summary")], layer="summary")
         records.apply(U, [put("李四", LIKES)], layer="entities")
         records.apply(A2, [put("summary", {"text": "二"}, kind="summary")], layer="summary")
@@ -217,16 +225,16 @@ class RecordStoreContract(_StoreFixture):
         assert [e.kind for e in records.audit(U, kind="entity", limit=1)] == ["entity"]
         assert records.audit(U, limit=0) == []
 
-    def test_returned_values_are_copies(self, records):
+    def test_returned_values_are_copies(self, records: RecordStore) -> None:
         (event,) = records.apply(U, [put("李四", {"likes": ["火锅"]})], layer="l")
-        event.after["likes"].append("changed")
+        present(event.after)["likes"].append("changed")
         records.current(U, "entity")[0].value["likes"].append("changed")
         records.history(U, "entity", "李四")[0].value["likes"].append("changed")
-        records.audit(U)[0].after["likes"].append("changed")
+        present(records.audit(U)[0].after)["likes"].append("changed")
         assert records.current(U, "entity")[0].value == {"likes": ["火锅"]}
         assert records.audit(U)[0].after == {"likes": ["火锅"]}
 
-    def test_chinese_and_other_text_round_trip(self, records):
+    def test_chinese_and_other_text_round_trip(self, records: RecordStore) -> None:
         value = {
             "名字": "李四",
             "备注": "喜欢吃火锅🌶，不吃香菜",
@@ -241,7 +249,7 @@ class RecordStoreContract(_StoreFixture):
 
     # ---- isolation -------------------------------------------------------------------------------
 
-    def test_users_tenants_and_agents_with_the_same_keys_stay_apart(self, records):
+    def test_users_tenants_and_agents_with_the_same_keys_stay_apart(self, records: RecordStore) -> None:
         scopes = [A, B, OTHER_TENANT, AGENT]
         for i, scope in enumerate(scopes):
             records.apply(scope.user(), [put("李四", {"owner": i})], layer="l")
@@ -251,13 +259,13 @@ class RecordStoreContract(_StoreFixture):
             assert [r.value for r in records.current(scope, "summary")] == [{"owner": i}]
             assert [r.value for r in records.history(scope.user(), "entity", "李四")] == [{"owner": i}]
         for scope in (B, OTHER_TENANT, AGENT):
-            assert {e.after["owner"] for e in records.audit(scope)} == {scopes.index(scope)}
-        assert {e.after["owner"] for e in records.audit(U)} == {0, 3}  # no agent named: every agent of the user
+            assert {present(e.after)["owner"] for e in records.audit(scope)} == {scopes.index(scope)}
+        assert {present(e.after)["owner"] for e in records.audit(U)} == {0, 3}  # no agent named: every agent of the user
         assert records.current(Scope(user_id="user_00"), "entity") == [] and records.audit(Scope(user_id="user_0011")) == []
 
     # ---- deleting --------------------------------------------------------------------------------
 
-    def test_delete_by_scope_level_and_kind_keeps_the_audit_trail(self, records):
+    def test_delete_by_scope_level_and_kind_keeps_the_audit_trail(self, records: RecordStore) -> None:
         records.apply(U, [put("李四", {"v": 1}), put("李四", {"v": 2}, minutes=1), put("k", {"v": 1}, kind="state")], layer="l")
         records.apply(A, [put("summary", {"text": "一"}, kind="summary")], layer="summary")
         records.apply(AGENT.user(), [put("李四", {"v": 1})], layer="l")
@@ -270,7 +278,7 @@ class RecordStoreContract(_StoreFixture):
         assert records.delete(U) == 0
         assert len(records.audit(U)) == 5
 
-    def test_the_users_with_current_records(self, store):
+    def test_the_users_with_current_records(self, store: FullStore) -> None:
         store.records.apply(U, [put("李四", LIKES)], layer="entities")
         store.records.apply(B, [put("summary", {"text": "二"}, kind="summary")], layer="summary")
         store.records.apply(OTHER_TENANT.user(), [put("李四", LIKES)], layer="entities")
@@ -282,7 +290,7 @@ class RecordStoreContract(_StoreFixture):
         assert store.records.users("default") == ["user_001", "user_002"]  # user_003's only record was deleted
         assert store.records.users("acme") == ["user_001"] and store.records.users("nobody") == []
 
-    def test_delete_thread_removes_the_threads_records_audit_and_usage(self, store):
+    def test_delete_thread_removes_the_threads_records_audit_and_usage(self, store: FullStore) -> None:
         store.records.apply(A, [put("summary", {"text": "一"}, kind="summary")], layer="summary")
         store.records.apply(A2, [put("summary", {"text": "二"}, kind="summary")], layer="summary")
         store.records.apply(U, [put("李四", LIKES)], layer="entities")
@@ -296,7 +304,7 @@ class RecordStoreContract(_StoreFixture):
         assert [r.scope for r in store.usage.read(U)] == [A2, U]
         assert len(store.records.current(A2, "summary")) == 1 and len(store.records.current(U, "entity")) == 1
 
-    def test_delete_user_removes_records_audit_and_usage_and_notes_the_deletion(self, store):
+    def test_delete_user_removes_records_audit_and_usage_and_notes_the_deletion(self, store: FullStore) -> None:
         victims = [A, AGENT]
         survivors = [B, OTHER_TENANT, Scope(user_id="user_0011", thread_id="t1")]
         for scope in victims + survivors:
@@ -322,7 +330,7 @@ class RecordStoreContract(_StoreFixture):
         assert store.delete_user(A) == 0
         assert [d.rows for d in store.deletions("default")] == [deleted, 0]
 
-    def test_a_deletion_note_hashes_the_user_id_with_the_stores_own_key(self, store):
+    def test_a_deletion_note_hashes_the_user_id_with_the_stores_own_key(self, store: FullStore) -> None:
         """The note's user_hash is a keyed hash (backends.deletions): not the id's sha256, which
         hashing guesses of the id (user_001, an email address) would find, yet the same for one
         user in every deletion of the store, and different for another id or another tenant."""
@@ -336,7 +344,7 @@ class RecordStoreContract(_StoreFixture):
 
     # ---- durability ------------------------------------------------------------------------------
 
-    def test_reopen_keeps_everything(self, store):
+    def test_reopen_keeps_everything(self, store: FullStore) -> None:
         if not self.durable:
             pytest.skip("not a durable backend")
         store.records.apply(U, [put("李四", {"city": "北京"}, minutes=0), put("李四", {"city": "上海"}, minutes=5)], layer="entities")
@@ -350,7 +358,7 @@ class RecordStoreContract(_StoreFixture):
             store.records.audit(U),
             store.usage.read(U),
         )
-        reopened = self.reopen(store)
+        reopened = full(self.reopen(store))
         try:
             after = (
                 reopened.records.history(U, "entity", "李四"),
@@ -372,13 +380,13 @@ class UsageLogContract(_StoreFixture):
     """Behaviour every UsageLog (reached as ``store.usage``) must show."""
 
     @pytest.fixture
-    def log(self, store) -> UsageLog:
+    def log(self, store: FullStore) -> UsageLog:
         return store.usage
 
-    def test_it_is_a_usage_log(self, log):
+    def test_it_is_a_usage_log(self, log: UsageLog) -> None:
         assert isinstance(log, UsageLog)
 
-    def test_rows_round_trip_oldest_first(self, log):
+    def test_rows_round_trip_oldest_first(self, log: UsageLog) -> None:
         failed = usage(
             A, 5, ok=False, error="模型输出不是合法JSON", layer="entities", prompt_tokens=0, completion_tokens=0, latency_ms=30000.0
         )
@@ -389,18 +397,18 @@ class UsageLogContract(_StoreFixture):
         assert got[0].ok is True and got[0].error is None and got[0].at.utcoffset() == timedelta(0)
         assert (got[0].prompt_tokens, got[0].completion_tokens, got[0].latency_ms, got[0].model) == (1200, 80, 950.5, "qwen2.5:7b")
 
-    def test_rows_at_the_same_time_keep_their_order(self, log):
+    def test_rows_at_the_same_time_keep_their_order(self, log: UsageLog) -> None:
         log.record([usage(A, 0, model="first"), usage(A, 0, model="second")])
         log.record([usage(A, 0, model="third")])
         assert [r.model for r in log.read(A)] == ["first", "second", "third"]
 
-    def test_read_covers_the_users_threads_and_since_is_inclusive(self, log):
+    def test_read_covers_the_users_threads_and_since_is_inclusive(self, log: UsageLog) -> None:
         log.record([usage(A, 0), usage(A2, 1), usage(U, 2), usage(B, 3)])
         assert [r.scope for r in log.read(A2)] == [A, A2, U]
         assert [r.scope for r in log.read(U, since=T0 + timedelta(minutes=1))] == [A2, U]
         assert log.read(U, since=T0 + timedelta(minutes=2, seconds=1)) == []
 
-    def test_users_tenants_and_agents_stay_apart(self, log):
+    def test_users_tenants_and_agents_stay_apart(self, log: UsageLog) -> None:
         log.record([usage(A, 0), usage(B, 1), usage(OTHER_TENANT, 2), usage(AGENT, 3)])
         assert [r.scope for r in log.read(B)] == [B]
         assert [r.scope for r in log.read(OTHER_TENANT)] == [OTHER_TENANT]
@@ -408,23 +416,23 @@ class UsageLogContract(_StoreFixture):
         assert [r.scope for r in log.read(U)] == [A, AGENT]  # no agent named: every agent of the user
         assert log.read(Scope(user_id="user_00")) == []
 
-    def test_bad_rows_are_refused_and_nothing_is_logged(self, log):
+    def test_bad_rows_are_refused_and_nothing_is_logged(self, log: UsageLog) -> None:
         naive = UsageRecord(A, "summary", "m", 1, 1, 1.0, at=datetime(2024, 5, 1, 9, 0))
         for rows in ([usage(A, 0), naive], [usage(A, 0), {"layer": "summary"}], [usage(A, 0, layer="")]):
             with pytest.raises(InvalidInput):
-                log.record(rows)
+                log.record(rows)  # type: ignore[arg-type]  # rows that are no UsageRecords, on purpose
         with pytest.raises(InvalidInput):
             log.read(A, since=datetime(2024, 5, 1))
         assert log.read(A) == []
         log.record([])
         assert log.read(A) == []
 
-    def test_reopen_keeps_the_log(self, store):
+    def test_reopen_keeps_the_log(self, store: FullStore) -> None:
         if not self.durable:
             pytest.skip("not a durable backend")
         store.usage.record([usage(A, 0), usage(U, 1, ok=False, error="超时")])
         before = store.usage.read(U)
-        reopened = self.reopen(store)
+        reopened = full(self.reopen(store))
         try:
             assert reopened.usage.read(U) == before
         finally:

@@ -12,18 +12,20 @@ Rankings are checked against ``MemoryUnits``, the reference implementation of th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta, timezone
+from typing import Any
 
 import pytest
 
 from ..backends.memory.units import MemoryUnits
 from ..errors import InvalidInput
-from ..stores import Store
+from ..stores import Store, UnitStore
 from ..types import Scope, Scored, SearchFilter, Unit
-from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, msg
+from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, msg
 
 
-def unit(id_: str, text: str, scope: Scope = A, minutes: int = 0, **kw) -> Unit:
+def unit(id_: str, text: str, scope: Scope = A, minutes: int = 0, **kw: Any) -> Unit:
     return Unit(id=id_, scope=scope, text=text, timestamp=T0 + timedelta(minutes=minutes), **kw)
 
 
@@ -70,18 +72,18 @@ class UnitStoreContract:
         raise NotImplementedError
 
     @pytest.fixture
-    def store(self):
+    def store(self) -> Iterator[Store]:
         s = self.new_store()
         yield s
         s.close()
 
     @pytest.fixture
-    def units(self, store):
+    def units(self, store: FullStore) -> UnitStore:
         return store.units
 
     # ---- storage ---------------------------------------------------------------------------
 
-    def test_fields_round_trip(self, units):
+    def test_fields_round_trip(self, units: UnitStore) -> None:
         original = Unit(
             id="f1",
             scope=A,
@@ -99,7 +101,7 @@ class UnitStoreContract:
         assert got.timestamp.utcoffset() == timedelta(hours=8)
         assert isinstance(got.source_ids, tuple)
 
-    def test_in_rounds_reads_one_thread_of_one_user_and_agent(self, units):
+    def test_in_rounds_reads_one_thread_of_one_user_and_agent(self, units: UnitStore) -> None:
         units.put(
             [
                 unit("r1", "第一轮", round=1),
@@ -122,12 +124,12 @@ class UnitStoreContract:
         with pytest.raises(InvalidInput):
             units.in_rounds(Scope(user_id="user_001"), [1])
 
-    def test_get_follows_the_order_of_ids_and_skips_missing(self, units):
+    def test_get_follows_the_order_of_ids_and_skips_missing(self, units: UnitStore) -> None:
         units.put([unit("a", "一"), unit("b", "二"), unit("c", "三")])
         assert [u.id for u in units.get(A, ["c", "missing", "a"])] == ["c", "a"]
         assert units.get(A, []) == []
 
-    def test_put_replaces_by_id_text_and_terms_included(self, units):
+    def test_put_replaces_by_id_text_and_terms_included(self, units: UnitStore) -> None:
         units.put([unit("u1", "我喜欢跑步", category="old")])
         units.put([unit("u1", "我喜欢游泳", category="new")])
         (got,) = units.get(A, ["u1"])
@@ -136,22 +138,22 @@ class UnitStoreContract:
         assert [s.id for s in units.keyword_search(A, "游泳", k=5)] == ["u1"]
         assert sum(len(b) for b in units.iterate(A)) == 1
 
-    def test_the_last_of_repeated_ids_in_one_put_wins(self, units):
+    def test_the_last_of_repeated_ids_in_one_put_wins(self, units: UnitStore) -> None:
         units.put([unit("u1", "第一版"), unit("u1", "第二版")])
         assert [u.text for u in units.get(A, ["u1"])] == ["第二版"]
 
-    def test_put_refuses_what_is_not_a_unit(self, units):
+    def test_put_refuses_what_is_not_a_unit(self, units: UnitStore) -> None:
         with pytest.raises(InvalidInput):
-            units.put([{"id": "x", "text": "dict"}])
+            units.put([{"id": "x", "text": "dict"}])  # type: ignore[list-item]  # not a Unit, on purpose
 
-    def test_a_unit_without_search_terms_is_stored_but_never_found(self, units):
+    def test_a_unit_without_search_terms_is_stored_but_never_found(self, units: UnitStore) -> None:
         units.put([unit("p", "。。。的了吗？！"), unit("q", "我喜欢跑步")])
         assert [u.id for u in units.get(A, ["p"])] == ["p"]
         assert [s.id for s in units.keyword_search(A, "跑步", k=5)] == ["q"]
 
     # ---- isolation -------------------------------------------------------------------------
 
-    def test_users_tenants_and_agents_with_identical_ids_stay_apart(self, units):
+    def test_users_tenants_and_agents_with_identical_ids_stay_apart(self, units: UnitStore) -> None:
         scopes = {"甲": A, "乙": B, "丙": OTHER_TENANT, "丁": AGENT}
         units.put([unit("same", f"共同词 {name}", scope) for name, scope in scopes.items()])
         for name, scope in {"乙": B, "丙": OTHER_TENANT, "丁": AGENT}.items():
@@ -164,21 +166,21 @@ class UnitStoreContract:
         assert len(units.keyword_search(A, "共同词", k=10)) == 2
         assert units.keyword_search(A, "乙 丙", k=10) == []
 
-    def test_other_users_data_does_not_change_a_users_scores(self, units):
+    def test_other_users_data_does_not_change_a_users_scores(self, units: UnitStore) -> None:
         units.put([unit(i, text) for i, text in CORPUS])
         before = [units.keyword_search(A, q, k=5) for q in QUERIES]
         units.put([unit(f"b{i}", "跑步 火锅 running " * (i % 3 + 1), B) for i in range(30)])
         units.put([unit(f"t{i}", "PostgreSQL 索引", OTHER_TENANT) for i in range(10)])
         assert [units.keyword_search(A, q, k=5) for q in QUERIES] == before
 
-    def test_an_agent_scope_searches_its_agent_only(self, units):
+    def test_an_agent_scope_searches_its_agent_only(self, units: UnitStore) -> None:
         units.put([unit("x", "跑步", A), unit("y", "跑步 跑步", AGENT), unit("z", "游泳", AGENT)])
         assert [s.id for s in units.keyword_search(AGENT, "跑步", k=5)] == ["y"]
         assert {s.id for s in units.keyword_search(A, "跑步", k=5)} == {"x", "y"}
 
     # ---- search ----------------------------------------------------------------------------
 
-    def test_chinese_query_ranks_units_sharing_more_terms_first(self, units):
+    def test_chinese_query_ranks_units_sharing_more_terms_first(self, units: UnitStore) -> None:
         units.put([unit("a", "我平时喜欢跑步"), unit("b", "我喜欢吃火锅"), unit("c", "我正在学习LangChain"), unit("d", "今天跑步十公里")])
         found = units.keyword_search(A, "我喜欢跑步吗？", k=5)
         assert found[0].id == "a"
@@ -186,31 +188,31 @@ class UnitStoreContract:
         # "运动" is in no unit: only the shared "喜欢" can match, never the LangChain unit
         assert {s.id for s in units.keyword_search(A, "我喜欢什么运动？", k=5)} == {"a", "b"}
 
-    def test_english_words_are_stemmed_and_case_folded(self, units):
+    def test_english_words_are_stemmed_and_case_folded(self, units: UnitStore) -> None:
         units.put([unit("e1", "I love Running marathons"), unit("e2", "She runs every morning"), unit("e3", "Cooking pasta")])
         assert {s.id for s in units.keyword_search(A, "run", k=5)} == {"e1", "e2"}
         assert [s.id for s in units.keyword_search(A, "MARATHON", k=5)] == ["e1"]
 
-    def test_mixed_chinese_and_english(self, units):
+    def test_mixed_chinese_and_english(self, units: UnitStore) -> None:
         units.put([unit("m1", "我正在学习LangChain框架"), unit("m2", "我在学习做饭")])
         assert [s.id for s in units.keyword_search(A, "langchain", k=5)] == ["m1"]
         assert [s.id for s in units.keyword_search(A, "LangChain怎么学习", k=5)] == ["m1", "m2"]
 
-    def test_scores_are_in_the_unit_interval_best_first_ties_by_id(self, units):
+    def test_scores_are_in_the_unit_interval_best_first_ties_by_id(self, units: UnitStore) -> None:
         units.put([unit(i, "同样的文字 火锅") for i in ("z", "a", "m")] + [unit("x", "火锅 火锅 火锅"), unit("y", "别的")])
         found = units.keyword_search(A, "火锅", k=10)
         assert [s.id for s in found] == ["x", "a", "m", "z"]
         assert all(0.0 < s.score < 1.0 for s in found)
         assert found[0].score > found[1].score == found[2].score == found[3].score
 
-    def test_k_limits_the_results(self, units):
+    def test_k_limits_the_results(self, units: UnitStore) -> None:
         units.put([unit(f"u{i}", f"火锅 {'很好吃 ' * i}") for i in range(8)])
         assert [s.id for s in units.keyword_search(A, "火锅", k=3)] == ["u0", "u1", "u2"]
         assert units.keyword_search(A, "火锅", k=0) == []
         with pytest.raises(InvalidInput):
             units.keyword_search(A, "火锅", k=-1)
 
-    def test_no_matching_term_or_only_stopwords_gives_nothing(self, units):
+    def test_no_matching_term_or_only_stopwords_gives_nothing(self, units: UnitStore) -> None:
         units.put([unit("a", "我平时喜欢跑步")])
         assert units.keyword_search(A, "量子物理", k=5) == []
         assert units.keyword_search(A, "我的了吗？！", k=5) == []
@@ -232,11 +234,11 @@ class UnitStoreContract:
             "'湖' \"湖\" 湖*",
         ],
     )
-    def test_query_syntax_is_plain_text(self, units, query):
+    def test_query_syntax_is_plain_text(self, units: UnitStore, query: str) -> None:
         units.put([unit("w", 'a "lake" near the river: 湖 和 湖边'), unit("v", "nothing here")])
         assert [s.id for s in units.keyword_search(A, query, k=5)] == ["w"]
 
-    def test_ranking_matches_the_reference_implementation(self, units):
+    def test_ranking_matches_the_reference_implementation(self, units: UnitStore) -> None:
         reference = MemoryUnits()
         corpus = [unit(i, text) for i, text in CORPUS] + [unit("other", "跑步 火锅 running", B)]
         units.put(corpus)
@@ -244,7 +246,7 @@ class UnitStoreContract:
         for query in QUERIES:
             assert_same_ranking(units.keyword_search(A, query, k=5), reference.keyword_search(A, query, k=5), query)
 
-    def test_the_index_follows_replacements_and_deletions(self, units):
+    def test_the_index_follows_replacements_and_deletions(self, units: UnitStore) -> None:
         units.put([unit(i, text) for i, text in CORPUS])
         units.put([unit("r02", "我喜欢吃麻辣烫"), unit("new", "跑步和火锅")])
         units.delete(A, ["r01", "r13"])
@@ -277,39 +279,39 @@ class UnitStoreContract:
             SearchFilter(thread_ids=("no-such-thread",)),
         ],
     )
-    def test_filters_choose_the_same_units_as_the_reference_predicate(self, units, where):
+    def test_filters_choose_the_same_units_as_the_reference_predicate(self, units: UnitStore, where: SearchFilter) -> None:
         corpus = self._filtered_corpus()
         units.put(corpus)
         expected = {u.id for u in corpus if where.matches(u)}
         assert {s.id for s in units.keyword_search(A, "火锅", k=50, where=where)} == expected
 
-    def test_filters_do_not_change_scores(self, units):
+    def test_filters_do_not_change_scores(self, units: UnitStore) -> None:
         corpus = self._filtered_corpus()
         units.put(corpus)
         everything = {s.id: s.score for s in units.keyword_search(A, "火锅 记录3", k=50)}
         for s in units.keyword_search(A, "火锅 记录3", k=50, where=SearchFilter(thread_ids=("t2",))):
             assert s.score == everything[s.id]
 
-    def test_k_applies_after_filters(self, units):
+    def test_k_applies_after_filters(self, units: UnitStore) -> None:
         units.put([unit(f"a{i}", "火锅 火锅 火锅") for i in range(5)] + [unit(f"b{i}", "火锅", A2) for i in range(3)])
         assert [s.id for s in units.keyword_search(A, "火锅", k=2, where=SearchFilter(thread_ids=("t2",)))] == ["b0", "b1"]
 
     # ---- deletion and iteration --------------------------------------------------------------
 
-    def test_delete_by_ids(self, units):
+    def test_delete_by_ids(self, units: UnitStore) -> None:
         units.put([unit("a", "跑步"), unit("b", "跑步"), unit("a", "跑步", B)])
         assert units.delete(A, ["a", "missing"]) == 1
         assert [s.id for s in units.keyword_search(A, "跑步", k=5)] == ["b"]
         assert [u.id for u in units.get(B, ["a"])] == ["a"]
         assert units.delete(A, []) == 0
 
-    def test_delete_a_thread_by_its_exact_key(self, units):
+    def test_delete_a_thread_by_its_exact_key(self, units: UnitStore) -> None:
         units.put([unit("a", "跑步", A), unit("b", "跑步", A2), unit("c", "跑步", AGENT), unit("d", "跑步", B)])
         assert units.delete(A) == 1
         assert sorted(s.id for s in units.keyword_search(A, "跑步", k=5)) == ["b", "c"]
         assert [s.id for s in units.keyword_search(B, "跑步", k=5)] == ["d"]
 
-    def test_delete_a_user(self, units):
+    def test_delete_a_user(self, units: UnitStore) -> None:
         units.put(
             [unit("a", "跑步", A), unit("b", "跑步", A2), unit("c", "跑步", AGENT), unit("d", "跑步", B), unit("e", "跑步", OTHER_TENANT)]
         )
@@ -319,7 +321,7 @@ class UnitStoreContract:
         assert [s.id for s in units.keyword_search(B, "跑步", k=5)] == ["d"]
         assert [s.id for s in units.keyword_search(OTHER_TENANT, "跑步", k=5)] == ["e"]
 
-    def test_store_delete_user_and_delete_thread_remove_units(self, store):
+    def test_store_delete_user_and_delete_thread_remove_units(self, store: FullStore) -> None:
         store.units.put([unit("a", "跑步", A), unit("b", "跑步", A2), unit("d", "跑步", B), unit("e", "跑步", OTHER_TENANT)])
         store.history.append(A2, [msg("user", "跑步")])
         store.history.delete_thread(A2)
@@ -329,7 +331,7 @@ class UnitStoreContract:
         assert [s.id for s in store.units.keyword_search(B, "跑步", k=5)] == ["d"]
         assert [s.id for s in store.units.keyword_search(OTHER_TENANT, "跑步", k=5)] == ["e"]
 
-    def test_the_users_with_units_and_one_threads_units(self, units):
+    def test_the_users_with_units_and_one_threads_units(self, units: UnitStore) -> None:
         units.put(
             [
                 unit("a", "文本", A),
@@ -346,7 +348,7 @@ class UnitStoreContract:
         assert [u.id for b in units.iterate(thread_id="notes", batch=1) for u in b] in (["n1", "n2"], ["n2", "n1"])
         assert list(units.iterate(B.user(), thread_id="notes")) == []
 
-    def test_iterate_in_batches(self, units):
+    def test_iterate_in_batches(self, units: UnitStore) -> None:
         units.put([unit(f"a{i}", f"文本{i}") for i in range(7)] + [unit("g", "代理", AGENT), unit("b", "别人", B)])
         batches = list(units.iterate(A, batch=3))
         assert all(1 <= len(b) <= 3 for b in batches)

@@ -14,7 +14,7 @@ exact nearest (up to float32 rounding), filtered inside the search, best first, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -45,7 +45,8 @@ def axis(i: int, d: int = D) -> np.ndarray:
 def toward(i: int, closeness: float, d: int = D) -> np.ndarray:
     """A unit vector whose cosine with ``axis(i)`` is ``closeness``."""
     other = (i + 1) % d
-    return closeness * axis(i, d) + np.sqrt(1 - closeness**2) * axis(other, d)
+    out: np.ndarray = closeness * axis(i, d) + np.sqrt(1 - closeness**2) * axis(other, d)
+    return out
 
 
 def in_scope(u: Unit, scope: Scope) -> bool:
@@ -90,30 +91,30 @@ class VectorIndexContract:
         """Release the index (override when it holds connections)."""
 
     @pytest.fixture
-    def index(self):
+    def index(self) -> Iterator[VectorIndex]:
         made = self.new_index()
         yield made
         self.close(made)
 
     # ---- empty, k and scores -----------------------------------------------------------------
 
-    def test_empty_index(self, index):
+    def test_empty_index(self, index: VectorIndex) -> None:
         assert index.info() == (None, None, 0)
         assert index.search(A, axis(0), k=5) == []
         assert index.search(A, [1.0, 2.0, 3.0], k=5) == []  # no dimension is held yet
 
-    def test_empty_upsert_fixes_nothing(self, index):
+    def test_empty_upsert_fixes_nothing(self, index: VectorIndex) -> None:
         index.upsert([], np.zeros((0, D)), model=MODEL)
         assert index.info() == (None, None, 0)
 
-    def test_scores_are_cosine_mapped_to_unit_interval(self, index):
+    def test_scores_are_cosine_mapped_to_unit_interval(self, index: VectorIndex) -> None:
         index.upsert([unit("same"), unit("ortho"), unit("opposite")], [axis(0), axis(1), -axis(0)], model=MODEL)
         got = index.search(A, axis(0) * 3.0, k=3)
         assert all(isinstance(r, Scored) for r in got)
         assert ids(got) == ["same", "ortho", "opposite"]
         assert [round(r.score, 5) for r in got] == [1.0, 0.5, 0.0]
 
-    def test_best_first_and_k(self, index):
+    def test_best_first_and_k(self, index: VectorIndex) -> None:
         closeness = [0.9, 0.5, 0.99, 0.1, 0.7]
         index.upsert([unit(f"u{i}") for i in range(5)], [toward(0, c) for c in closeness], model=MODEL)
         assert ids(index.search(A, axis(0), k=3)) == ["u2", "u0", "u4"]
@@ -123,19 +124,19 @@ class VectorIndexContract:
         got = index.search(A, axis(0), k=1)[0]
         assert abs(got.score - (1 + 0.99) / 2) <= TOLERANCE
 
-    def test_ties_break_by_id(self, index):
+    def test_ties_break_by_id(self, index: VectorIndex) -> None:
         index.upsert([unit(i) for i in ["c", "a", "d", "b"]], [axis(0), axis(0), axis(0), toward(0, 0.5)], model=MODEL)
         assert ids(index.search(A, axis(0), k=2)) == ["a", "c"]
         assert ids(index.search(A, axis(0), k=4)) == ["a", "c", "d", "b"]
 
-    def test_vectors_as_lists_and_any_length(self, index):
+    def test_vectors_as_lists_and_any_length(self, index: VectorIndex) -> None:
         index.upsert([unit("x")], [[0.0, 5.0, 0, 0, 0, 0, 0, 0]], model=MODEL)
         assert ids(index.search(A, [0, 1, 0, 0, 0, 0, 0, 0], k=1)) == ["x"]
         assert index.info() == (MODEL, D, 1)
 
     # ---- scoping -------------------------------------------------------------------------------
 
-    def test_isolation_between_users_tenants_and_agents(self, index):
+    def test_isolation_between_users_tenants_and_agents(self, index: VectorIndex) -> None:
         scopes = [A, B, OTHER_TENANT, AGENT]
         index.upsert([unit("u1", sc) for sc in scopes], [axis(i) for i in range(4)], model=MODEL)
         for i, sc in enumerate(scopes[1:], start=1):
@@ -148,7 +149,7 @@ class VectorIndexContract:
         assert index.search(Scope(user_id="user_003"), axis(0), k=10) == []
         assert index.info()[2] == 4
 
-    def test_fetch_returns_the_stored_vectors_within_the_user(self, index):
+    def test_fetch_returns_the_stored_vectors_within_the_user(self, index: VectorIndex) -> None:
         assert index.fetch(A, ["u1"]) == {}
         index.upsert(
             [unit("u1", A), unit("u2", A2), unit("u1", B), unit("u3", AGENT)],
@@ -164,14 +165,14 @@ class VectorIndexContract:
         assert index.fetch(Scope(user_id="user_003"), ["u1"]) == {}
         assert index.fetch(A, []) == {}
 
-    def test_scope_thread_is_not_a_filter(self, index):
+    def test_scope_thread_is_not_a_filter(self, index: VectorIndex) -> None:
         index.upsert([unit("here", A), unit("there", A2)], [axis(0), axis(1)], model=MODEL)
         assert sorted(ids(index.search(A, axis(0), k=10))) == ["here", "there"]
         assert ids(index.search(A, axis(0), k=10, where=SearchFilter(thread_ids=("t2",)))) == ["there"]
 
     # ---- filters -----------------------------------------------------------------------------
 
-    def filter_fixture(self, index) -> tuple[list[Unit], np.ndarray]:
+    def filter_fixture(self, index: VectorIndex) -> tuple[list[Unit], np.ndarray]:
         units = [
             unit("r1", A, minutes=0, kind="round", category="work"),
             unit("r2", A, minutes=10, kind="fact", category="work"),
@@ -203,17 +204,17 @@ class VectorIndexContract:
         ],
         ids=lambda w: repr(w)[13:70],
     )
-    def test_filters_match_the_reference_predicate(self, index, where):
+    def test_filters_match_the_reference_predicate(self, index: VectorIndex, where: SearchFilter) -> None:
         units, rows = self.filter_fixture(index)
         want = brute_force(units, rows, A, axis(0), 10, where)
         assert ids(index.search(A, axis(0), k=10, where=where)) == ids(want)
 
-    def test_time_range_is_since_inclusive_until_exclusive(self, index):
+    def test_time_range_is_since_inclusive_until_exclusive(self, index: VectorIndex) -> None:
         self.filter_fixture(index)
         got = index.search(A, axis(0), k=10, where=SearchFilter(since=T0 + timedelta(minutes=10), until=T0 + timedelta(minutes=30)))
         assert ids(got) == ["r2", "r3"]
 
-    def test_filters_apply_inside_the_search(self, index):
+    def test_filters_apply_inside_the_search(self, index: VectorIndex) -> None:
         near = [unit(f"near{i:02d}", A) for i in range(47)]
         far = [unit(f"far{i}", A2, category="rare") for i in range(3)]
         rows = [toward(0, 0.99 - i * 0.001) for i in range(47)] + [toward(0, c) for c in (-0.5, -0.6, -0.7)]
@@ -223,7 +224,7 @@ class VectorIndexContract:
 
     # ---- upsert replaces -----------------------------------------------------------------------
 
-    def test_upsert_replaces_vector_and_metadata(self, index):
+    def test_upsert_replaces_vector_and_metadata(self, index: VectorIndex) -> None:
         index.upsert([unit("u1", A, minutes=0, kind="round", category="old"), unit("u2", A)], [axis(0), axis(1)], model=MODEL)
         index.upsert([unit("u1", A2, minutes=60, kind="fact", category="new")], [axis(2)], model=MODEL)
         assert index.info() == (MODEL, D, 2)
@@ -234,12 +235,12 @@ class VectorIndexContract:
         assert ids(index.search(A, axis(0), k=5, where=SearchFilter(categories=("new",), kinds=("fact",), thread_ids=("t2",)))) == ["u1"]
         assert ids(index.search(A, axis(0), k=5, where=SearchFilter(since=T0 + timedelta(minutes=60)))) == ["u1"]
 
-    def test_last_duplicate_in_one_upsert_wins(self, index):
+    def test_last_duplicate_in_one_upsert_wins(self, index: VectorIndex) -> None:
         index.upsert([unit("u1"), unit("u1", category="second")], [axis(0), axis(1)], model=MODEL)
         assert index.info()[2] == 1
         assert ids(index.search(A, axis(1), k=1, where=SearchFilter(categories=("second",)))) == ["u1"]
 
-    def test_same_id_in_other_agent_is_another_vector(self, index):
+    def test_same_id_in_other_agent_is_another_vector(self, index: VectorIndex) -> None:
         index.upsert([unit("u1", A), unit("u1", AGENT)], [axis(0), axis(1)], model=MODEL)
         index.upsert([unit("u1", AGENT)], [axis(2)], model=MODEL)
         assert index.info()[2] == 2
@@ -248,7 +249,7 @@ class VectorIndexContract:
 
     # ---- models, dimensions and bad values ---------------------------------------------------
 
-    def test_other_dimension_or_model_is_refused(self, index):
+    def test_other_dimension_or_model_is_refused(self, index: VectorIndex) -> None:
         index.upsert([unit("u1")], [axis(0)], model=MODEL)
         with pytest.raises(InvalidInput, match="memstack reindex"):
             index.upsert([unit("u2")], [axis(0, 4)], model=MODEL)
@@ -259,7 +260,7 @@ class VectorIndexContract:
         assert index.info() == (MODEL, D, 1)
 
     @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-    def test_non_finite_values_are_refused(self, index, bad):
+    def test_non_finite_values_are_refused(self, index: VectorIndex, bad: Any) -> None:
         row = axis(0)
         row[3] = bad
         with pytest.raises(InvalidInput):
@@ -269,7 +270,7 @@ class VectorIndexContract:
         with pytest.raises(InvalidInput):
             index.search(A, row, k=1)
 
-    def test_malformed_vectors_are_refused(self, index):
+    def test_malformed_vectors_are_refused(self, index: VectorIndex) -> None:
         with pytest.raises(InvalidInput):
             index.upsert([unit("u1")], [np.zeros(D)], model=MODEL)
         with pytest.raises(InvalidInput):
@@ -278,7 +279,7 @@ class VectorIndexContract:
             index.upsert([unit("u1")], [axis(0)], model="")
         assert index.info() == (None, None, 0)
 
-    def test_reset_drops_vectors_and_model(self, index):
+    def test_reset_drops_vectors_and_model(self, index: VectorIndex) -> None:
         index.upsert([unit("u1"), unit("u2", B)], [axis(0), axis(1)], model=MODEL)
         index.reset()
         assert index.info() == (None, None, 0)
@@ -289,14 +290,14 @@ class VectorIndexContract:
 
     # ---- delete --------------------------------------------------------------------------------
 
-    def delete_fixture(self, index) -> None:
+    def delete_fixture(self, index: VectorIndex) -> None:
         units = [unit("a1", A), unit("a2", A), unit("b1", A2), unit("b2", A2), unit("a1", B), unit("b1", B.thread("t2")), unit("a1", AGENT)]
         index.upsert(units, [axis(i % D) for i in range(len(units))], model=MODEL)
 
-    def remaining(self, index, scope: Scope) -> list[str]:
+    def remaining(self, index: VectorIndex, scope: Scope) -> list[str]:
         return sorted(ids(index.search(scope, axis(0), k=100)))
 
-    def test_delete_by_ids_within_the_user(self, index):
+    def test_delete_by_ids_within_the_user(self, index: VectorIndex) -> None:
         self.delete_fixture(index)
         assert index.delete(A, []) == 0
         assert index.delete(AGENT, ["a1", "missing"]) == 1
@@ -305,7 +306,7 @@ class VectorIndexContract:
         assert self.remaining(index, B) == ["a1", "b1"]
         assert index.info()[2] == 4
 
-    def test_delete_a_thread(self, index):
+    def test_delete_a_thread(self, index: VectorIndex) -> None:
         self.delete_fixture(index)
         assert index.delete(A2) == 2
         assert self.remaining(index, A) == ["a1", "a1", "a2"]
@@ -313,7 +314,7 @@ class VectorIndexContract:
         assert index.delete(AGENT) == 1  # the agent's thread t1 only
         assert self.remaining(index, A) == ["a1", "a2"]
 
-    def test_delete_a_user(self, index):
+    def test_delete_a_user(self, index: VectorIndex) -> None:
         self.delete_fixture(index)
         assert index.delete(AGENT.user()) == 1
         assert index.delete(A.user()) == 4
@@ -323,7 +324,7 @@ class VectorIndexContract:
         assert index.delete(Scope(user_id="nobody")) == 0
         assert index.info() == (MODEL, D, 2)
 
-    def test_delete_then_upsert_again(self, index):
+    def test_delete_then_upsert_again(self, index: VectorIndex) -> None:
         self.delete_fixture(index)
         index.delete(A.user())
         index.upsert([unit("a1", A)], [axis(5)], model=MODEL)
@@ -331,7 +332,7 @@ class VectorIndexContract:
 
     # ---- exactness at scale ------------------------------------------------------------------
 
-    def test_top_10_of_2000_random_vectors_is_exact(self, index):
+    def test_top_10_of_2000_random_vectors_is_exact(self, index: VectorIndex) -> None:
         rng = np.random.default_rng(20240501)
         threads, kinds, categories = ("t1", "t2", "t3", "t4"), ("round", "fact", "summary"), ("work", "home", None)
         units = [
@@ -371,12 +372,12 @@ class EmbeddingCacheContract:
         """Release the cache (override when it holds connections)."""
 
     @pytest.fixture
-    def cache(self):
+    def cache(self) -> Iterator[EmbeddingCache]:
         made = self.new_cache()
         yield made
         self.close(made)
 
-    def test_round_trip(self, cache):
+    def test_round_trip(self, cache: EmbeddingCache) -> None:
         assert cache.get(A, MODEL, ["h1"]) == {}
         cache.put(A, MODEL, {"h1": [0.25, -1.5, 3.0], "h2": np.arange(4, dtype=np.float32)})
         got = cache.get(A, MODEL, ["h1", "h2", "h3"])
@@ -386,23 +387,23 @@ class EmbeddingCacheContract:
         np.testing.assert_array_equal(got["h2"], np.arange(4, dtype=np.float32))
         assert cache.get(A, MODEL, []) == {}
 
-    def test_non_finite_values_are_refused(self, cache):
+    def test_non_finite_values_are_refused(self, cache: EmbeddingCache) -> None:
         with pytest.raises(InvalidInput):
             cache.put(A, MODEL, {"h1": [1.0], "h2": [np.nan]})
         assert cache.get(A, MODEL, ["h1", "h2"]) == {}
 
-    def test_put_replaces(self, cache):
+    def test_put_replaces(self, cache: EmbeddingCache) -> None:
         cache.put(A, MODEL, {"h1": [1.0, 2.0]})
         cache.put(A, MODEL, {"h1": [3.0, 4.0]})
         np.testing.assert_array_equal(cache.get(A, MODEL, ["h1"])["h1"], np.array([3.0, 4.0], np.float32))
 
-    def test_keyed_by_scope_and_model(self, cache):
+    def test_keyed_by_scope_and_model(self, cache: EmbeddingCache) -> None:
         cache.put(A, MODEL, {"h": [1.0]})
         for other in (A2, B, OTHER_TENANT, AGENT):
             assert cache.get(other, MODEL, ["h"]) == {}, other
         assert cache.get(A, "another-model", ["h"]) == {}
 
-    def test_delete_a_thread_or_a_user(self, cache):
+    def test_delete_a_thread_or_a_user(self, cache: EmbeddingCache) -> None:
         for sc in (A, A2, B, AGENT):
             cache.put(sc, MODEL, {"h1": [1.0], "h2": [2.0]})
         cache.put(A, "another-model", {"h1": [1.0]})
