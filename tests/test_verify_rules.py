@@ -345,9 +345,22 @@ def test_the_user_as_an_object_is_only_a_name_or_an_identity():
     assert isinstance(got, Rejected) and got.reason.startswith("the user is no value")
 
 
-def test_a_project_or_service_named_in_the_sentence_owns_its_stack():
-    got = verify([st("用户", "使用", "Redis")], [user("我们组的支付服务用Go写的，缓存是Redis。")])
-    assert not got.kept and got.rejected[0].reason.startswith("the words say it of")
+@pytest.mark.parametrize(
+    ("words", "statement", "owner"),
+    [
+        ("我们组的支付服务用Go写的，缓存是Redis。", st("用户", "使用", "Redis"), "支付服务"),
+        ("我是一名测试工程师，正在开发灯塔项目，数据库使用MySQL。", st("用户", "数据库使用", "MySQL"), "灯塔项目"),
+        ("王芳负责北斗项目，北斗项目用的是Vue。", st("用户", "使用", "Vue"), "北斗项目"),
+        ("我在华为集团工作，喜欢Rust。", st("用户", "喜欢", "Rust"), None),  # a place the user is at: not its owner
+    ],
+)
+def test_a_project_or_service_named_in_the_sentence_owns_its_stack(words, statement, owner):
+    # issue 27 §2: an object the words say of something else goes to that subject or nowhere
+    got = verify([statement], [user(words)])
+    if owner is None:
+        assert not got.kept and got.rejected[0].reason.startswith("the words say it of")
+    else:
+        assert [(k.subject, k.object) for k in got.kept] == [(owner, statement.object)], got
 
 
 # ---- 6. a value said earlier never supersedes one said later ------------------------------------

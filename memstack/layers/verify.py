@@ -143,11 +143,62 @@ def verify(
             continue
         for part in shaped:
             result = check(part, messages, names=names, self_names=self_names, context=context)
+            owner = _said_of(result.reason) if isinstance(result, Rejected) else None
+            if owner and normalize(owner) != normalize(part.subject) and _subject_of_clause(owner, part.object, messages):
+                # "星图项目使用Kafka" given to the user: the statement goes to the project the words
+                # say it of, when the words support it of that project, or nowhere
+                moved = check(part.model_copy(update={"subject": owner}), messages, names=names | {normalize(owner)}, context=context)
+                result = moved if not isinstance(moved, Rejected) else result
             if isinstance(result, Rejected):
                 rejected.append(result)
             else:
                 kept.append(result)
     return Verified(kept, rejected)
+
+
+_SAID_OF = "the words say it of "
+
+
+def _subject_of_clause(name: str, obj: str, messages: Sequence[Message]) -> bool:
+    """Whether ``name`` is what the object's clause speaks of: named before the object in that
+    clause ("…，星图项目使用Kafka"), or the clause goes on from one that opens with it ("我们组的支付服务用Go
+    写的，缓存是Redis") or ends with it ("正在开发星图项目，后端使用SpringBoot"). Not a place the user
+    is at ("我在腾讯集团工作，喜欢Python": the user likes Python)."""
+    n, o = normalize(name), normalize(obj)
+    for m in messages:
+        if m.role != "user":
+            continue
+        clauses = [c.strip() for c in _CLAUSE.split(normalize(m.text)) if c.strip()]
+        for i, clause in enumerate(clauses):
+            at = clause.find(o)
+            if at < 0:
+                continue
+            if n in clause[:at]:
+                return True
+            prev = clauses[i - 1] if i else ""
+            at = prev.find(n)
+            return at >= 0 and (prev.endswith(n) or at == 0 or prev[:at].endswith("的"))
+    return False
+
+
+def _said_of(reason: str) -> str | None:
+    """The project, system or company a rejection says the words speak of ("正在开发星图项目" ->
+    星图项目, "我们组的支付服务" -> 支付服务), or None (a person, a pronoun, nothing named)."""
+    if not reason.startswith(_SAID_OF):
+        return None
+    text = reason[len(_SAID_OF) :].strip()
+    if not _NAMED.fullmatch(text):
+        return None
+    if text.isascii():
+        return text
+    name = re.split(r"[的们]", text)[-1]
+    for _ in range(3):  # "正在开发星图项目": adverbs and a verb before the name are not the name
+        name = re.sub(r"^[在我他她它]+", "", _ADVERBS.sub("", name))
+        verb = next((v for v in _ZH_VERBS if name.startswith(v) and _NAMED.fullmatch(name[len(v) :])), None)
+        if verb is None:
+            break
+        name = name[len(verb) :]
+    return name if _NAMED.fullmatch(name) else None
 
 
 def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Rejected:
