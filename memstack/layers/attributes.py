@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..llm.grounding import normalize
-from .supersede import instant, replaced, said_as_old
+from .supersede import canonical, instant, replaced, said_as_old, settle
 
 
 def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -100,3 +100,20 @@ def stored(current: list[dict[str, Any]], past: list[dict[str, Any]], lang: str)
         "values": current,
     }
     return {**out, "past": past} if past else out
+
+
+def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """An entity's attributes by canonical predicate (``supersede.canonical``, normalised): the name
+    first written, and the current and past values as ``supersede.settle`` says they stand, the
+    values of attributes written under two spellings of one predicate ("住在", "移居") together."""
+    groups: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for key, attribute in attributes.items():
+        current, before = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
+        _, now, then = groups.setdefault(normalize(canonical(key)), (key, [], []))
+        now += [c for c in current if c.get("value") and all(normalize(str(c["value"])) != normalize(str(x["value"])) for x in now)]
+        then += before
+    out = {}
+    for predicate, (key, now, then) in groups.items():
+        now, then = settle(canonical(key), now, then)
+        out[predicate] = (key, now, then)
+    return out

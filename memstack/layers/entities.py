@@ -21,18 +21,19 @@ so a layer that holds entities never shows nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..llm.grounding import normalize
-from ..text import segment
 from ..types import Message, Record
 from . import register_layer
+from .attributes import attribute_values, settled_attributes
 from .base import LayerOutput, ReadRequest, dated_quote, record_lines
-from .extractor import SELF_KEY, attribute_values, first_person
-from .supersede import canonical, settle
+from .extractor import SELF_KEY, first_person
+from .graph import cite, past, reconcile, same_value
+from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_change, query_terms, shared_terms
+from .supersede import canonical
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
 #: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so, and a lone
@@ -76,8 +77,6 @@ class Entities:
             return LayerOutput(messages)
         relations = self.store.records.current(user, "relation") if any(r.value.get("attributes") for r in records) else []
         if relations:
-            from .graph import reconcile
-
             relations = reconcile(relations, everyone)
         records = [as_read(r, relations) for r in records]
         # a bare name (a value that names a thing: "SpringBoot", "张三（人物）") is a node for the
@@ -171,29 +170,11 @@ def as_read(record: Record, relations: Sequence[Record] = ()) -> Record:
     return replace(record, value={**record.value, "attributes": out})
 
 
-def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
-    """An entity's attributes by canonical predicate (``supersede.canonical``, normalised): the name
-    first written, and the current and past values as ``supersede.settle`` says they stand, the
-    values of attributes written under two spellings of one predicate ("住在", "移居") together."""
-    groups: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for key, attribute in attributes.items():
-        current, before = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
-        _, now, then = groups.setdefault(normalize(canonical(key)), (key, [], []))
-        now += [c for c in current if c.get("value") and all(normalize(str(c["value"])) != normalize(str(x["value"])) for x in now)]
-        then += before
-    out = {}
-    for predicate, (key, now, then) in groups.items():
-        now, then = settle(canonical(key), now, then)
-        out[predicate] = (key, now, then)
-    return out
-
-
 def _with_relations(
     current: list[dict[str, Any]], before: list[dict[str, Any]], relations: list[Record]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Values whose relation is past (and none current) moved to ``before``, ended when it ended;
     the current ones given their relation's quote where they have none of their own."""
-    from .graph import past, same_value
 
     keep = []
     for c in current:
@@ -245,48 +226,9 @@ def asked_about(record: Record, query: str, me: bool) -> bool:
     return (me and record.key == SELF_KEY) or (bool(query) and any(normalize(n) in query for n in names(record)))
 
 
-#: attributes that say who the user is (a short key): shown in the profile whatever the question
-IDENTITY = re.compile(
-    r"名|叫|姓|职业|工作|上班|职位|身份|住|家乡|老家|城市|年龄|生日|出生|^是$|\b(?:name|called|job|work|works|occupation|role|lives?|home|city|age|born|birthday|is)\b",
-    re.IGNORECASE,
-)
-IDENTITY_KEY_CHARS = 6
-#: question words that name no subject ("我现在住在哪里？": 现在)
-_UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
 #: the profile's other attributes shown beside those above: those that changed (a past value
 #: beside the current one), the most recently changed first
 OTHER_ATTRIBUTES = 6
-
-
-#: a question about how things stand now or stood before: where what changed is worth showing
-_NOW_OR_BEFORE = re.compile(
-    r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b",
-    re.IGNORECASE,
-)
-
-
-def asks_about_change(query: str) -> bool:
-    """Whether the question asks how things stand now or stood before ("我现在住在哪里？", "我以前在
-    哪家公司？", "Do I still ...?"): the user's changed facts are shown for it even unnamed."""
-    return bool(_NOW_OR_BEFORE.search(query))
-
-
-def query_terms(query: str) -> list[str]:
-    """The question's words that can name something (not "现在", "now")."""
-    return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
-
-
-def shared_terms(terms: Sequence[str], text: str) -> int:
-    """How many of ``terms`` the text holds: as words, as Chinese characters of its words (a one-character term), or
-    as a substring (a longer term)."""
-    have = set(segment(text))
-    have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
-    return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
-
-
-def mentions_terms(query: str, text: str) -> bool:
-    """Whether ``text`` shares a term with the question (``shared_terms``)."""
-    return shared_terms(query_terms(query), text) > 0
 
 
 def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OTHER_ATTRIBUTES) -> dict[str, Any]:
@@ -420,8 +362,6 @@ def render_attribute(
         )
         notes = [sep.join(x for x in (when, said) if x)]
     if provenance and attribute.get("source_ids"):
-        from .graph import cite
-
         notes.append(cite(attribute["source_ids"], lang))
     if before:
         old = ("、" if zh else ", ").join(

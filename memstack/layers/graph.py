@@ -27,8 +27,10 @@ from typing import Any
 from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
+from .attributes import settled_attributes
 from .base import LayerOutput, ReadRequest, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
+from .relevance import IDENTITY, asks_about_change, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
@@ -106,8 +108,6 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     —计划→ 聚会" for "我表姐的婚礼是哪一天？") drew the small model to their sentences and dates;
     the retrieval section holds what the question needs of them (``entities.relevant_attributes``
     decides the same for the profile)."""
-    from .entities import IDENTITY, asks_about_change, mentions_terms
-
     if named or not found:
         return found
     # a superseded relation's successors: the same source's relations said the day it ended
@@ -235,8 +235,6 @@ def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> l
     predicate a target it does not hold, said before its current value, is past from then. A
     relation ``invalid_at`` marks as past is never made current by the entity. Returns the
     relations, in their order, with ``invalid_at`` set or cleared in their values."""
-    from .entities import settled_attributes
-
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in relations:
         v = r.value

@@ -1,0 +1,51 @@
+"""Which of the user's facts a question needs: the words a question can name something with, how
+many of them a fact shares, and the two kinds of fact shown even unnamed (who the user is, and for a
+question about now or before, what changed). Shared by the entity and graph sections, so that the
+two show the same facts for one question."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..text import segment
+
+#: attributes that say who the user is (a short key): shown in the profile whatever the question
+IDENTITY = re.compile(
+    r"名|叫|姓|职业|工作|上班|职位|身份|住|家乡|老家|城市|年龄|生日|出生|^是$|\b(?:name|called|job|work|works|occupation|role|lives?|home|city|age|born|birthday|is)\b",
+    re.IGNORECASE,
+)
+IDENTITY_KEY_CHARS = 6
+#: question words that name no subject ("我现在住在哪里？": 现在)
+_UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
+
+
+#: a question about how things stand now or stood before: where what changed is worth showing
+_NOW_OR_BEFORE = re.compile(
+    r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_change(query: str) -> bool:
+    """Whether the question asks how things stand now or stood before ("我现在住在哪里？", "我以前在
+    哪家公司？", "Do I still ...?"): the user's changed facts are shown for it even unnamed."""
+    return bool(_NOW_OR_BEFORE.search(query))
+
+
+def query_terms(query: str) -> list[str]:
+    """The question's words that can name something (not "现在", "now")."""
+    return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
+
+
+def shared_terms(terms: Sequence[str], text: str) -> int:
+    """How many of ``terms`` the text holds: as words, as Chinese characters of its words (a one-character term), or
+    as a substring (a longer term)."""
+    have = set(segment(text))
+    have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
+    return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
+
+
+def mentions_terms(query: str, text: str) -> bool:
+    """Whether ``text`` shares a term with the question (``shared_terms``)."""
+    return shared_terms(query_terms(query), text) > 0
