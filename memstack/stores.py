@@ -354,12 +354,24 @@ class Store(Protocol):
     have ``records`` (RecordStore) and ``usage`` (UsageLog) for the model-backed layers.
     """
 
-    history: HistoryStore
-    state: StateStore
-    checkpoints: CheckpointStore
-    jobs: JobQueue
-    profiles: ProfileStore
-    url: str
+    # read-only in the protocol, so a backend's own classes fit (SQLiteStore.history is a SQLiteHistory)
+    @property
+    def history(self) -> HistoryStore: ...
+
+    @property
+    def state(self) -> StateStore: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def jobs(self) -> JobQueue: ...
+
+    @property
+    def profiles(self) -> ProfileStore: ...
+
+    @property
+    def url(self) -> str: ...
 
     def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         """Delete every record of the scope's tenant+user in every store, and the LangGraph

@@ -43,11 +43,20 @@ class FullStore(Store, Protocol):
     """A Store with the parts the retrieval and model-backed backends add (see ``stores.Store``),
     as the contracts of those parts reach them."""
 
-    records: RecordStore
-    usage: UsageLog
-    units: UnitStore
-    vectors: VectorIndex
-    embeddings: EmbeddingCache
+    @property
+    def records(self) -> RecordStore: ...
+
+    @property
+    def usage(self) -> UsageLog: ...
+
+    @property
+    def units(self) -> UnitStore: ...
+
+    @property
+    def vectors(self) -> VectorIndex: ...
+
+    @property
+    def embeddings(self) -> EmbeddingCache: ...
 
 
 def full(store: Store) -> FullStore:
