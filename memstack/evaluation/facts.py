@@ -13,7 +13,7 @@ timestamps, one thread per day, the write queue drained after each day as a runn
 then what the store holds as model-made memory is read back and normalised to items (subject,
 predicate, object, current or past):
 
-- the entities' attributes, current values and past ones (``extractor.attribute_values``); those
+- the entities' attributes, current values and past ones (``layers.attributes.attribute_values``); those
   of the user's own entity (key ``user``) are the profile the ``profile`` layer shows;
 - the entities' aliases (a name that contains or is contained in the entity's own is left out);
 - the relations, superseded ones (``invalid_at`` in their value) as past;

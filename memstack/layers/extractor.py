@@ -35,10 +35,9 @@ from ..stores import Store, records_of
 from ..tokens import TokenCounter, get_counter
 from ..types import Change, Message, Scope, Unit
 from . import register_layer
-
-# re-exported: the entity and graph layers import these from here (their homes: attributes, names)
-from .attributes import attribute_values as attribute_values
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
+
+# re-exported: the entity and graph layers import these from here (their home: names)
 from .names import SELF_KEY, self_introduced
 from .names import entity_key as entity_key
 from .names import first_person as first_person
