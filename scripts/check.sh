@@ -6,8 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 status=0
-"$PY" -m ruff check memstack tests bench scripts || { echo "ruff check: FAILED"; status=1; }
-"$PY" -m ruff format --check memstack tests bench scripts > /dev/null || { "$PY" -m ruff format --check memstack tests bench scripts; echo "ruff format: FAILED (run: .venv/bin/ruff format memstack tests bench scripts)"; status=1; }
+"$PY" -m ruff check memstack tests bench scripts docs/*.py || { echo "ruff check: FAILED"; status=1; }
+"$PY" -m ruff format --check memstack tests bench scripts docs/*.py > /dev/null || { "$PY" -m ruff format --check memstack tests bench scripts docs/*.py; echo "ruff format: FAILED (run: .venv/bin/ruff format memstack tests bench scripts docs/*.py)"; status=1; }
 # types: mypy over memstack/ (scripts/typecheck.py), the public modules strict, the rest held to
 # scripts/mypy-baseline.txt (a module may not get more errors)
 "$PY" scripts/typecheck.py || { echo "typecheck: FAILED"; status=1; }
