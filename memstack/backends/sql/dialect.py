@@ -3,19 +3,38 @@
 Each backend writes most of its SQL itself; what both write alike (``sql.where``) is written once
 for a ``Dialect`` and differs only in what is here: the parameter placeholder, how a list is
 bound (one placeholder per value for SQLite, one array for PostgreSQL), table names (PostgreSQL's
-carry ``memstack_`` before them: they share the schema with the application's own) and how an
+carry ``memstack_`` before them: they share the schema with the application's own), how an
 instant is held in the time columns that filters compare (SQLite: UTC microseconds in ``ts_us``;
-PostgreSQL: timestamptz in ``ts``).
+PostgreSQL: timestamptz in ``ts``) and the value codecs of the columns both dialects write alike
+(SQLite: JSON text, ISO text times and 0/1 flags; PostgreSQL: jsonb, timestamptz and booleans,
+the driver converting both ways).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..rules.time import epoch_us
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _from_iso(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _from_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +51,20 @@ class Dialect:
     instant: Callable[[datetime], Any]
     #: a query with one parameter, a table name, returning a row when the table exists
     table_exists: str
+    #: the placeholder of a JSON value given as JSON text (``rules.json_values.json_text``)
+    json_mark: str = "?"
+    #: a JSON column's value as read back, as a Python value
+    json_of: Callable[[Any], Any] = _from_json
+    #: a datetime as a time column holds it, and a time column's value as a datetime (None stays None)
+    time_value: Callable[[datetime | None], Any] = _iso
+    time_of: Callable[[Any], Any] = _from_iso
+    #: a bool as a flag column holds it
+    flag: Callable[[bool], Any] = int
+
+    def instant_column(self, name: str) -> str:
+        """The column that holds the instant of time column ``name`` as filters compare it
+        (``at``: SQLite's ``at_us`` beside the ISO text in ``at``, PostgreSQL's ``at`` itself)."""
+        return name + self.time_column.removeprefix("ts")
 
     def table(self, name: str) -> str:
         """The name of one of memstack's tables in this dialect (``units``: ``memstack_units``)."""
@@ -60,4 +93,17 @@ class Dialect:
 SQLITE = Dialect("sqlite", "?", "", False, "ts_us", epoch_us, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
 
 #: (to_regclass: the store's schema is the connection's search_path)
-POSTGRES = Dialect("postgresql", "%s", "memstack_", True, "ts", lambda value: value, "SELECT 1 WHERE to_regclass(%s::text) IS NOT NULL")
+POSTGRES = Dialect(
+    "postgresql",
+    "%s",
+    "memstack_",
+    True,
+    "ts",
+    _same,
+    "SELECT 1 WHERE to_regclass(%s::text) IS NOT NULL",
+    json_mark="%s::jsonb",
+    json_of=_same,
+    time_value=_same,
+    time_of=_same,
+    flag=bool,
+)
