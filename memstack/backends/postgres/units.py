@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ...types import Scope, Scored, SearchFilter, Unit
 from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
 from ..sql.dialect import POSTGRES
+from ..sql.units import pages, rounds_query, users_query
 from ..sql.where import corpus as where_corpus
 from ..sql.where import filters as where_filters
 from ..sql.where import with_agent
@@ -116,20 +117,11 @@ class PostgresUnits:
         wanted = sorted(thread_rounds(scope, rounds))
         if not wanted:
             return []
-        with self._db.transaction("reading units") as cur:
-            cur.execute(
-                f"SELECT {COLUMNS} FROM memstack_units WHERE tenant = %s AND user_id = %s AND agent_id = %s AND thread_id = %s AND round = ANY(%s)",
-                [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, wanted],
-            )
-            return [_unit(row) for row in cur.fetchall()]
+        return [_unit(row) for row in self._fetch(*rounds_query(POSTGRES, COLUMNS, scope, wanted))]
 
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
-        sql, params = "SELECT DISTINCT user_id FROM memstack_units WHERE tenant = %s", [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = %s"
-            params.append(thread_id)
         with self._db.transaction("listing users with units") as cur:
-            cur.execute(sql + " ORDER BY user_id", params)
+            cur.execute(*users_query(POSTGRES, tenant, thread_id))
             return [r[0] for r in cur.fetchall()]
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
@@ -149,29 +141,13 @@ class PostgresUnits:
         """Batches in insertion order (per agent for a user), read page by page: units put during
         iteration may or may not be seen, and none is seen twice."""
         check_batch(batch)
-        thread = ("thread_id = %s AND", [thread_id]) if thread_id is not None else ("", [])
-        if scope is None:
-            yield from self._pages(thread[0], thread[1], batch)
-            return
-        sql, params = with_agent(POSTGRES, "SELECT owner FROM memstack_unit_owners WHERE tenant = %s AND user_id = %s", scope)
-        with self._db.transaction("listing unit owners") as cur:
-            cur.execute(sql + " ORDER BY owner", params)
-            owners = [owner for (owner,) in cur.fetchall()]
-        for owner in owners:
-            yield from self._pages("owner = %s AND " + thread[0], [owner, *thread[1]], batch)
+        yield from pages(self._fetch, POSTGRES, COLUMNS, _unit, scope, batch=batch, thread_id=thread_id)
 
-    def _pages(self, condition: str, params: list[Any], batch: int) -> Iterator[list[Unit]]:
-        after = 0
-        while True:
-            with self._db.transaction("reading units") as cur:
-                cur.execute(
-                    f"SELECT {COLUMNS}, n FROM memstack_units WHERE {condition} n > %s ORDER BY n LIMIT %s", [*params, after, batch]
-                )
-                rows = cur.fetchall()
-            if not rows:
-                return
-            yield [_unit(row) for row in rows]
-            after = rows[-1][-1]
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One statement's rows, in a transaction of its own."""
+        with self._db.transaction("reading units") as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
 
     def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
         """Best first, ties by id (then agent); see ``rules.units`` for the scores."""

@@ -31,6 +31,7 @@ from ..rules.json_values import json_copy
 from ..rules.time import epoch_us
 from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
 from ..sql.dialect import SQLITE
+from ..sql.units import pages, rounds_query, users_query
 from ..sql.where import corpus as where_corpus
 from ..sql.where import filters as where_filters
 from ..sql.where import with_agent
@@ -113,18 +114,10 @@ class SQLiteUnits:
         wanted = sorted(thread_rounds(scope, rounds))
         if not wanted:
             return []
-        rows = self._s.query(
-            f"SELECT {COLUMNS} FROM units WHERE tenant = ? AND user_id = ? AND agent_id = ? AND thread_id = ? AND round IN ({','.join('?' * len(wanted))})",
-            [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, *wanted],
-        )
-        return [_unit(row) for row in rows]
+        return [_unit(row) for row in self._s.query(*rounds_query(SQLITE, COLUMNS, scope, wanted))]
 
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
-        sql, params = "SELECT DISTINCT user_id FROM units WHERE tenant = ?", [tenant]
-        if thread_id is not None:
-            sql += " AND thread_id = ?"
-            params.append(thread_id)
-        return [r[0] for r in self._s.query(sql + " ORDER BY user_id", params)]
+        return [r[0] for r in self._s.query(*users_query(SQLITE, tenant, thread_id))]
 
     def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
         """By id in the user (the scope's agent, or every agent when it names none); with ids None,
@@ -146,22 +139,7 @@ class SQLiteUnits:
         """Batches in insertion order (per agent for a user), read page by page: units put during
         iteration may or may not be seen, and none is seen twice."""
         check_batch(batch)
-        thread = ("thread_id = ? AND", [thread_id]) if thread_id is not None else ("", [])
-        if scope is None:
-            yield from self._pages(thread[0], thread[1], batch)
-            return
-        sql, params = with_agent(SQLITE, "SELECT owner FROM unit_owners WHERE tenant = ? AND user_id = ?", scope)
-        for (owner,) in self._s.query(sql + " ORDER BY owner", params):
-            yield from self._pages("owner = ? AND " + thread[0], [owner, *thread[1]], batch)
-
-    def _pages(self, condition: str, params: list[Any], batch: int) -> Iterator[list[Unit]]:
-        after = 0
-        while True:
-            rows = self._s.query(f"SELECT {COLUMNS}, n FROM units WHERE {condition} n > ? ORDER BY n LIMIT ?", [*params, after, batch])
-            if not rows:
-                return
-            yield [_unit(row) for row in rows]
-            after = rows[-1][-1]
+        yield from pages(self._s.query, SQLITE, COLUMNS, _unit, scope, batch=batch, thread_id=thread_id)
 
     def keyword_search(self, scope: Scope, query: str, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
         """Best first, ties by id (then agent); see ``rules.units`` for the scores."""
