@@ -23,19 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
 from ..rules.records import check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key
+from ..sql import records as shared
 from ..sql.dialect import POSTGRES
-from ..sql.records import (
-    apply_steps,
-    audit_query,
-    delete_query,
-    event_of,
-    history_query,
-    record_of,
-    usage_insert,
-    usage_of,
-    usage_query,
-    users_query,
-)
 from .database import Database
 
 if TYPE_CHECKING:
@@ -65,12 +54,12 @@ class PostgresRecords:
             params.append(list(keys))
         with self._db.transaction("reading records") as cur:
             cur.execute(sql + ' ORDER BY key COLLATE "C"', params)
-            return [record_of(POSTGRES, r) for r in cur.fetchall()]
+            return [shared.record_of(POSTGRES, r) for r in cur.fetchall()]
 
     def history(self, scope: Scope, kind: str, key: str) -> list[Record]:
         with self._db.transaction("reading a record's history") as cur:
-            cur.execute(*history_query(POSTGRES, RECORD_COLUMNS, scope, kind, key))
-            return [record_of(POSTGRES, r) for r in cur.fetchall()]
+            cur.execute(*shared.history_query(POSTGRES, RECORD_COLUMNS, scope, kind, key))
+            return [shared.record_of(POSTGRES, r) for r in cur.fetchall()]
 
     def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
         check_layer(layer)
@@ -81,21 +70,21 @@ class PostgresRecords:
         now = utcnow()
         with self._db.transaction("applying record changes") as cur:
             _lock_namespace(cur, self._db.schema, scope)
-            return apply_steps(cur.execute, POSTGRES, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
+            return shared.apply_steps(cur.execute, POSTGRES, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
 
     def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
         check_limit(limit)
         with self._db.transaction("reading the audit trail") as cur:
-            cur.execute(*audit_query(POSTGRES, scope, kind, limit))
-            return [event_of(POSTGRES, r) for r in cur.fetchall()]
+            cur.execute(*shared.audit_query(POSTGRES, scope, kind, limit))
+            return [shared.event_of(POSTGRES, r) for r in cur.fetchall()]
 
     def users(self, tenant: str) -> list[str]:
         with self._db.transaction("listing users with records") as cur:
-            cur.execute(*users_query(POSTGRES, tenant))
+            cur.execute(*shared.users_query(POSTGRES, tenant))
             return [r[0] for r in cur.fetchall()]
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:
-        sql, params = delete_query(POSTGRES, scope, kind)
+        sql, params = shared.delete_query(POSTGRES, scope, kind)
         with self._db.transaction("deleting records") as cur:
             _lock_namespace(cur, self._db.schema, scope)
             cur.execute(sql, params)
@@ -113,10 +102,10 @@ class PostgresUsage:
         if not checked:
             return
         with self._db.transaction("recording model usage") as cur:
-            cur.executemany(*usage_insert(POSTGRES, checked))
+            cur.executemany(*shared.usage_insert(POSTGRES, checked))
 
     def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
         """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
         with self._db.transaction("reading model usage") as cur:
-            cur.execute(*usage_query(POSTGRES, scope, since))
-            return [usage_of(POSTGRES, r) for r in cur.fetchall()]
+            cur.execute(*shared.usage_query(POSTGRES, scope, since))
+            return [shared.usage_of(POSTGRES, r) for r in cur.fetchall()]

@@ -22,9 +22,9 @@ from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...types import Scope, Scored, SearchFilter, Unit
-from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
+from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts
 from ..sql.dialect import POSTGRES
-from ..sql.units import pages, rounds_query, users_query
+from ..sql.units import in_order, in_rounds, pages, users_query
 from ..sql.where import corpus as where_corpus
 from ..sql.where import filters as where_filters
 from ..sql.where import with_agent
@@ -107,17 +107,10 @@ class PostgresUnits:
             cur.execute(
                 f'SELECT {COLUMNS} FROM memstack_units WHERE {corpus} AND id = ANY(%s) ORDER BY agent_id COLLATE "C"', [*params, list(ids)]
             )
-            rows = cur.fetchall()
-        found: dict[str, list[Unit]] = {}
-        for row in rows:
-            found.setdefault(row[4], []).append(_unit(row))
-        return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
+            return in_order(ids, cur.fetchall(), _unit)
 
     def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
-        wanted = sorted(thread_rounds(scope, rounds))
-        if not wanted:
-            return []
-        return [_unit(row) for row in self._fetch(*rounds_query(POSTGRES, COLUMNS, scope, wanted))]
+        return in_rounds(self._fetch, POSTGRES, COLUMNS, _unit, scope, rounds)
 
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
         with self._db.transaction("listing users with units") as cur:

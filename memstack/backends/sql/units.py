@@ -8,10 +8,11 @@ here is the SQL text they share, with the rows read through the caller's ``Fetch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ...types import Scope, Unit
+from ..rules.units import thread_rounds
 from .dialect import Dialect
 from .where import with_agent
 
@@ -28,11 +29,25 @@ def users_query(d: Dialect, tenant: str, thread_id: str | None) -> tuple[str, li
     return sql + " ORDER BY user_id", params
 
 
-def rounds_query(d: Dialect, columns: str, scope: Scope, rounds: Sequence[int]) -> tuple[str, list[Any]]:
-    """The units of the scope's thread (its exact key) in ``rounds``."""
-    condition, params = d.any_of("round", rounds)
+def in_rounds(
+    fetch: Fetch, d: Dialect, columns: str, unit_of: Callable[[Sequence[Any]], Unit], scope: Scope, rounds: Sequence[int]
+) -> list[Unit]:
+    """``UnitStore.in_rounds``: the units of the scope's thread (its exact key) in ``rounds``."""
+    wanted = sorted(thread_rounds(scope, rounds))
+    if not wanted:
+        return []
+    condition, params = d.any_of("round", wanted)
     sql = f"SELECT {columns} FROM {d.table('units')} WHERE {d.key} AND {condition}"
-    return sql, [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, *params]
+    return [unit_of(row) for row in fetch(sql, [scope.tenant, scope.user_id, scope.agent_id or "", scope.thread_id, *params])]
+
+
+def in_order(ids: Sequence[str], rows: Iterable[Sequence[Any]], unit_of: Callable[[Sequence[Any]], Unit]) -> list[Unit]:
+    """``UnitStore.get``'s answer from the rows found (in agent order): the units in the order of
+    ``ids``, an id several of the user's agents hold giving each of them."""
+    found: dict[str, list[Unit]] = {}
+    for row in rows:
+        found.setdefault(row[4], []).append(unit_of(row))
+    return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
 
 
 def pages(

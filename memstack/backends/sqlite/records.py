@@ -20,19 +20,8 @@ from datetime import datetime
 
 from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
 from ..rules.records import check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key
+from ..sql import records as shared
 from ..sql.dialect import SQLITE
-from ..sql.records import (
-    apply_steps,
-    audit_query,
-    delete_query,
-    event_of,
-    history_query,
-    record_of,
-    usage_insert,
-    usage_of,
-    usage_query,
-    users_query,
-)
 from .database import Database, chunks
 
 KEY = SQLITE.key
@@ -50,12 +39,12 @@ class SQLiteRecords:
         sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE {KEY} AND kind = ? AND invalid_at IS NULL"
         params = [*scope.key, check_kind(kind)]
         if keys is None:
-            return [record_of(SQLITE, r) for r in self._s.query(sql + " ORDER BY key", params)]
+            return [shared.record_of(SQLITE, r) for r in self._s.query(sql + " ORDER BY key", params)]
         rows = [r for chunk in chunks(keys) for r in self._s.query(f"{sql} AND key IN ({','.join('?' * len(chunk))})", [*params, *chunk])]
-        return sorted((record_of(SQLITE, r) for r in rows), key=lambda r: r.key)
+        return sorted((shared.record_of(SQLITE, r) for r in rows), key=lambda r: r.key)
 
     def history(self, scope: Scope, kind: str, key: str) -> list[Record]:
-        return [record_of(SQLITE, r) for r in self._s.query(*history_query(SQLITE, RECORD_COLUMNS, scope, kind, key))]
+        return [shared.record_of(SQLITE, r) for r in self._s.query(*shared.history_query(SQLITE, RECORD_COLUMNS, scope, kind, key))]
 
     def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
         check_layer(layer)
@@ -65,17 +54,17 @@ class SQLiteRecords:
         scope = scope_of_key(scope.key)
         now = utcnow()
         with self._s.write() as db:
-            return apply_steps(db.execute, SQLITE, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
+            return shared.apply_steps(db.execute, SQLITE, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
 
     def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
         check_limit(limit)
-        return [event_of(SQLITE, r) for r in self._s.query(*audit_query(SQLITE, scope, kind, limit))]
+        return [shared.event_of(SQLITE, r) for r in self._s.query(*shared.audit_query(SQLITE, scope, kind, limit))]
 
     def users(self, tenant: str) -> list[str]:
-        return [r[0] for r in self._s.query(*users_query(SQLITE, tenant))]
+        return [r[0] for r in self._s.query(*shared.users_query(SQLITE, tenant))]
 
     def delete(self, scope: Scope, kind: str | None = None) -> int:
-        sql, params = delete_query(SQLITE, scope, kind)
+        sql, params = shared.delete_query(SQLITE, scope, kind)
         with self._s.write() as db:
             return db.execute(sql, params).rowcount
 
@@ -91,8 +80,8 @@ class SQLiteUsage:
         if not checked:
             return
         with self._s.write() as db:
-            db.executemany(*usage_insert(SQLITE, checked))
+            db.executemany(*shared.usage_insert(SQLITE, checked))
 
     def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
         """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
-        return [usage_of(SQLITE, r) for r in self._s.query(*usage_query(SQLITE, scope, since))]
+        return [shared.usage_of(SQLITE, r) for r in self._s.query(*shared.usage_query(SQLITE, scope, since))]

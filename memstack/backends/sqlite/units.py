@@ -29,9 +29,9 @@ from typing import Any
 from ...types import Scope, Scored, SearchFilter, Unit
 from ..rules.json_values import json_copy
 from ..rules.time import epoch_us
-from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts, thread_rounds
+from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts
 from ..sql.dialect import SQLITE
-from ..sql.units import pages, rounds_query, users_query
+from ..sql.units import in_order, in_rounds, pages, users_query
 from ..sql.where import corpus as where_corpus
 from ..sql.where import filters as where_filters
 from ..sql.where import with_agent
@@ -101,20 +101,17 @@ class SQLiteUnits:
     def get(self, scope: Scope, ids: Sequence[str]) -> list[Unit]:
         """Units in the order of ``ids``; an id several of the user's agents hold gives each of them."""
         corpus, params = where_corpus(SQLITE, scope)
-        found: dict[str, list[Unit]] = {}
-        for chunk in chunks(ids):
-            rows = self._s.query(
+        rows = (
+            row
+            for chunk in chunks(ids)
+            for row in self._s.query(
                 f"SELECT {COLUMNS} FROM units WHERE {corpus} AND id IN ({','.join('?' * len(chunk))}) ORDER BY agent_id", [*params, *chunk]
             )
-            for row in rows:
-                found.setdefault(row[4], []).append(_unit(row))
-        return [u for i in dict.fromkeys(ids) for u in found.get(i, ())]
+        )
+        return in_order(ids, rows, _unit)
 
     def in_rounds(self, scope: Scope, rounds: Sequence[int]) -> list[Unit]:
-        wanted = sorted(thread_rounds(scope, rounds))
-        if not wanted:
-            return []
-        return [_unit(row) for row in self._s.query(*rounds_query(SQLITE, COLUMNS, scope, wanted))]
+        return in_rounds(self._s.query, SQLITE, COLUMNS, _unit, scope, rounds)
 
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
         return [r[0] for r in self._s.query(*users_query(SQLITE, tenant, thread_id))]
