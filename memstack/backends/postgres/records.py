@@ -18,11 +18,10 @@ would refuse the second). Values are jsonb; times come back in UTC. Text Postgre
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
-from ..rules.records import check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key
+from ...types import AuditEvent, Change, Record, Scope, utcnow
+from ..rules.records import check_kind, check_layer, check_limit, prepare, scope_of_key
 from ..sql import records as shared
 from ..sql.dialect import POSTGRES
 from .database import Database
@@ -91,21 +90,18 @@ class PostgresRecords:
             return cur.rowcount
 
 
-class PostgresUsage:
-    """The UsageLog of a PostgresStore."""
+class PostgresUsage(shared.SQLUsage):
+    """The UsageLog of a PostgresStore (``sql.records.SQLUsage``, one transaction per call)."""
 
     def __init__(self, db: Database) -> None:
+        super().__init__(POSTGRES, self._insert_rows, self._read)
         self._db = db
 
-    def record(self, rows: Sequence[UsageRecord]) -> None:
-        checked = check_usage(rows)
-        if not checked:
-            return
+    def _insert_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         with self._db.transaction("recording model usage") as cur:
-            cur.executemany(*shared.usage_insert(POSTGRES, checked))
+            cur.executemany(sql, rows)
 
-    def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
-        """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._db.transaction("reading model usage") as cur:
-            cur.execute(*shared.usage_query(POSTGRES, scope, since))
-            return [shared.usage_of(POSTGRES, r) for r in cur.fetchall()]
+            cur.execute(sql, params)
+            return cur.fetchall()

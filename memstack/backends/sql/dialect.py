@@ -37,6 +37,10 @@ def _from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+#: one statement's rows: (sql, params) -> every row (a backend's read, in a transaction of its own)
+Fetch = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     name: str

@@ -11,16 +11,16 @@ psycopg cursor).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from ...types import AuditEvent, Record, Scope, UsageRecord
 from ..rules.json_values import json_text
-from ..rules.records import Prepared, Step, check_kind, scope_of_key, step
+from ..rules.records import Prepared, Step, check_kind, check_usage, scope_of_key, step
 from ..rules.time import utc
 from .adapter_rows import Run
-from .dialect import Dialect
+from .dialect import Dialect, Fetch
 from .where import user
 
 AUDIT_COLUMNS = "tenant, user_id, agent_id, thread_id, id, layer, kind, key, action, before, after, source_ids, at"
@@ -187,3 +187,20 @@ def usage_query(d: Dialect, scope: Scope, since: datetime | None) -> tuple[str, 
         where += f" AND {instant} >= {d.mark}"
         params.append(d.instant(utc(since, field_name="since")))
     return f"SELECT {USAGE_COLUMNS} FROM {d.table('model_usage')} WHERE {where} ORDER BY {instant}, n", params
+
+
+class SQLUsage:
+    """The UsageLog both SQL backends share: checks, the statements and the row codec here; the
+    backend's transactions in ``insert`` (an INSERT of many rows) and ``fetch`` (one read)."""
+
+    def __init__(self, d: Dialect, insert: Callable[[str, list[tuple[Any, ...]]], None], fetch: Fetch) -> None:
+        self._dialect, self._insert, self._fetch = d, insert, fetch
+
+    def record(self, rows: Sequence[UsageRecord]) -> None:
+        checked = check_usage(rows)
+        if checked:
+            self._insert(*usage_insert(self._dialect, checked))
+
+    def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
+        """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
+        return [usage_of(self._dialect, r) for r in self._fetch(*usage_query(self._dialect, scope, since))]

@@ -13,11 +13,8 @@ from typing import Any
 
 from ...types import Scope, Unit
 from ..rules.units import thread_rounds
-from .dialect import Dialect
+from .dialect import Dialect, Fetch
 from .where import with_agent
-
-#: one statement's rows: (sql, params) -> every row (a backend's read, in a transaction of its own)
-Fetch = Callable[[str, Sequence[Any]], Sequence[Sequence[Any]]]
 
 
 def users_query(d: Dialect, tenant: str, thread_id: str | None) -> tuple[str, list[Any]]:

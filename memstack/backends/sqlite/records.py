@@ -16,10 +16,10 @@ with UTC microseconds beside the usage rows' time for ``since``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from typing import Any
 
-from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
-from ..rules.records import check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key
+from ...types import AuditEvent, Change, Record, Scope, utcnow
+from ..rules.records import check_kind, check_layer, check_limit, prepare, scope_of_key
 from ..sql import records as shared
 from ..sql.dialect import SQLITE
 from .database import Database, chunks
@@ -69,19 +69,13 @@ class SQLiteRecords:
             return db.execute(sql, params).rowcount
 
 
-class SQLiteUsage:
-    """The UsageLog of a SQLiteStore."""
+class SQLiteUsage(shared.SQLUsage):
+    """The UsageLog of a SQLiteStore (``sql.records.SQLUsage`` in its write transactions)."""
 
     def __init__(self, db: Database) -> None:
+        super().__init__(SQLITE, self._insert_rows, db.query)
         self._s = db
 
-    def record(self, rows: Sequence[UsageRecord]) -> None:
-        checked = check_usage(rows)
-        if not checked:
-            return
+    def _insert_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         with self._s.write() as db:
-            db.executemany(*shared.usage_insert(SQLITE, checked))
-
-    def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
-        """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
-        return [shared.usage_of(SQLITE, r) for r in self._s.query(*shared.usage_query(SQLITE, scope, since))]
+            db.executemany(sql, rows)
