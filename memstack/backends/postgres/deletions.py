@@ -3,13 +3,14 @@ store's key for their hashes in ``memstack_deletion_key`` (made on the first del
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...types import Deletion, Scope
 from ..rules import deletions
 from ..rules.deletions import new_secret
+from ..sql.deletions import insert_note, read_notes
+from ..sql.dialect import POSTGRES
 
 if TYPE_CHECKING:
     from psycopg import Cursor
@@ -30,26 +31,11 @@ def record_deletion(
 ) -> Deletion:
     """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
     d = deletions.note(deletion_secret(cur), scope, kind, counts, layer=layer, name=name)
-    cur.execute(
-        "INSERT INTO memstack_deletions (tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)",
-        (d.tenant, d.user_hash, d.at, d.rows, d.kind, d.target_hash, json.dumps(d.counts), d.layer),
-    )
+    insert_note(cur.execute, POSTGRES, d)
     return d
 
 
 def read_deletions(db: Database, tenant: str, user_id: str | None = None) -> list[Deletion]:
-    """The tenant's notes (of one user), oldest first."""
+    """The tenant's notes (of one user), oldest first, in one transaction."""
     with db.transaction("reading deletions") as cur:
-        sql, params = (
-            "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM memstack_deletions WHERE tenant = %s",
-            [tenant],
-        )
-        if user_id is not None:
-            cur.execute("SELECT secret FROM memstack_deletion_key WHERE id = 1")
-            key = cur.fetchone()
-            if key is None:
-                return []  # no key: nothing was ever deleted
-            sql += " AND user_hash = %s"
-            params.append(deletions.user_hash(bytes(key[0]), tenant, user_id))
-        cur.execute(sql + " ORDER BY n", params)
-        return [Deletion(t, kind, u, target, at, n, dict(counts), layer) for t, u, at, n, kind, target, counts, layer in cur.fetchall()]
+        return read_notes(lambda sql, params: cur.execute(sql, params).fetchall(), POSTGRES, tenant, user_id)

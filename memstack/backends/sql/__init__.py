@@ -4,6 +4,7 @@
     where.py          the WHERE builders both backends use, one copy each, written for a Dialect
     adapter_rows.py   the LangGraph adapters' rows a user's deletion reaches, run on a caller's runner
     records.py        the record store's and usage log's statements both write alike (codecs from the Dialect)
+    deletions.py      the deletion notes' INSERT and reads both write alike
     units.py          the unit store's reads both write alike (users, rounds, get's order, iterate's pages)
     transaction.py    SQLite's write transaction (the SQLite backend's, and the memory backend's side database)
 

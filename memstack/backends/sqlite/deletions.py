@@ -3,15 +3,15 @@ key for their hashes in ``deletion_key`` (made on the first deletion)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ...types import Deletion, Scope
 from ..rules import deletions
 from ..rules.deletions import new_secret
+from ..sql.deletions import insert_note, read_notes
+from ..sql.dialect import SQLITE
 
 if TYPE_CHECKING:
     from .database import Database
@@ -31,24 +31,10 @@ def record_deletion(
 ) -> Deletion:
     """Note, in the caller's transaction, a deletion in the scope (no content, no id)."""
     d = deletions.note(deletion_secret(db), scope, kind, counts, layer=layer, name=name)
-    db.execute(
-        "INSERT INTO deletions (tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (d.tenant, d.user_hash, d.at.isoformat(), d.rows, d.kind, d.target_hash, json.dumps(d.counts), d.layer),
-    )
+    insert_note(db.execute, SQLITE, d)
     return d
 
 
 def read_deletions(store: Database, tenant: str, user_id: str | None = None) -> list[Deletion]:
     """The tenant's notes (of one user), oldest first."""
-    sql, params = "SELECT tenant, user_hash, at, rows_deleted, kind, target_hash, counts, layer FROM deletions WHERE tenant = ?", [tenant]
-    if user_id is not None:
-        key = store.query("SELECT secret FROM deletion_key WHERE id = 1")
-        if not key:
-            return []  # no key: nothing was ever deleted
-        sql += " AND user_hash = ?"
-        params.append(deletions.user_hash(bytes(key[0][0]), tenant, user_id))
-    rows = store.query(sql + " ORDER BY n", params)
-    return [
-        Deletion(t, kind, u, target, datetime.fromisoformat(at), n, json.loads(counts), layer)
-        for t, u, at, n, kind, target, counts, layer in rows
-    ]
+    return read_notes(store.query, SQLITE, tenant, user_id)
