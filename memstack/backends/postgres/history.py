@@ -20,6 +20,7 @@ from ...types import Message, Scope, ThreadInfo, ToolCall, aware, by_time
 from ..rules.deletions import counted_as, tally
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import POSTGRES
+from ..sql.history import read_query
 from .database import KEY_COLUMNS, Database, Key, lock_thread, thread_lock_key, to_json
 from .deletions import record_deletion
 from .migrations import THREAD_TABLES
@@ -113,28 +114,10 @@ def read_steps(
         until = aware(until, field_name="until")
     if last is not None and last <= 0:
         return []
-    conditions, params = [KEY_MATCH], list(key)
-    if after is not None:
-        conditions.append("seq > %s")
-        params.append(after)
-    if until is not None:
-        conditions.append("ts <= %s")
-        params.append(until)
-    if roles is not None:
-        conditions.append("role = ANY(%s)")
-        params.append(list(roles))
-    query = f"SELECT {MESSAGE_COLUMNS} FROM memstack_messages WHERE {' AND '.join(conditions)}"
-    if by_time(order):  # newest first, so that LIMIT keeps the last n; returned oldest first
-        query += " ORDER BY ts DESC, seq DESC" + (" LIMIT %s" if last is not None else "")
-        rows = yield Sql(query, [*params, last] if last is not None else params, fetch="all")
-        return [message_from_row(row) for row in reversed(rows)]
-    if last is None:
-        query += " ORDER BY seq"
-    else:
-        query = f"SELECT * FROM ({query} ORDER BY seq DESC LIMIT %s) AS tail ORDER BY seq"
-        params.append(last)
+    time_order = by_time(order)
+    query, params = read_query(POSTGRES, MESSAGE_COLUMNS, key, after=after, until=until, last=last, roles=roles, time_order=time_order)
     rows = yield Sql(query, params, fetch="all")
-    return [message_from_row(row) for row in rows]
+    return [message_from_row(row) for row in (reversed(rows) if time_order else rows)]
 
 
 def threads_steps(scope: Scope) -> Steps[list[ThreadInfo]]:

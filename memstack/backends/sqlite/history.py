@@ -17,6 +17,7 @@ from ..rules.deletions import counted_as, tally
 from ..rules.time import epoch_us, from_us
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import SQLITE
+from ..sql.history import read_query
 from .database import Database
 from .deletions import record_deletion
 from .migrations import THREAD_TABLES
@@ -62,16 +63,6 @@ def _message_row(scope: Scope, m: Message) -> tuple:
 MESSAGE_COLUMNS = "seq, id, role, content, parts, name, tool_calls, tool_call_id, ts, metadata"
 
 
-def _time_ordered(store: Database, sql: str, params: list[Any], last: int | None) -> list[Message]:
-    """The messages ``sql`` selects, oldest first by instant then seq: read newest first, so that
-    LIMIT keeps the last n."""
-    if last is not None and last <= 0:
-        return []
-    limit = " LIMIT ?" if last is not None else ""
-    rows = store.query(sql + " ORDER BY ts_us DESC, seq DESC" + limit, [*params, last] if limit else params)
-    return [_row_to_message(r) for r in reversed(rows)]
-
-
 class SQLiteHistory:
     """The HistoryStore of a SQLiteStore; ``delete_thread`` clears every table keyed to the thread."""
 
@@ -115,27 +106,14 @@ class SQLiteHistory:
         roles: Sequence[str] | None = None,
         order: str = "append",
     ) -> list[Message]:
-        sql = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {KEY}"
-        params: list[Any] = list(scope.require_thread().key)
-        if after is not None:
-            sql += " AND seq > ?"
-            params.append(after)
-        if until is not None:
-            sql += " AND ts_us <= ?"
-            params.append(epoch_us(aware(until, field_name="until")))
-        if roles is not None:
-            sql += f" AND role IN ({','.join('?' * len(roles))})" if roles else " AND 0"
-            params += list(roles)
-        if by_time(order):  # ts_us is the instant, whatever offset the message was given with
-            return _time_ordered(self._s, sql, params, last)
-        if last is not None:
-            if last <= 0:
-                return []
-            sql = f"SELECT * FROM ({sql} ORDER BY seq DESC LIMIT ?) ORDER BY seq"
-            params.append(last)
-        else:
-            sql += " ORDER BY seq"
-        return [_row_to_message(r) for r in self._s.query(sql, params)]
+        key = scope.require_thread().key
+        until = None if until is None else aware(until, field_name="until")
+        time_order = by_time(order)
+        if last is not None and last <= 0:
+            return []
+        sql, params = read_query(SQLITE, MESSAGE_COLUMNS, key, after=after, until=until, last=last, roles=roles, time_order=time_order)
+        rows = self._s.query(sql, params)
+        return [_row_to_message(r) for r in (reversed(rows) if time_order else rows)]
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:
         sql = f"SELECT thread_id, agent_id, count(*), min(ts_us), max(ts_us) FROM messages WHERE {USER}"
