@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...types import AuditEvent, Change, Record, Scope, utcnow
-from ..rules.records import check_kind, check_layer, check_limit, prepare, scope_of_key
+from ..rules.records import check_layer, check_limit, prepare, scope_of_key
 from ..sql import records as shared
 from ..sql.dialect import POSTGRES
 from .database import Database
@@ -29,7 +29,6 @@ from .database import Database
 if TYPE_CHECKING:
     from psycopg import Cursor
 
-KEY = POSTGRES.key
 RECORD_COLUMNS = "tenant, user_id, agent_id, thread_id, id, kind, key, value, source_ids, valid_from, invalid_at, created_at, version"
 
 
@@ -46,8 +45,7 @@ class PostgresRecords:
         self._db = db
 
     def current(self, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
-        sql = f"SELECT {RECORD_COLUMNS} FROM memstack_records WHERE {KEY} AND kind = %s AND invalid_at IS NULL"
-        params: list[Any] = [*scope.key, check_kind(kind)]
+        sql, params = shared.current_query(POSTGRES, RECORD_COLUMNS, scope, kind)
         if keys is not None:
             sql += " AND key = ANY(%s)"
             params.append(list(keys))

@@ -127,6 +127,12 @@ def write_step(run: Run, d: Dialect, columns: str, done: Step, latest: int | Non
         )
 
 
+def current_query(d: Dialect, columns: str, scope: Scope, kind: str) -> tuple[str, list[Any]]:
+    """The scope's current records of ``kind`` (the caller adds the keys and the order)."""
+    sql = f"SELECT {columns} FROM {d.table('records')} WHERE {d.key} AND kind = {d.mark} AND invalid_at IS NULL"
+    return sql, [*scope.key, check_kind(kind)]
+
+
 def history_query(d: Dialect, columns: str, scope: Scope, kind: str, key: str) -> tuple[str, list[Any]]:
     """Every version of one key, oldest first."""
     sql = f"SELECT {columns} FROM {d.table('records')} WHERE {d.key} AND kind = {d.mark} AND key = {d.mark} ORDER BY version"

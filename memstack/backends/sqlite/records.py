@@ -19,12 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import AuditEvent, Change, Record, Scope, utcnow
-from ..rules.records import check_kind, check_layer, check_limit, prepare, scope_of_key
+from ..rules.records import check_layer, check_limit, prepare, scope_of_key
 from ..sql import records as shared
 from ..sql.dialect import SQLITE
 from .database import Database, chunks
 
-KEY = SQLITE.key
 RECORD_COLUMNS = "tenant, user_id, agent_id, thread_id, id, kind, key, value, source_ids, valid_from, invalid_at, created, version"
 
 
@@ -36,8 +35,7 @@ class SQLiteRecords:
         self._s = db
 
     def current(self, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
-        sql = f"SELECT {RECORD_COLUMNS} FROM records WHERE {KEY} AND kind = ? AND invalid_at IS NULL"
-        params = [*scope.key, check_kind(kind)]
+        sql, params = shared.current_query(SQLITE, RECORD_COLUMNS, scope, kind)
         if keys is None:
             return [shared.record_of(SQLITE, r) for r in self._s.query(sql + " ORDER BY key", params)]
         rows = [r for chunk in chunks(keys) for r in self._s.query(f"{sql} AND key IN ({','.join('?' * len(chunk))})", [*params, *chunk])]
