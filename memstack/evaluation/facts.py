@@ -611,34 +611,13 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
         source = "profile" if r.key == SELF_KEY else "entity"
         for key, attribute in (v.get("attributes") or {}).items():
             current, past = attribute_values(attribute)
-            for x in current:
-                out.append(
-                    Item(
-                        name,
-                        key,
-                        str(x.get("value", "")),
-                        "current",
-                        source,
-                        r.key,
-                        str(x.get("valid_from", "")),
-                        "",
-                        quote(x.get("source_ids", ())),
+            for status, values in (("current", current), ("past", past)):
+                for x in values:
+                    until = str(x.get("until", "")) if status == "past" else ""
+                    since = str(x.get("valid_from", ""))
+                    out.append(
+                        Item(name, key, str(x.get("value", "")), status, source, r.key, since, until, quote(x.get("source_ids", ())))
                     )
-                )
-            for x in past:
-                out.append(
-                    Item(
-                        name,
-                        key,
-                        str(x.get("value", "")),
-                        "past",
-                        source,
-                        r.key,
-                        str(x.get("valid_from", "")),
-                        str(x.get("until", "")),
-                        quote(x.get("source_ids", ())),
-                    )
-                )
         for alias in v.get("aliases") or ():
             a, n = _light(alias), _light(name)
             if r.key != SELF_KEY and (_inside(a, n) or _inside(n, a) or _inside(a, _light(r.key))):
