@@ -130,3 +130,26 @@ def test_a_change_that_names_only_its_topic_supersedes_the_value_said_of_that_to
     text = "\n".join(summary_lines(mem))
     assert "知识中台使用Redis（过去的情况" in text, text
     assert "知识中台使用SpringBoot（过去" not in text and "知识中台使用Elasticsearch（过去" not in text, text
+
+
+def test_notes_of_a_batch_the_verification_changed_still_carry_their_statements(tmp_path):
+    """The local model's C6: it wrote "用户|使用Redis|用户", which the verification splits back into
+    用户|使用|Redis; the notes must carry the verified statements (before, they were looked up among the
+    model's raw ones, carried none, and so the change superseded nothing)."""
+    model = ScriptedModel(
+        [
+            out(
+                ("用户", "人物", "正在开发知识中台", "用户"),
+                ("用户", "人物", "使用SpringBoot", "用户"),
+                ("用户", "人物", "使用Redis", "用户"),
+            ),
+            out(("用户", "人物", "使用", "Memcached")),
+        ]
+    )
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "我正在开发知识中台，后端使用SpringBoot，缓存使用Redis。", datetime(2026, 11, 2, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "缓存改用Memcached了。", datetime(2026, 11, 9, 9, tzinfo=timezone.utc).isoformat())
+    text = "\n".join(summary_lines(mem))
+    assert "用户使用Redis（过去的情况" in text, text
+    assert "用户使用SpringBoot（过去" not in text, text
+    assert [e.after["reason"] for e in mem.store.records.audit(mem.scope("u"), kind="rejected")] == ["the subject is its own object"]

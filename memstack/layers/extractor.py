@@ -222,13 +222,21 @@ class Extractor:
         checked = verify(statements, batch.messages, self_names=self_names, context=context)
         if not checked.rejected and checked.kept == list(statements):
             return batch
-        kept = unpack(batch.result.value.model_copy(update={"memories": checked.kept}), batch.lang)
+        value = batch.result.value.model_copy(update={"memories": checked.kept})
+        kept = unpack(value, batch.lang)
         extracted = (
             replace(kept, entities=[*kept.entities, *[e for e in batch.extracted.entities if e.fields]])
             if any(e.fields for e in batch.extracted.entities)
             else kept
         )
-        return replace(batch, extracted=replace(extracted, state=batch.extracted.state), rejected=tuple(checked.rejected))
+        # the result holds the statements as verified (tidied, split, moved to their owner), so that
+        # each fact's note keeps the statement it says ("用户|后端使用|SpringBoot" is 用户|使用|SpringBoot)
+        return replace(
+            batch,
+            result=replace(batch.result, value=value),
+            extracted=replace(extracted, state=batch.extracted.state),
+            rejected=tuple(checked.rejected),
+        )
 
     def _rejected_changes(self, batch: Batch) -> list[Change]:
         out = []
