@@ -377,6 +377,26 @@ def test_a_question_gets_the_users_facts_it_needs_not_every_one(tmp_path):
     assert "计划=聚会" in now  # named
 
 
+def test_a_question_about_before_gets_only_the_facts_that_have_a_before(tmp_path):
+    """The fact set's 我以前在哪家公司做前端？: the profile held 工作单位=美团 (the earlier 字节跳动 never
+    stored as its value) and the small model answered 美团. Asked about before only, the profile
+    shows what has a past value; the retrieved turns hold the rest."""
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [
+            out(("用户", "人物", "住在", "上海"), ("用户", "人物", "做", "前端开发")),
+            out(("用户", "人物", "搬到", "深圳"), ("用户", "人物", "工作单位", "美团")),
+        ],
+    )
+    add(mem, turns(("我住在上海，在字节跳动做前端开发。", D1)), turns(("我已经从上海搬到深圳了。", D2), ("下周入职美团。", D2)))
+    before = context(mem, "entities", "我以前在哪家公司做前端？")
+    assert "美团" not in before and "前端开发" not in before, before
+    assert "此前：上海" in line_of(section(before, "已知的实体"), "用户")  # what has a before
+    now = context(mem, "entities", "我以前住在哪里，现在呢？")  # before and now: as for now
+    assert "美团" in now and "深圳" in now
+
+
 def test_a_relative_date_in_a_facts_quote_carries_its_calendar_date(tmp_path):
     mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "去", "医院体检"))])
     add(mem, turns(("我上周五去医院体检了，结果一切正常。", datetime(2026, 3, 12, 9, tzinfo=timezone.utc))))

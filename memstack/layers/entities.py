@@ -32,7 +32,7 @@ from .attributes import attribute_values, settled_attributes
 from .base import LayerOutput, ReadRequest, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
 from .graph import cite, past, reconcile, same_value
-from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_change, query_terms, shared_terms
+from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_before, asks_about_change, query_terms, shared_terms
 from .supersede import canonical
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
@@ -240,8 +240,10 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     profile holds every verb the user used ("跑=18公里、3月15号、3公里"), and all of it put "3月15号"
     before the model that was asked for a birthday; an unrelated line the question does not name
     ("计划=聚会（“…今年想在家里办个小聚会”）" for "我表姐的婚礼是哪一天？") drew the model to the
-    sentence beside it and to its date (the fact set's questions: see BENCHMARKS.md). The
-    retrieval section holds what the question needs of them."""
+    sentence beside it and to its date (the fact set's questions: see BENCHMARKS.md). For a question
+    about before only (``asks_about_before``), only those with a past value: a value that is only
+    current answers nothing there and was answered instead. The retrieval section holds what the
+    question needs of the rest."""
     terms = query_terms(query)
 
     def shared(key: str, attribute: Any) -> int:
@@ -259,7 +261,12 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
         else []
     )
     rest = sorted(moved, key=changed, reverse=True)[:others]
-    return {k: attributes[k] for k in [*named, *who, *(k for k in attributes if k in rest)]}
+    keys = [*named, *who, *(k for k in attributes if k in rest)]
+    if asks_about_before(query):
+        # "我以前在哪家公司做前端？" beside "工作单位=美团" (its earlier value never stored): the small
+        # model answered the current value; the retrieval section holds the earlier words
+        keys = [k for k in keys if attribute_values(attributes[k])[1]]
+    return {k: attributes[k] for k in keys}
 
 
 def _values(attribute: Any) -> list[dict[str, Any]]:

@@ -27,6 +27,17 @@ _NOW_OR_BEFORE = re.compile(
 )
 
 
+#: a question about how things stood before (and not also about now)
+_BEFORE = re.compile(r"以前|之前|原来|原先|过去|曾经|\b(?:before|previously|used to|formerly)\b", re.IGNORECASE)
+_NOW = re.compile(r"现在|目前|眼下|如今|当前|最新|\b(?:now|currently|current|these days|nowadays|latest)\b", re.IGNORECASE)
+
+
+def asks_about_before(query: str) -> bool:
+    """Whether the question asks how things stood before and not how they stand now ("我以前在哪家
+    公司做前端？", "Where did I use to live?"): a value that is only current answers nothing there."""
+    return bool(_BEFORE.search(query)) and not _NOW.search(query)
+
+
 def asks_about_change(query: str) -> bool:
     """Whether the question asks how things stand now or stood before ("我现在住在哪里？", "我以前在
     哪家公司？", "Do I still ...?"): the user's changed facts are shown for it even unnamed."""
