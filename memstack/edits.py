@@ -51,16 +51,7 @@ def set_attribute(store: Store, user: Scope, entity: str, attribute: str, value:
         "values": kept,
         **({"past": past} if past else {}),
     }
-    return _put(
-        store,
-        user,
-        "entity",
-        record.key,
-        {**record.value, "attributes": attributes},
-        editor=editor,
-        sources=record.source_ids,
-        at=record.valid_from,
-    )
+    return _put_attributes(store, user, record, attributes, editor=editor)
 
 
 def delete_attribute(store: Store, user: Scope, entity: str, attribute: str, *, editor: str) -> Record:
@@ -70,16 +61,7 @@ def delete_attribute(store: Store, user: Scope, entity: str, attribute: str, *, 
     if attribute not in attributes:
         raise NotFound(f"entity {entity!r} has no attribute {attribute!r}", field="attribute")
     del attributes[attribute]
-    return _put(
-        store,
-        user,
-        "entity",
-        record.key,
-        {**record.value, "attributes": attributes},
-        editor=editor,
-        sources=record.source_ids,
-        at=record.valid_from,
-    )
+    return _put_attributes(store, user, record, attributes, editor=editor)
 
 
 def edit_note(store: Store, thread: Scope, index: int, text: str, *, expect: str, editor: str) -> Record:
@@ -155,3 +137,9 @@ def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{field} must be a non-empty text", field=field)
     return value.strip()
+
+
+def _put_attributes(store: Store, user: Scope, record: Record, attributes: dict[str, Any], *, editor: str) -> Record:
+    """The entity with these attributes, written as ``editor``'s edit (its sources and date kept)."""
+    value = {**record.value, "attributes": attributes}
+    return _put(store, user, "entity", record.key, value, editor=editor, sources=record.source_ids, at=record.valid_from)
