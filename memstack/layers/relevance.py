@@ -20,21 +20,19 @@ IDENTITY_KEY_CHARS = 6
 _UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
 
 
+#: words of a question about now, about before, and about whether something still holds
+_NOW_WORDS = r"现在|目前|眼下|如今|当前|最新|\b(?:now|currently|current|these days|nowadays|latest)\b"
+_BEFORE_WORDS = r"以前|之前|原来|原先|过去|曾经|\b(?:before|previously|used to|formerly)\b"
+_STILL_WORDS = r"还在|还是|仍然|依然|\b(?:still|anymore|any more)\b"
+_NOW = re.compile(_NOW_WORDS, re.IGNORECASE)
+_BEFORE = re.compile(_BEFORE_WORDS, re.IGNORECASE)
 #: a question about how things stand now or stood before: where what changed is worth showing
-_NOW_OR_BEFORE = re.compile(
-    r"现在|目前|眼下|如今|当前|最新|还在|还是|仍然|依然|以前|之前|原来|原先|过去|曾经|\b(?:now|currently|current|these days|nowadays|still|latest|before|previously|used to|formerly|anymore|any more)\b",
-    re.IGNORECASE,
-)
-
-
-#: a question about how things stood before (and not also about now)
-_BEFORE = re.compile(r"以前|之前|原来|原先|过去|曾经|\b(?:before|previously|used to|formerly)\b", re.IGNORECASE)
-_NOW = re.compile(r"现在|目前|眼下|如今|当前|最新|\b(?:now|currently|current|these days|nowadays|latest)\b", re.IGNORECASE)
+_NOW_OR_BEFORE = re.compile(f"{_NOW_WORDS}|{_BEFORE_WORDS}|{_STILL_WORDS}", re.IGNORECASE)
 
 
 def asks_about_before(query: str) -> bool:
     """Whether the question asks how things stood before and not how they stand now ("我以前在哪家
-    公司做前端？", "Where did I use to live?"): a value that is only current answers nothing there."""
+    公司做前端？", "Where did I live before?"): a value that is only current answers nothing there."""
     return bool(_BEFORE.search(query)) and not _NOW.search(query)
 
 

@@ -156,6 +156,7 @@ def verify(
     return Verified(kept, rejected)
 
 
+#: the reason ``_about_subject`` gives when the words speak of something else; ``_said_of`` reads it back
 _SAID_OF = "the words say it of "
 
 
@@ -565,7 +566,7 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     if anchor is None:
         return "the words do not name the subject"
     later = [text for end, text in sorted(others) if end > anchor]
-    return f"the words say it of {later[-1]}" if later else None
+    return f"{_SAID_OF}{later[-1]}" if later else None
 
 
 def _names_own(subject: str, clause: str) -> bool:
