@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from .errors import Conflict, UsageError
 from .types import (
@@ -39,6 +39,19 @@ def check_last(expected: int | None | object, actual: int | None) -> None:
         raise Conflict(f"the thread changed: its last message is seq {actual}, not {expected}")
 
 
+class ReadOptions(TypedDict, total=False):
+    """``HistoryStore.read``'s filters, each optional: seq > ``after``; timestamp <= ``until``
+    (an aware datetime); a role in ``roles``; only the ``last`` n (a count <= 0: none); in
+    ``order`` ``"append"`` (seq, the default) or ``"time"`` (instant, then seq). Written once
+    here, so every backend takes the same keywords."""
+
+    after: int | None
+    until: datetime | None
+    last: int | None
+    roles: Sequence[str] | None
+    order: str
+
+
 @runtime_checkable
 class HistoryStore(Protocol):
     """Append-only message log per thread (scope with thread_id)."""
@@ -57,19 +70,10 @@ class HistoryStore(Protocol):
         """
         ...
 
-    def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
+    def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
         """Messages of a thread in append order (``order="time"``: by timestamp, ties in append
         order): with seq > ``after``, timestamp <= ``until``, a role in ``roles``; only the
-        ``last`` n of those in that order. An unknown thread reads as empty."""
+        ``last`` n of those in that order (``ReadOptions``). An unknown thread reads as empty."""
         ...
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:
@@ -328,16 +332,7 @@ class AsyncHistory(Protocol):
         self, scope: Scope, messages: Sequence[Message], *, enqueue: Sequence[str] = (), expect_last: int | None | object = ANY
     ) -> list[Message]: ...
 
-    async def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]: ...
+    async def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]: ...
 
     async def threads(self, scope: Scope) -> list[ThreadInfo]: ...
 

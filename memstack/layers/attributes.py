@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..llm.grounding import normalize
-from .supersede import canonical, instant, replaced, said_as_old, settle
+from .supersede import canonical, instant, replaced_items, said_as_old, settle
 
 
 def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -48,19 +48,12 @@ def update_attribute(
     elif same:
         return old or {}
     else:
-        gone = set(
-            map(
-                normalize,
-                replaced(
-                    predicate,
-                    sentence,
-                    [c["value"] for c in current],
-                    new["value"],
-                    cue=cue,
-                    evidence={c["value"]: str(c.get("evidence") or "") for c in current},
-                ),
+        gone = {
+            normalize(c["value"])
+            for c in replaced_items(
+                predicate, sentence, current, new["value"], lambda c: c["value"], lambda c: str(c.get("evidence") or ""), cue=cue
             )
-        )
+        }
         newer = sorted(
             str(c.get("valid_from", ""))
             for c in current

@@ -28,7 +28,7 @@ from ..llm.grounding import normalize, sentence_sources
 from ..reldates import annotate
 from ..types import Message
 from .base import short_quote
-from .supersede import canonical, replaced
+from .supersede import canonical, replaced_items
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
 CARRIED = 0.5
@@ -132,14 +132,11 @@ def superseded(
     rivals = [o for o in olds if _rival(new, o)]
     if not rivals:
         return []
-    evidence = {
-        str(o["object"]): " ".join([str(o.get("words", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))]) for o in rivals
-    }
-    gone = {
-        normalize(x)
-        for x in replaced(new["predicate"], said or new["text"], [str(o["object"]) for o in rivals], new["object"], evidence=evidence)
-    }
-    return [o for o in rivals if normalize(str(o["object"])) in gone]
+
+    def own_words(o: dict[str, Any]) -> str:
+        return " ".join([str(o.get("words", "")), *((words or {}).get(i, "") for i in o.get("source_ids", []))])
+
+    return replaced_items(new["predicate"], said or new["text"], rivals, new["object"], lambda o: str(o["object"]), own_words)
 
 
 def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], messages: Sequence[Message] = ()) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from ..stores import RecordStore
 from ..types import Change, Message, Record, Scope
 from .attributes import attribute_values, later, stored, update_attribute
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
-from .supersede import canonical, instant, replaced, said_as_old, says_change
+from .supersede import canonical, instant, replaced_items, said_as_old, says_change
 from .verify import cessations, ends_value
 
 # ---- entities ----------------------------------------------------------------------------
@@ -348,20 +348,15 @@ def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, 
             continue
         if v.get("target_key") != value["target_key"]:
             same[o.key] = o
-    gone = set(
-        map(
-            normalize,
-            replaced(
-                predicate,
-                sentence,
-                [o.value.get("target", "") for o in same.values()],
-                value["target"],
-                cue=cue,
-                evidence={o.value.get("target", ""): str(o.value.get("evidence") or "") for o in same.values()},
-            ),
-        )
+    return replaced_items(
+        predicate,
+        sentence,
+        list(same.values()),
+        value["target"],
+        lambda o: str(o.value.get("target", "")),
+        lambda o: str(o.value.get("evidence") or ""),
+        cue=cue,
     )
-    return [o for o in same.values() if normalize(o.value.get("target", "")) in gone]
 
 
 def _named_values(entities: Sequence[Any], messages: Sequence[Message]) -> list[Any]:

@@ -27,10 +27,13 @@ were written under spellings of one predicate, are shown as the rule says: the n
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from ..llm.grounding import normalize
+
+T = TypeVar("T")
 
 #: predicate spellings -> the canonical predicate they mean (both languages)
 SYNONYMS: dict[str, str] = {
@@ -324,6 +327,27 @@ def replaced(
         return []
     hit = [c for c in others if any(t in clause for t in topics for clause in _clauses_with(evidence.get(c, ""), c))]
     return hit if len(hit) == 1 else []
+
+
+def replaced_items(
+    predicate: str,
+    sentence: str,
+    items: Sequence[T],
+    new: str,
+    value_of: Callable[[T], str],
+    words_of: Callable[[T], str],
+    *,
+    cue: bool = False,
+) -> list[T]:
+    """The ``items`` whose value (``value_of``) a new value said in ``sentence`` replaces, by
+    ``replaced`` with each item's own words (``words_of``) as its evidence."""
+    gone = {
+        normalize(v)
+        for v in replaced(
+            predicate, sentence, [value_of(i) for i in items], new, cue=cue, evidence={value_of(i): words_of(i) for i in items}
+        )
+    }
+    return [i for i in items if normalize(value_of(i)) in gone]
 
 
 #: words before a change cue that say who or when, not what changed ("我们把", "现在", "已经")

@@ -28,12 +28,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from filelock import FileLock, Timeout
 
 from ...errors import StoreError
-from ...stores import ANY, check_last
+from ...stores import ANY, ReadOptions, check_last
 from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
 from ..rules.checkpoints import check_keep
 from ..rules.history import read_filter
@@ -189,20 +189,11 @@ class _History:
                 append_lines(path, lines, keep=complete)
             return stored
 
-    def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
+    def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
         path = self._s.thread_path(scope)
         with self._s.locked():
             log, _ = read_log(path)
-        return read_filter(log, after, until, last, roles, order)
+        return read_filter(log, **options)
 
     def users(self, tenant: str) -> list[str]:
         with self._s.locked():

@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
-from ..rules.records import Key, check_kind, check_layer, check_limit, check_usage, prepare, scope_of_key, step, user_match
+from ..rules.records import Key, check_kind, check_limit, check_usage, checked, step, user_match
 from ..rules.time import utc
 
 
@@ -51,9 +51,7 @@ class MemoryRecords:
             return [_copy_record(r) for r in self._versions.get(scope.key, {}).get((kind, key), ())]
 
     def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
-        check_layer(layer)
-        prepared = prepare(changes)
-        scope = scope_of_key(scope.key)
+        scope, prepared = checked(scope, changes, layer)
         now = utcnow()
         events = []
         with self._lock:

@@ -10,9 +10,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
-from ...stores import ANY, check_last
+from ...stores import ANY, ReadOptions, check_last
 from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, utcnow
 from ..rules import deletions
 from ..rules.checkpoints import check_keep, new_checkpoint
@@ -137,20 +137,11 @@ class _History:
                 row.requested += 1
             return stored
 
-    def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
+    def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
         key = scope.require_thread().key
         with self._s._lock:
             log = list(self._s._messages.get(key, ()))
-        return read_filter(log, after, until, last, roles, order)
+        return read_filter(log, **options)
 
     def users(self, tenant: str) -> list[str]:
         with self._s._lock:

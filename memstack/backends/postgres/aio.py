@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from ...stores import ANY
+from ...stores import ANY, ReadOptions
 from ...types import Message, Scope, ThreadInfo
 from .database import load_driver, quote_identifier, translate_errors
 from .history import append_steps, pending_steps, read_steps, threads_steps
@@ -96,17 +95,8 @@ class AsyncPostgresHistory:
     ) -> list[Message]:
         return await self._run("appending messages", append_steps(self._schema, scope, messages, enqueue, expect_last))
 
-    async def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
-        return await self._run("reading messages", read_steps(scope, after=after, until=until, last=last, roles=roles, order=order))
+    async def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
+        return await self._run("reading messages", read_steps(scope, options))
 
     async def threads(self, scope: Scope) -> list[ThreadInfo]:
         return await self._run("listing threads", threads_steps(scope))

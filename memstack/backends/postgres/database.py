@@ -9,12 +9,13 @@ schema only and reads timestamps in UTC (``session_setup``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidInput, StoreError, require
+from ..sql.dialect import Fetch
 
 if TYPE_CHECKING:
     from psycopg import Connection, Cursor
@@ -141,3 +142,13 @@ class Database:
     def transaction(self, doing: str) -> Iterator[Cursor[Any]]:
         with translate_errors(self.psycopg, doing), self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+
+def fetch_with(cur: Cursor[Any]) -> Fetch:
+    """The ``sql.dialect.Fetch`` of an open cursor: every row of one statement, in its transaction."""
+
+    def fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+    return fetch

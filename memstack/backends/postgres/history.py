@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from ...stores import ANY, check_last
-from ...types import Message, Scope, ThreadInfo, ToolCall, aware, by_time
+from ...stores import ANY, ReadOptions, check_last
+from ...types import Message, Scope, ThreadInfo, ToolCall
 from ..rules.deletions import counted_as, tally
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import POSTGRES
@@ -99,25 +98,13 @@ def append_steps(
     return [replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True) if seq is not None]
 
 
-def read_steps(
-    scope: Scope,
-    *,
-    after: int | None = None,
-    until: datetime | None = None,
-    last: int | None = None,
-    roles: Sequence[str] | None = None,
-    order: str = "append",
-) -> Steps[list[Message]]:
+def read_steps(scope: Scope, options: ReadOptions) -> Steps[list[Message]]:
     """``HistoryStore.read``."""
-    key = scope.require_thread().key
-    if until is not None:
-        until = aware(until, field_name="until")
-    if last is not None and last <= 0:
+    select = read_query(POSTGRES, MESSAGE_COLUMNS, scope.require_thread().key, options)
+    if select is None:
         return []
-    time_order = by_time(order)
-    query, params = read_query(POSTGRES, MESSAGE_COLUMNS, key, after=after, until=until, last=last, roles=roles, time_order=time_order)
-    rows = yield Sql(query, params, fetch="all")
-    return [message_from_row(row) for row in (reversed(rows) if time_order else rows)]
+    rows = yield Sql(select.sql, select.params, fetch="all")
+    return [message_from_row(row) for row in select.in_order(rows)]
 
 
 def threads_steps(scope: Scope) -> Steps[list[ThreadInfo]]:
@@ -170,18 +157,9 @@ class PostgresHistory:
         with self._db.transaction("appending messages") as cur:
             return run(cur, append_steps(self._db.schema, scope, messages, enqueue, expect_last))
 
-    def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
+    def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
         with self._db.transaction("reading messages") as cur:
-            return run(cur, read_steps(scope, after=after, until=until, last=last, roles=roles, order=order))
+            return run(cur, read_steps(scope, options))
 
     def users(self, tenant: str) -> list[str]:
         with self._db.transaction("listing users") as cur:

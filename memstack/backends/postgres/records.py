@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...types import AuditEvent, Change, Record, Scope, utcnow
-from ..rules.records import check_layer, check_limit, prepare, scope_of_key
+from ..rules.records import check_limit, checked
 from ..sql import records as shared
 from ..sql.dialect import POSTGRES
-from .database import Database
+from .database import Database, fetch_with
 
 if TYPE_CHECKING:
     from psycopg import Cursor
@@ -45,13 +45,8 @@ class PostgresRecords:
         self._db = db
 
     def current(self, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
-        sql, params = shared.current_query(POSTGRES, RECORD_COLUMNS, scope, kind)
-        if keys is not None:
-            sql += " AND key = ANY(%s)"
-            params.append(list(keys))
         with self._db.transaction("reading records") as cur:
-            cur.execute(sql + ' ORDER BY key COLLATE "C"', params)
-            return [shared.record_of(POSTGRES, r) for r in cur.fetchall()]
+            return shared.current(fetch_with(cur), POSTGRES, RECORD_COLUMNS, scope, kind, keys)
 
     def history(self, scope: Scope, kind: str, key: str) -> list[Record]:
         with self._db.transaction("reading a record's history") as cur:
@@ -59,15 +54,12 @@ class PostgresRecords:
             return [shared.record_of(POSTGRES, r) for r in cur.fetchall()]
 
     def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
-        check_layer(layer)
-        prepared = prepare(changes)
+        scope, prepared = checked(scope, changes, layer)
         if not prepared:
             return []
-        scope = scope_of_key(scope.key)
-        now = utcnow()
         with self._db.transaction("applying record changes") as cur:
             _lock_namespace(cur, self._db.schema, scope)
-            return shared.apply_steps(cur.execute, POSTGRES, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
+            return shared.apply_steps(cur.execute, POSTGRES, RECORD_COLUMNS, scope, prepared, layer=layer, now=utcnow())
 
     def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
         check_limit(limit)

@@ -108,6 +108,13 @@ def prepare(changes: Sequence[Change]) -> list[Prepared]:
     return out
 
 
+def checked(scope: Scope, changes: Sequence[Change], layer: object) -> tuple[Scope, list[Prepared]]:
+    """``RecordStore.apply``'s checks before any I/O: the layer's name, every change (``prepare``),
+    and the scope as its key names it (what the records are stored under)."""
+    check_layer(layer)
+    return scope_of_key(scope.key), prepare(changes)
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """What one change does to its key: retire the current record at ``retire``, insert ``insert``,

@@ -13,7 +13,7 @@ the driver converting both ways).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +35,17 @@ def _from_iso(text: str | None) -> datetime | None:
 
 def _from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+#: values per ``IN (...)`` list, well under SQLite's limit on bound parameters
+CHUNK = 500
+
+
+def chunks(values: Sequence[Any]) -> Iterator[list[Any]]:
+    """The distinct values, in order, CHUNK at a time (one IN list each)."""
+    unique = list(dict.fromkeys(values))
+    for start in range(0, len(unique), CHUNK):
+        yield unique[start : start + CHUNK]
 
 
 #: one statement's rows: (sql, params) -> every row (a backend's read, in a transaction of its own)
@@ -82,6 +93,13 @@ class Dialect:
         if self.arrays:
             return f"{column} = ANY({self.mark})", [list(values)]
         return f"{column} IN ({self.marks(len(values))})", list(values)
+
+    def groups(self, values: Sequence[Any]) -> list[list[Any]]:
+        """The distinct values as the lists ``any_of`` is given one statement each: all of them
+        where a list is one array parameter, else CHUNK at a time."""
+        if self.arrays:
+            return [list(dict.fromkeys(values))]
+        return list(chunks(values))
 
     @property
     def user(self) -> str:

@@ -133,6 +133,20 @@ def current_query(d: Dialect, columns: str, scope: Scope, kind: str) -> tuple[st
     return sql, [*scope.key, check_kind(kind)]
 
 
+def current(fetch: Fetch, d: Dialect, columns: str, scope: Scope, kind: str, keys: Sequence[str] | None) -> list[Record]:
+    """``RecordStore.current``: the scope's current records of ``kind`` (only ``keys`` when
+    given), by key in code point order (UTF-8 byte order, as both dialects' binary collation)."""
+    sql, params = current_query(d, columns, scope, kind)
+    if keys is None:
+        rows = list(fetch(sql, params))
+    else:
+        rows = []
+        for group in d.groups(keys):
+            condition, values = d.any_of("key", group)
+            rows += fetch(f"{sql} AND {condition}", [*params, *values])
+    return sorted((record_of(d, r) for r in rows), key=lambda r: r.key)
+
+
 def history_query(d: Dialect, columns: str, scope: Scope, kind: str, key: str) -> tuple[str, list[Any]]:
     """Every version of one key, oldest first."""
     sql = f"SELECT {columns} FROM {d.table('records')} WHERE {d.key} AND kind = {d.mark} AND key = {d.mark} ORDER BY version"

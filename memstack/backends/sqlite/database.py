@@ -17,15 +17,6 @@ from typing import Any
 from ...errors import StoreError
 from ..sql.transaction import write_transaction
 
-CHUNK = 500  # values per IN (...) list, well under SQLite's limit on bound parameters
-
-
-def chunks(values: Sequence[str]) -> Iterator[list[str]]:
-    """The distinct values, in order, CHUNK at a time (one IN list each)."""
-    unique = list(dict.fromkeys(values))
-    for start in range(0, len(unique), CHUNK):
-        yield unique[start : start + CHUNK]
-
 
 class Database:
     """The connection to ``path`` (``":memory:"`` for a private in-process database)."""

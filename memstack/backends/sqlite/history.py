@@ -9,10 +9,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from ...stores import ANY, check_last
-from ...types import Message, Scope, ThreadInfo, ToolCall, aware, by_time, utcnow
+from ...stores import ANY, ReadOptions, check_last
+from ...types import Message, Scope, ThreadInfo, ToolCall, utcnow
 from ..rules.deletions import counted_as, tally
 from ..rules.time import epoch_us, from_us
 from ..sql.adapter_rows import delete_checkpoints
@@ -96,24 +96,11 @@ class SQLiteHistory:
                 )
         return stored
 
-    def read(
-        self,
-        scope: Scope,
-        *,
-        after: int | None = None,
-        until: datetime | None = None,
-        last: int | None = None,
-        roles: Sequence[str] | None = None,
-        order: str = "append",
-    ) -> list[Message]:
-        key = scope.require_thread().key
-        until = None if until is None else aware(until, field_name="until")
-        time_order = by_time(order)
-        if last is not None and last <= 0:
+    def read(self, scope: Scope, **options: Unpack[ReadOptions]) -> list[Message]:
+        select = read_query(SQLITE, MESSAGE_COLUMNS, scope.require_thread().key, options)
+        if select is None:
             return []
-        sql, params = read_query(SQLITE, MESSAGE_COLUMNS, key, after=after, until=until, last=last, roles=roles, time_order=time_order)
-        rows = self._s.query(sql, params)
-        return [_row_to_message(r) for r in (reversed(rows) if time_order else rows)]
+        return [_row_to_message(r) for r in select.in_order(self._s.query(select.sql, select.params))]
 
     def threads(self, scope: Scope) -> list[ThreadInfo]:
         sql = f"SELECT thread_id, agent_id, count(*), min(ts_us), max(ts_us) FROM messages WHERE {USER}"

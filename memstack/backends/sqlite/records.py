@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import AuditEvent, Change, Record, Scope, utcnow
-from ..rules.records import check_layer, check_limit, prepare, scope_of_key
+from ..rules.records import check_limit, checked
 from ..sql import records as shared
 from ..sql.dialect import SQLITE
-from .database import Database, chunks
+from .database import Database
 
 RECORD_COLUMNS = "tenant, user_id, agent_id, thread_id, id, kind, key, value, source_ids, valid_from, invalid_at, created, version"
 
@@ -35,24 +35,17 @@ class SQLiteRecords:
         self._s = db
 
     def current(self, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
-        sql, params = shared.current_query(SQLITE, RECORD_COLUMNS, scope, kind)
-        if keys is None:
-            return [shared.record_of(SQLITE, r) for r in self._s.query(sql + " ORDER BY key", params)]
-        rows = [r for chunk in chunks(keys) for r in self._s.query(f"{sql} AND key IN ({','.join('?' * len(chunk))})", [*params, *chunk])]
-        return sorted((shared.record_of(SQLITE, r) for r in rows), key=lambda r: r.key)
+        return shared.current(self._s.query, SQLITE, RECORD_COLUMNS, scope, kind, keys)
 
     def history(self, scope: Scope, kind: str, key: str) -> list[Record]:
         return [shared.record_of(SQLITE, r) for r in self._s.query(*shared.history_query(SQLITE, RECORD_COLUMNS, scope, kind, key))]
 
     def apply(self, scope: Scope, changes: Sequence[Change], *, layer: str) -> list[AuditEvent]:
-        check_layer(layer)
-        prepared = prepare(changes)
+        scope, prepared = checked(scope, changes, layer)
         if not prepared:
             return []
-        scope = scope_of_key(scope.key)
-        now = utcnow()
         with self._s.write() as db:
-            return shared.apply_steps(db.execute, SQLITE, RECORD_COLUMNS, scope, prepared, layer=layer, now=now)
+            return shared.apply_steps(db.execute, SQLITE, RECORD_COLUMNS, scope, prepared, layer=layer, now=utcnow())
 
     def audit(self, scope: Scope, *, kind: str | None = None, limit: int | None = None) -> list[AuditEvent]:
         check_limit(limit)

@@ -30,12 +30,12 @@ from ...types import Scope, Scored, SearchFilter, Unit
 from ..rules.json_values import json_copy
 from ..rules.time import epoch_us
 from ..rules.units import K1, SCALE, B, best_score, check_batch, check_units, idf, query_terms, term_counts
-from ..sql.dialect import SQLITE
+from ..sql.dialect import SQLITE, chunks
 from ..sql.units import in_order, in_rounds, pages, users_query
 from ..sql.where import corpus as where_corpus
 from ..sql.where import filters as where_filters
 from ..sql.where import with_agent
-from .database import Database, chunks
+from .database import Database
 
 COLUMNS = "tenant, user_id, agent_id, thread_id, id, text, ts, kind, round, category, source_ids, metadata"
 INSERT_COLUMNS = f"{COLUMNS}, ts_us, terms, length, owner"

@@ -39,9 +39,9 @@ from ...types import Scope, Scored, SearchFilter, Unit
 from ..rules.matrix import UserVectors, user_key
 from ..rules.time import epoch_us
 from ..rules.vectors import cache_row, check_model, query_row, upsert_batch
-from ..sql.dialect import SQLITE
+from ..sql.dialect import SQLITE, chunks
 from ..sql.where import deleted_vectors
-from .database import Database, chunks
+from .database import Database
 
 UserKey = tuple[str, str]
 
