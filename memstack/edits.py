@@ -70,32 +70,14 @@ def edit_note(store: Store, thread: Scope, index: int, text: str, *, expect: str
     text = _text(text, "text")
     record, items = _notes(store, thread, index, expect)
     items[index] = {**items[index], "text": text, "edited_by": editor}
-    return _put(
-        store,
-        thread,
-        "summary",
-        record.key,
-        {**record.value, "items": items},
-        editor=editor,
-        sources=record.source_ids,
-        at=record.valid_from,
-    )
+    return _put_notes(store, thread, record, items, editor=editor)
 
 
 def delete_note(store: Store, thread: Scope, index: int, *, expect: str, editor: str) -> Record:
     """Remove the thread summary's note ``index``, which must still read ``expect``."""
     record, items = _notes(store, thread, index, expect)
     del items[index]
-    return _put(
-        store,
-        thread,
-        "summary",
-        record.key,
-        {**record.value, "items": items},
-        editor=editor,
-        sources=record.source_ids,
-        at=record.valid_from,
-    )
+    return _put_notes(store, thread, record, items, editor=editor)
 
 
 def _notes(store: Store, thread: Scope, index: int, expect: str) -> tuple[Record, list[dict[str, Any]]]:
@@ -107,6 +89,20 @@ def _notes(store: Store, thread: Scope, index: int, expect: str) -> tuple[Record
     if items[index].get("text") != expect:
         raise Conflict("the summary changed since it was read: read it again")
     return record, items
+
+
+def _put_notes(store: Store, thread: Scope, record: Record, items: list[dict[str, Any]], *, editor: str) -> Record:
+    """The summary ``record`` with ``items`` as its notes; its date and sources stay."""
+    return _put(
+        store,
+        thread,
+        "summary",
+        record.key,
+        {**record.value, "items": items},
+        editor=editor,
+        sources=record.source_ids,
+        at=record.valid_from,
+    )
 
 
 def _current(store: Store, scope: Scope, kind: str, key: str) -> Record:

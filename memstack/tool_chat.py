@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
@@ -114,32 +114,26 @@ def run_tool_chat(
         )
     if native:
         return _native(chat_model, tools, specs, messages, lang, max_steps=max_steps, max_tokens=max_tokens, temperature=temperature)
-    conversation = with_tool_prompt(messages, specs, lang)
+    loop = _Loop(with_tool_prompt(messages, specs, lang))
     any_step, answer_only = step_schema(specs), step_schema([])
-    steps: list[ToolStep] = []
-    completions: list[Completion] = []
-    seen: set[str] = set()
-    must_answer = False
     for step in range(max_steps):
-        final = must_answer or step == max_steps - 1
-        if final and steps:
-            conversation.append({"role": "user", "content": PROMPTS[lang]["final"]})
+        final = loop.final(step, max_steps)
+        if final and loop.steps:
+            loop.conversation.append({"role": "user", "content": PROMPTS[lang]["final"]})
         out = generate(
-            chat_model, conversation, answer_only if final else any_step, max_tokens=max_tokens, temperature=temperature, language=lang
+            chat_model, loop.conversation, answer_only if final else any_step, max_tokens=max_tokens, temperature=temperature, language=lang
         )
-        completions += out.calls
+        loop.completions += out.calls
         action = out.value.root
         if action.action == ANSWER:
-            conversation.append({"role": "assistant", "content": action.answer})
-            return ToolChatResult(action.answer, tuple(steps), tuple(conversation), tuple(completions))
+            return loop.answer(action.answer)
         arguments = action.arguments.model_dump()
         result = tools.call(action.action, arguments)
-        steps.append(ToolStep(action.action, arguments, result))
+        loop.steps.append(ToolStep(action.action, arguments, result))
         call_text = json.dumps({"action": action.action, "arguments": arguments}, ensure_ascii=False)
-        conversation.append({"role": "assistant", "content": call_text})
-        conversation.append({"role": "user", "content": PROMPTS[lang]["result"].format(name=action.action, result=result)})
-        must_answer = call_text in seen
-        seen.add(call_text)
+        loop.conversation.append({"role": "assistant", "content": call_text})
+        loop.conversation.append({"role": "user", "content": PROMPTS[lang]["result"].format(name=action.action, result=result)})
+        loop.called(call_text)
     raise AssertionError("unreachable: the last step may only answer")
 
 
@@ -165,20 +159,15 @@ def _native(
     """The loop with OpenAI function calling: the last step (or the one after a repeated
     identical call) is sent without tools, so it can only answer."""
     functions = [spec.openai() for spec in specs]
-    conversation = _with_system(messages, PROMPTS[lang]["intro"] + "\n" + "\n".join(f"- {s.name}: {s.description}" for s in specs))
-    steps: list[ToolStep] = []
-    completions: list[Completion] = []
-    seen: set[str] = set()
-    must_answer = False
+    loop = _Loop(_with_system(messages, PROMPTS[lang]["intro"] + "\n" + "\n".join(f"- {s.name}: {s.description}" for s in specs)))
     for step in range(max_steps):
-        final = must_answer or step == max_steps - 1
+        final = loop.final(step, max_steps)
         offered = {} if final else {"tools": functions}
-        completion = chat_model.complete(conversation, temperature=temperature, max_tokens=max_tokens, **offered)  # type: ignore[call-arg]
-        completions.append(completion)
+        completion = chat_model.complete(loop.conversation, temperature=temperature, max_tokens=max_tokens, **offered)  # type: ignore[call-arg]
+        loop.completions.append(completion)
         if not completion.tool_calls or final:
-            conversation.append({"role": "assistant", "content": completion.text})
-            return ToolChatResult(completion.text, tuple(steps), tuple(conversation), tuple(completions))
-        conversation.append(
+            return loop.answer(completion.text)
+        loop.conversation.append(
             {"role": "assistant", "content": completion.text or None, "tool_calls": [c.to_openai() for c in completion.tool_calls]}
         )
         for call in completion.tool_calls:
@@ -187,12 +176,35 @@ def _native(
                 arguments = json.loads(call.arguments or "{}")
             except ValueError:
                 arguments = {"raw": call.arguments}
-            steps.append(ToolStep(call.name, arguments if isinstance(arguments, dict) else {"value": arguments}, result))
-            conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
-            key = json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True)
-            must_answer = must_answer or key in seen
-            seen.add(key)
+            loop.steps.append(ToolStep(call.name, arguments if isinstance(arguments, dict) else {"value": arguments}, result))
+            loop.conversation.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            loop.called(json.dumps([call.name, arguments], ensure_ascii=False, sort_keys=True))
     raise AssertionError("unreachable: the last step may only answer")
+
+
+@dataclass
+class _Loop:
+    """One tool loop's running state: the conversation, the tool steps and model calls so far,
+    and whether a repeated identical call means the next step may only answer."""
+
+    conversation: list[dict[str, Any]]
+    steps: list[ToolStep] = field(default_factory=list)
+    completions: list[Completion] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    must_answer: bool = False
+
+    def final(self, step: int, max_steps: int) -> bool:
+        """Whether this step may only answer: the last one, or the one after a repeated call."""
+        return self.must_answer or step == max_steps - 1
+
+    def called(self, key: str) -> None:
+        """Note a tool call by ``key``; the second identical one makes the next step answer."""
+        self.must_answer = self.must_answer or key in self.seen
+        self.seen.add(key)
+
+    def answer(self, text: str) -> ToolChatResult:
+        self.conversation.append({"role": "assistant", "content": text})
+        return ToolChatResult(text, tuple(self.steps), tuple(self.conversation), tuple(self.completions))
 
 
 def _with_system(messages: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:

@@ -18,8 +18,7 @@ from ..errors import Conflict, InvalidInput, NotFound, UsageError
 from ..saved import NOTES_THREAD, note_id
 from ..stores import RecordStore
 from ..types import Change, Scope, Unit, UsageRecord
-from .records import _StoreFixture
-from .stores import OTHER_TENANT, T0, A, FullStore, msg
+from .stores import OTHER_TENANT, T0, A, FullStore, StoreFixture, msg
 
 U = A.user()
 ENTITY = {"name": "李四", "type": "人物", "attributes": {"住在": {"value": "上海", "source_ids": ["m1"], "valid_from": T0.isoformat()}}}
@@ -31,7 +30,7 @@ SUMMARY = {
 }
 
 
-class DashboardContract(_StoreFixture):
+class DashboardContract(StoreFixture):
     keeps_records = True
 
     def seed(self, store: FullStore) -> None:

@@ -18,16 +18,15 @@ the scope's key (agent and thread included); audit and usage are read per user.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from ..errors import InvalidInput
-from ..stores import RecordStore, Store, UsageLog
+from ..stores import RecordStore, UsageLog
 from ..types import Change, Scope, UsageRecord, user_digest
-from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, full, msg, present
+from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, StoreFixture, full, msg, present
 
 U = A.user()  # user_001's user level
 LIKES = {"name": "李四", "likes": ["火锅", "跑步"], "city": "北京"}
@@ -53,23 +52,7 @@ def usage(scope: Scope, minutes: int, **kw: Any) -> UsageRecord:
     return UsageRecord(scope=scope, at=T0 + timedelta(minutes=minutes), **{**fields, **kw})
 
 
-class _StoreFixture:
-    durable = False
-
-    def new_store(self) -> Store:
-        raise NotImplementedError
-
-    def reopen(self, store: Store) -> Store:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def store(self) -> Iterator[Store]:
-        s = self.new_store()
-        yield s
-        s.close()
-
-
-class RecordStoreContract(_StoreFixture):
+class RecordStoreContract(StoreFixture):
     """Behaviour every RecordStore (reached as ``store.records``) must show."""
 
     @pytest.fixture
@@ -376,7 +359,7 @@ class RecordStoreContract(_StoreFixture):
             reopened.close()
 
 
-class UsageLogContract(_StoreFixture):
+class UsageLogContract(StoreFixture):
     """Behaviour every UsageLog (reached as ``store.usage``) must show."""
 
     @pytest.fixture

@@ -71,12 +71,12 @@ OTHER_TENANT = Scope(user_id="user_001", thread_id="t1", tenant="acme")
 AGENT = Scope(user_id="user_001", thread_id="t1", agent_id="planner")
 
 
-class StoreContract:
-    """Behaviour every Store (history, state, checkpoints, jobs, delete_user) must show."""
+class StoreFixture:
+    """What a contract suite's subclass provides: ``new_store`` (an empty store) and, for a
+    ``durable`` backend, ``reopen`` (the same data through a new store object); the ``store``
+    fixture opens one per test and closes it after."""
 
     durable = False
-    #: claims take the longest-waiting job first (the SQL and memory backends)
-    fair_claims = True
 
     def new_store(self) -> Store:
         raise NotImplementedError
@@ -89,6 +89,13 @@ class StoreContract:
         s = self.new_store()
         yield s
         s.close()
+
+
+class StoreContract(StoreFixture):
+    """Behaviour every Store (history, state, checkpoints, jobs, delete_user) must show."""
+
+    #: claims take the longest-waiting job first (the SQL and memory backends)
+    fair_claims = True
 
     # ---- history ---------------------------------------------------------------------------
 

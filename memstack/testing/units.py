@@ -12,7 +12,6 @@ Rankings are checked against ``MemoryUnits``, the reference implementation of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta, timezone
 from typing import Any
 
@@ -20,9 +19,9 @@ import pytest
 
 from ..backends.memory.units import MemoryUnits
 from ..errors import InvalidInput
-from ..stores import Store, UnitStore
+from ..stores import UnitStore
 from ..types import Scope, Scored, SearchFilter, Unit
-from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, msg
+from .stores import A2, AGENT, OTHER_TENANT, T0, A, B, FullStore, StoreFixture, msg
 
 
 def unit(id_: str, text: str, scope: Scope = A, minutes: int = 0, **kw: Any) -> Unit:
@@ -65,17 +64,8 @@ QUERIES: tuple[str, ...] = (
 )
 
 
-class UnitStoreContract:
+class UnitStoreContract(StoreFixture):
     """Behaviour every UnitStore (reached as ``store.units``) must show."""
-
-    def new_store(self) -> Store:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def store(self) -> Iterator[Store]:
-        s = self.new_store()
-        yield s
-        s.close()
 
     @pytest.fixture
     def units(self, store: FullStore) -> UnitStore:
