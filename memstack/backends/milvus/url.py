@@ -9,7 +9,7 @@ Query options: ``collection`` (the index's name, default ``memstack_units``), ``
 (seconds per call, default 10), ``secure`` (TLS), ``index`` (the vector index type, FLAT: exact),
 ``consistency`` of reads (``strong``, the default: every vector written before is seen, at the
 cost of waiting for the server's next time tick, 200 ms by default; ``bounded``, ``session``,
-``eventually``: ~3 ms, but vectors written by another process in the last seconds may be missed).
+``eventually``: no wait, but vectors written by another process in the last seconds may be missed).
 User name and password are percent-decoded; ``redacted`` gives the URL without them.
 """
 
