@@ -559,6 +559,17 @@ def _parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub,
+        "backup",
+        "copy the store to FILE as it is at one instant, while servers and workers keep writing",
+        "docs/backups.md",
+        "SQLite: SQLite's online backup API, the copy checked (integrity_check) and renamed into place; the store is not migrated. JSON lines: the directory copied under the store's lock. PostgreSQL is refused, naming the pg_dump line to run instead.",
+    )
+    p.add_argument("file", help="the backup: a new SQLite file (or directory, for a JSON lines store)")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    p.set_defaults(run=cmd_backup)
+
+    p = _command(
+        sub,
         "demo",
         "replay a bundled Chinese conversation and show each strategy's context",
         "docs/cli.md",
@@ -1111,6 +1122,17 @@ def cmd_mcp(args: argparse.Namespace) -> None:
     with _memory(args, options={"embedder": args.embedder} if args.embedder else None) as mem:
         tools = memory_tools(mem, args.user, args.thread, form=args.tools, agent_id=args.agent)
         serve(tools, transport=args.transport, host=args.host, port=args.port, allow_remote=args.allow_remote, log_level=args.log_level)
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    from .backup import backup
+
+    done = backup(args.db, args.file, home=args.home, overwrite=args.overwrite)
+    _emit(
+        args,
+        {"kind": done.kind, "source": done.source, "backup": done.target, "bytes": done.bytes},
+        lambda: f"backed up {done.source} to {done.target} ({done.bytes} bytes)",
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
