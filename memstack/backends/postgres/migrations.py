@@ -352,8 +352,8 @@ def refuse_unknown_migrations(applied: Sequence[str], schema: str) -> None:
     unknown = [name for name in applied if name not in known]
     if unknown:
         raise SchemaError(
-            f"the memstack tables in schema {schema!r} have migrations this version of memstack does not know "
-            f"({', '.join(unknown)}); they were made by a newer memstack: upgrade memstack"
+            f"the memstack tables in schema {schema!r} were made by a newer memstack: they have migrations this version "
+            f"does not know ({', '.join(unknown)}); upgrade memstack (nothing was changed)"
         )
 
 

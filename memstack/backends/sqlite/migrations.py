@@ -264,20 +264,22 @@ THREAD_TABLES: list[str] = USER_TABLES[1:]
 
 
 def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
-    """Apply the migrations this database lacks, in order, each in its own transaction."""
+    """Apply the migrations this database lacks, in order, each in its own ``BEGIN IMMEDIATE``
+    transaction (the file's write lock): a process that finds a migration applied by another
+    meanwhile skips it, so processes opening an old file at once migrate it once. A database
+    with a migration this list does not know (a newer memstack made it) is refused with
+    SchemaError before anything is written, and again inside each transaction (a newer memstack
+    may migrate it meanwhile): never half-migrated."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     known = [name for name, _ in migrations]
-    applied = [row[0] for row in db.execute("SELECT name FROM _migrations ORDER BY rowid")]
-    unknown = [name for name in applied if name not in known]
-    if unknown:
-        raise SchemaError(f"database has migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack")
+    applied = _applied(db, known)
     done = []
     for name, migrate in migrations:
         if name in applied:
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
-            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone() is None:
+            if name not in _applied(db, known):
                 migrate(db)
                 db.execute("INSERT INTO _migrations VALUES (?, ?)", (name, utcnow().isoformat()))
                 done.append(name)
@@ -286,3 +288,15 @@ def apply_migrations(db: sqlite3.Connection, migrations: Sequence[Migration] = M
             db.execute("ROLLBACK")
             raise
     return done
+
+
+def _applied(db: sqlite3.Connection, known: Sequence[str]) -> list[str]:
+    """The migrations applied to ``db``; SchemaError if one of them is not in ``known``."""
+    applied = [row[0] for row in db.execute("SELECT name FROM _migrations ORDER BY rowid")]
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise SchemaError(
+            f"this SQLite database was made by a newer memstack: it has migrations this version does not know "
+            f"({', '.join(unknown)}); upgrade memstack (nothing was changed)"
+        )
+    return applied
