@@ -144,39 +144,56 @@ def _with_database(dsn: str, database: str) -> str:
     return make_conninfo(**{**conninfo_to_dict(dsn), "dbname": database})
 
 
-@pytest.mark.parametrize("form", ["custom", "plain"])
-def test_a_pg_dump_of_a_memstack_schema_restores_into_a_fresh_database_with_every_record(form, tmp_path):
+@pytest.mark.parametrize(
+    ("form", "where"),
+    [("custom", "own schema"), ("plain", "own schema"), ("custom", "public")],
+)
+def test_a_pg_dump_of_a_memstack_schema_restores_into_a_fresh_database_with_every_record(form, where, tmp_path):
+    """The commands of docs/backups.md: a store in a schema of its own (the library's
+    ``PostgresStore(dsn, schema=...)``) dumped with ``--schema`` and restored whole, or one in
+    ``public`` (the command line's) restored with ``pg_restore --schema=public`` into a database
+    whose ``public`` exists already; both into a fresh database with the vector extension."""
     import psycopg
     from pgsupport import drop_schema, require_dsn
 
     from memstack.backends.postgres import PostgresStore
 
     dsn = require_dsn("backup")
-    schema = f"memstack_test_{uuid.uuid4().hex[:12]}"
-    database = f"memstack_restore_{uuid.uuid4().hex[:12]}"
-    restored_dsn = _with_database(dsn, database)
+    created = []
+
+    def fresh_database() -> str:
+        name = f"memstack_restore_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        with psycopg.connect(_with_database(dsn, name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")  # pg_dump --schema leaves extensions out
+        return _with_database(dsn, name)
+
+    schema = "public" if where == "public" else f"memstack_test_{uuid.uuid4().hex[:12]}"
+    source = fresh_database() if where == "public" else dsn
     try:
-        store = PostgresStore(dsn, schema=schema)
+        store = PostgresStore(source, schema=schema)
         populate(store)
         store.close()
         file = tmp_path / "memstack.dump"
         subprocess.run(
-            [_pg_tool("pg_dump"), f"--format={form}", f"--schema={schema}", "--no-owner", f"--file={file}", dsn], check=True, timeout=60
+            [_pg_tool("pg_dump"), f"--format={form}", f"--schema={schema}", "--no-owner", f"--file={file}", source],
+            check=True,
+            timeout=60,
         )
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{database}"')
-        with psycopg.connect(restored_dsn, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION vector")  # pg_dump --schema leaves extensions out
-        if form == "custom":
-            restore = [_pg_tool("pg_restore"), "--no-owner", "--exit-on-error", f"--dbname={restored_dsn}", str(file)]
-        else:
+        restored_dsn = fresh_database()
+        if form == "plain":
             restore = [_pg_tool("psql"), "--quiet", "--no-psqlrc", "--set=ON_ERROR_STOP=1", f"--file={file}", restored_dsn]
+        else:
+            only = ["--schema=public"] if where == "public" else []  # public exists: restore what is in it
+            restore = [_pg_tool("pg_restore"), "--no-owner", "--exit-on-error", *only, f"--dbname={restored_dsn}", str(file)]
         subprocess.run(restore, check=True, timeout=60, capture_output=True)
 
-        original = PostgresStore(dsn, schema=schema)
+        original = PostgresStore(source, schema=schema)
         copy = PostgresStore(restored_dsn, schema=schema)
         try:
-            want = json.loads(json.dumps(dump(original, postgres_counts(dsn, schema)), ensure_ascii=False))
+            want = json.loads(json.dumps(dump(original, postgres_counts(source, schema)), ensure_ascii=False))
             got = json.loads(json.dumps(dump(copy, postgres_counts(restored_dsn, schema)), ensure_ascii=False))
             assert sorted(got) == sorted(want)
             for part in want:
@@ -189,9 +206,11 @@ def test_a_pg_dump_of_a_memstack_schema_restores_into_a_fresh_database_with_ever
             original.close()
             copy.close()
     finally:
-        drop_schema(dsn, schema)
+        if where != "public":
+            drop_schema(dsn, schema)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            for name in created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _jobs_without_leases(jobs: dict) -> dict:
