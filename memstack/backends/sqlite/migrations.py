@@ -295,8 +295,9 @@ def _applied(db: sqlite3.Connection, known: Sequence[str]) -> list[str]:
     applied = [row[0] for row in db.execute("SELECT name FROM _migrations ORDER BY rowid")]
     unknown = [name for name in applied if name not in known]
     if unknown:
+        file = next((row[2] for row in db.execute("PRAGMA database_list") if row[1] == "main"), "") or "in memory"
         raise SchemaError(
-            f"this SQLite database was made by a newer memstack: it has migrations this version does not know "
+            f"the SQLite database {file} was made by a newer memstack: it has migrations this version does not know "
             f"({', '.join(unknown)}); upgrade memstack (nothing was changed)"
         )
     return applied
