@@ -16,8 +16,10 @@
   needs credentials and options memstack should not guess; docs/backups.md shows the commands.
 - memory://: refused, nothing outlives the process.
 
-An existing ``target`` is refused unless ``overwrite``; a missing source is NotFound (opening it
-as a store would create an empty one).
+An existing ``target`` is refused unless ``overwrite`` (its directory is made if missing); a
+missing source is NotFound (opening it as a store would create an empty one). Vectors kept
+outside the store (``--vectors milvus://...``) are not in it: Milvus has its own backups, or
+``memstack reindex`` rebuilds them from the units.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def backup(
     out = Path(target).expanduser()
     if out.exists() and not overwrite:
         raise UsageError(f"{out} exists; choose another file or pass --overwrite")
+    out.parent.mkdir(parents=True, exist_ok=True)  # as the stores make their own file's directory
     if kind == "sqlite":
         return _sqlite(Path(source), out)
     return _jsonl(Path(source), out, overwrite)

@@ -78,7 +78,7 @@ def test_the_backup_command_copies_the_default_store_and_refuses_to_overwrite(tm
     monkeypatch.setenv("MEMSTACK_HOME", str(home))
     assert main(["add", "--user", "u", "--thread", "t", "--role", "user", "北京的咖啡"]) == 0
     capsys.readouterr()
-    target = tmp_path / "copy.db"
+    target = tmp_path / "backups" / "copy.db"  # its directory is made
 
     assert main(["--json", "backup", str(target)]) == 0
     out = json.loads(capsys.readouterr().out)
