@@ -152,6 +152,28 @@ def read_like_the_first_release(store) -> dict:
     }
 
 
+def keeps_every_later_kind(store) -> None:
+    """The tables later migrations made work on the upgraded store: units and their keyword
+    index, vectors, records with their audit, usage, profiles, deletion notes."""
+    from upgrade_support import ALICE, MODEL, vector
+
+    from memstack.types import Change, Unit, UsageRecord
+
+    unit = Unit("u-new", ALICE_T1, "升级之后：杭州的龙井茶", at(70), "round", 9, None, ("m-1",))
+    store.units.put([unit])
+    store.vectors.upsert([unit], [vector(7)], model=MODEL)
+    store.records.apply(ALICE, [Change("put", "entity", "Alice", {"name": "Alice"}, ("m-1",))], layer="entities")
+    store.usage.record([UsageRecord(ALICE_T1, "summary", "scripted", 10, 2, 1.0, at=at(71))])
+    store.profiles.put("default", {"layers": ["window"]})
+    store.note_deletion(ALICE_T1, "note", {"units": 0}, layer="test", name="none")
+    assert [h.id for h in store.units.keyword_search(ALICE, "龙井茶", k=3)] == ["u-new"]
+    assert [h.id for h in store.vectors.search(ALICE, vector(7), k=1)] == ["u-new"]
+    assert [r.key for r in store.records.current(ALICE, "entity")] == ["Alice"]
+    assert [u.layer for u in store.usage.read(ALICE)] == ["summary"]
+    assert store.profiles.get("default") is not None
+    assert len(store.deletions("default", user_id="alice")) == 1
+
+
 def migrated_as_today(names: list[str], dialect: str) -> None:
     if dialect == "sqlite":
         from memstack.backends.sqlite.migrations import MIGRATIONS
@@ -177,6 +199,7 @@ def test_a_sqlite_file_of_the_first_schema_upgrades_with_every_row(tmp_path):
             assert sqlite_rows(db, columns_of(want["rows"])) == want["rows"]
         contains(want["api"], json.loads(json.dumps(read_like_the_first_release(store), ensure_ascii=False)), "api")
         takes_a_write(store)
+        keeps_every_later_kind(store)
     finally:
         store.close()
 
@@ -228,6 +251,7 @@ def test_a_postgres_schema_of_the_first_schema_upgrades_with_every_row(first_sch
         assert pg_rows(dsn, schema, columns_of(want["rows"])) == want["rows"]
         contains(want["api"], json.loads(json.dumps(read_like_the_first_release(store), ensure_ascii=False)), "api")
         takes_a_write(store)
+        keeps_every_later_kind(store)
     finally:
         store.close()
 
