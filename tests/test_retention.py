@@ -229,3 +229,49 @@ def test_memstack_worker_applies_the_policy_while_it_runs(tmp_path):
     assert [m.text for m in mem.history(user_id="u", thread_id="t")] == ["今天"]
     assert [(n.kind, n.layer, n.rows) for n in store.deletions("default")] == [("expired", "retention", 1)]
     mem.close()
+
+
+# ---- the REST API and the dashboard ------------------------------------------------------------------
+
+
+def test_rest_and_the_dashboard_show_the_policy_and_the_last_pass():
+    pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
+    import re
+
+    import httpx
+
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.testing import ScriptedModel
+
+    store = MemoryStore()
+    Memory.configure(store, layers="window", retention="messages=30d,audit=1w", tenant="acme")
+    memory = Memory(store, tenant="acme", layers="window")
+    memory.add("两个月前的话", user_id="王五", thread_id="t", at=utcnow() - timedelta(days=60))
+    keys = {"key-acme": "acme", "key-globex": "globex"}
+    app = create_app(memory, ServerConfig(model=ScriptedModel(), api_keys=keys, worker=False))
+    with BackgroundServer(app) as server:
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer key-acme"}, timeout=30) as acme:
+            before = acme.get("/v1/retention").json()
+            assert before == {
+                "tenant": "acme",
+                "policy": {"messages": "30d", "audit": "1w", "derived": "delete"},
+                "keeps_everything": False,
+                "last_run": None,
+            }
+            run(store, "acme")
+            after = acme.get("/v1/retention").json()["last_run"]
+            assert (after["users"], after["rows"], after["counts"]) == (1, 1, {"messages": 1})
+            notes = acme.get("/v1/deletions")
+            assert notes.status_code == 200, notes.text
+            assert [(n["kind"], n["layer"], n["rows"]) for n in notes.json()] == [("expired", "retention", 1)]
+        with httpx.Client(base_url=server.url, headers={"Authorization": "Bearer key-globex"}, timeout=30) as globex:
+            assert globex.get("/v1/retention").json()["keeps_everything"] is True
+        with httpx.Client(base_url=server.url, timeout=30) as browser:
+            token = re.search(r'name="csrf" value="([^"]+)"', browser.get("/ui/login").text).group(1)
+            assert browser.post("/ui/login", data={"key": "key-acme", "csrf": token}).status_code == 303
+            log = browser.get("/ui/forgotten").text
+            assert "messages 30d, audit 1w, usage kept; derived memories deleted" in log
+            assert "1 user, 1 row (messages 1)" in log and "expired memory" in log
+            assert "两个月前" not in log and "王五" not in log
+    memory.close()
