@@ -161,7 +161,7 @@ class JsonlStore:
         that held one (atomically), with one note per user. The store keeps no model-made memory,
         audit trail or model calls, so nothing else expires."""
         check(tenant, expiry)
-        notes = []
+        notes: list[Deletion] = []
         with self.locked():
             if expiry.messages is None:
                 return notes

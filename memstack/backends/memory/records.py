@@ -127,11 +127,12 @@ class MemoryRecords:
         ``doomed`` says went (None: none), and audit events recorded before ``audit_before``;
         returns the versions and the events erased."""
         n = 0
+        went = doomed if doomed is not None else (lambda sources: False)
         with self._lock:
-            for key in [k for k in self._versions if k[:2] == (tenant, user_id)] if doomed is not None else []:
+            for key in [k for k in self._versions if k[:2] == (tenant, user_id)]:
                 keys = self._versions[key]
                 for name in list(keys):
-                    kept = [r for r in keys[name] if not doomed(r.source_ids)]
+                    kept = [r for r in keys[name] if not went(r.source_ids)]
                     n += len(keys[name]) - len(kept)
                     if kept:
                         keys[name] = kept
