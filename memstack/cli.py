@@ -659,7 +659,7 @@ def cmd_init(args: argparse.Namespace) -> None:
     _emit(
         args,
         {"profile": profile.to_dict(), "store": store.url, "queued_threads": queued},
-        lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{queued_line}",
+        lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{_retain_line(profile)}{queued_line}",
     )
 
 
@@ -679,6 +679,11 @@ def cmd_config(args: argparse.Namespace) -> None:
             + _retention_lines(profile.retention, last)
         ),
     )
+
+
+def _retain_line(profile: Any) -> str:
+    """``memstack init``'s line of the retention policy, when the profile has one."""
+    return "" if profile.retention.keeps_everything else f"\nretain {profile.retention.describe()}"
 
 
 def _retention_lines(policy: Any, last: Any) -> str:

@@ -325,7 +325,7 @@ class Memory:
         current = profiles.get(tenant)
         if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
             raise ProfileMismatch(
-                f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}"
+                f"the store is already configured for {_with_retention(Profile.from_dict(current))}; pass --reconfigure to replace it with {_with_retention(wanted)}"
             )
         if current is not None:
             before, after = Profile.from_dict(current), Profile.from_dict(wanted.to_dict())
@@ -785,6 +785,12 @@ def _with_schemas(options: Mapping[str, Any] | None, entity_schema: Any, state_s
             dict(state_schema) if isinstance(state_schema, Mapping) else json_schema_for(check_schema(state_schema, "state_schema"))
         )
     return out
+
+
+def _with_retention(profile: Profile) -> str:
+    """The profile's one line, with its retention policy when it has one (``memstack init``'s refusal)."""
+    kept = profile.retention
+    return profile.describe() + ("" if kept.keeps_everything else f" (retain {kept.describe()})")
 
 
 def vectors_location(index: VectorIndex | None, store: Store) -> str | None:

@@ -275,3 +275,19 @@ def test_rest_and_the_dashboard_show_the_policy_and_the_last_pass():
             assert "1 user, 1 row (messages 1)" in log and "expired memory" in log
             assert "两个月前" not in log and "王五" not in log
     memory.close()
+
+
+def test_changing_the_policy_needs_reconfigure_like_the_rest_of_the_profile():
+    from memstack.profile import ProfileMismatch
+
+    store = MemoryStore()
+    Memory.configure(store, layers="window", retention="messages=30d")
+    with pytest.raises(ProfileMismatch, match=r"retain messages 30d.*--reconfigure.*retain messages 60d"):
+        Memory.configure(store, layers="window", retention="messages=60d")
+    with pytest.raises(InvalidInput, match="retain"):
+        Memory.configure(store, layers="window", retention="messages=60", reconfigure=True)
+    assert Profile.from_dict(store.profiles.get("default")).retention == Retention.parse("messages=30d")  # nothing written
+    profile, _ = Memory.configure(store, layers="window", retention="messages=60d", reconfigure=True)
+    assert profile.retention == Retention.parse("messages=60d")
+    profile, _ = Memory.configure(store, layers="window", reconfigure=True)
+    assert profile.retention.keeps_everything
