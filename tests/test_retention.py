@@ -291,3 +291,25 @@ def test_changing_the_policy_needs_reconfigure_like_the_rest_of_the_profile():
     assert profile.retention == Retention.parse("messages=60d")
     profile, _ = Memory.configure(store, layers="window", reconfigure=True)
     assert profile.retention.keeps_everything
+
+
+def test_the_retrieval_layers_units_of_expired_rounds_go_unless_derived_keep(tmp_path):
+    store = SQLiteStore(tmp_path / "r.db")
+    Memory.configure(store, retention="messages=30d")  # window,retrieval: the local embedder
+    Memory.configure(store, retention="messages=30d,derived=keep", tenant="keeps")
+    mem = Memory(store)
+    for tenant in ("default", "keeps"):
+        old = [{"role": "user", "content": "我喜欢打网球"}, {"role": "assistant", "content": "好的"}]
+        mem.add(old, user_id="u", thread_id="old", tenant=tenant, at=utcnow() - timedelta(days=40))
+        mem.add([{"role": "user", "content": "我的后端使用SpringBoot"}], user_id="u", thread_id="new", tenant=tenant)
+    mem.flush()
+    found = {t: [h.unit.text for h in mem.search("我喜欢什么运动？", user_id="u", tenant=t)] for t in ("default", "keeps")}
+    assert all(any("网球" in text for text in hits) for hits in found.values()), found
+
+    done = run_due(store, ["default", "keeps"])
+
+    assert [dict(r.counts) for r in done] == [{"messages": 2, "units": 1, "vectors": 1}, {"messages": 2}]
+    assert not any("网球" in h.unit.text for h in mem.search("我喜欢什么运动？", user_id="u"))
+    assert any("网球" in h.unit.text for h in mem.search("我喜欢什么运动？", user_id="u", tenant="keeps"))
+    assert any("SpringBoot" in h.unit.text for h in mem.search("后端用什么？", user_id="u"))
+    mem.close()
