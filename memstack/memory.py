@@ -142,6 +142,8 @@ class Memory:
         #: the worker's retention pass (``retention_pass``): how often per tenant, and when this process last looked
         self.retention_every = expiry.EVERY
         self._retention_looked: dict[str, float] = {}
+        #: tenants the retention pass covers besides this Memory's and those it wrote for (the service's API keys')
+        self.retention_tenants: set[str] = set()
         self._profiled: set[str] = set()
         try:
             Scope(user_id="probe", tenant=tenant)  # validates the tenant
@@ -728,13 +730,16 @@ class Memory:
         return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
     def retention_pass(self, *, force: bool = False) -> list[expiry.RetentionRun]:
-        """Apply the retention policy (``memstack.retention``) of this Memory's tenant and of the
-        tenants it wrote for, each at most once per ``retention_every`` (across processes: the
-        store records the last pass); this process looks at the store for a tenant at most once a
-        minute. ``force``: look and pass now. The background worker and ``memstack worker`` call it."""
+        """Apply the retention policy (``memstack.retention``) of this Memory's tenant, of the
+        tenants it wrote for and of ``retention_tenants``, each at most once per
+        ``retention_every`` (across processes: the store records the last pass); this process
+        looks at the store for a tenant at most once a minute. ``force``: look and pass now. The
+        background worker and ``memstack worker`` call it."""
         clock = time.monotonic()
         tenants = [
-            t for t in sorted({self.tenant, *self._profiled}) if force or clock - self._retention_looked.get(t, -math.inf) >= LOOK_SECONDS
+            t
+            for t in sorted({self.tenant, *self._profiled, *self.retention_tenants})
+            if force or clock - self._retention_looked.get(t, -math.inf) >= LOOK_SECONDS
         ]
         for tenant in tenants:
             self._retention_looked[tenant] = clock

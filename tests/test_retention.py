@@ -23,7 +23,7 @@ from memstack.expiry import RECORD_PREFIX, last_run, run, run_due
 from memstack.profile import Profile
 from memstack.retention import Retention, format_duration, parse_duration
 from memstack.testing.expiry import ExpiryContract
-from memstack.types import utcnow
+from memstack.types import Scope, utcnow
 
 DSN = os.environ.get("MEMSTACK_TEST_PG_DSN", "")
 
@@ -313,3 +313,23 @@ def test_the_retrieval_layers_units_of_expired_rounds_go_unless_derived_keep(tmp
     assert any("网球" in h.unit.text for h in mem.search("我喜欢什么运动？", user_id="u", tenant="keeps"))
     assert any("SpringBoot" in h.unit.text for h in mem.search("后端用什么？", user_id="u"))
     mem.close()
+
+
+def test_the_services_worker_passes_over_every_tenant_it_serves():
+    pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.testing import ScriptedModel
+
+    store = MemoryStore()
+    Memory.configure(store, layers="window", retention="messages=12h", tenant="globex")
+    with Memory(store, tenant="globex", layers="window") as writer:  # another process's writes, as the service sees them
+        writer.add("一天前", user_id="u", thread_id="t", at=utcnow() - timedelta(days=1))
+    memory = Memory(store, layers="window")  # the service's own tenant is "default"
+    app = create_app(memory, ServerConfig(model=ScriptedModel(), api_keys={"k": "globex"}))
+    with BackgroundServer(app):
+        deadline = time.monotonic() + 10
+        while last_run(store, "globex") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert last_run(store, "globex").counts == {"messages": 1}
+    assert store.history.read(Scope(user_id="u", thread_id="t", tenant="globex")) == []
