@@ -333,3 +333,36 @@ def test_the_services_worker_passes_over_every_tenant_it_serves():
             time.sleep(0.02)
     assert last_run(store, "globex").counts == {"messages": 1}
     assert store.history.read(Scope(user_id="u", thread_id="t", tenant="globex")) == []
+
+
+@pytest.fixture(params=["memory", "sqlite", "jsonl", "postgres"])
+def any_store(request, tmp_path):
+    if request.param == "postgres":
+        if not DSN:
+            pytest.skip("set MEMSTACK_TEST_PG_DSN to run the PostgreSQL retention tests")
+        from memstack.backends.postgres import PostgresStore
+
+        store = PostgresStore(DSN, schema=request.getfixturevalue("schema"))
+    else:
+        store = {"memory": MemoryStore, "sqlite": lambda: SQLiteStore(tmp_path / "s.db"), "jsonl": lambda: JsonlStore(tmp_path / "j")}[
+            request.param
+        ]()
+    yield store
+    store.close()
+
+
+def test_one_pass_on_every_backend_leaves_contexts_without_the_expired_turns(any_store):
+    store, now = any_store, utcnow()
+    Memory.configure(store, layers="window", retention="messages=90d")
+    Memory.configure(store, layers="window", tenant="other")
+    mem = Memory(store, max_tokens=None)
+    for tenant in ("default", "other"):
+        mem.add("半年前：我在学 Java", user_id="李雷", thread_id="t", tenant=tenant, at=now - timedelta(days=180))
+        mem.add("上周：我在学 Rust", user_id="李雷", thread_id="t", tenant=tenant, at=now - timedelta(days=7))
+    (done,) = run_due(store, ["default", "other"], now=now)
+    assert (done.tenant, done.users, dict(done.counts)) == ("default", 1, {"messages": 1})
+    assert _texts(mem.context(user_id="李雷", thread_id="t")) == ["上周：我在学 Rust"]
+    assert _texts(mem.context(user_id="李雷", thread_id="t", tenant="other")) == ["半年前：我在学 Java", "上周：我在学 Rust"]
+    assert [(n.kind, n.layer) for n in store.deletions("default", user_id="李雷")] == [("expired", "retention")]
+    assert store.deletions("other") == []
+    assert last_run(store, "default") == done and last_run(store, "other") is None
