@@ -139,6 +139,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
     p.add_argument("--tokenizer", help="token counter: estimate (default), cl100k_base, o200k_base or a model name")
     p.add_argument("--reconfigure", action="store_true", help="replace an existing configuration and queue every thread for the new layers")
+    p.add_argument(
+        "--retain",
+        help="how long memory is kept, e.g. messages=180d,audit=365d,usage=90d[,derived=keep] (h, d, w; default: everything for ever; docs/retention.md)",
+    )
     p.set_defaults(run=cmd_init)
 
     p = _command(
@@ -202,6 +206,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=cmd_forget)
+
+    p = _command(
+        sub,
+        "retention",
+        "show the tenant's retention policy and its last pass, or run a pass now",
+        "docs/retention.md",
+        "`memstack retention` shows how long the tenant's memory is kept (`memstack init --retain`) and what the last pass deleted; `memstack retention run` deletes now what is older than the policy (for cron; `memstack worker` also does it, at most once an hour per tenant): messages, audit events and model calls past their kind's duration, and the memories made from expired messages only, each user's with a deletion note by `retention`.",
+    )
+    p.add_argument("action", nargs="?", choices=["show", "run"], default="show", help="show (default) or run a pass now")
+    p.set_defaults(run=cmd_retention)
 
     p = _command(
         sub,
@@ -648,6 +662,7 @@ def cmd_init(args: argparse.Namespace) -> None:
             tenant=args.tenant,
             reconfigure=args.reconfigure,
             vectors=args.vectors,
+            retention=args.retain,
         )
     finally:
         store.close()
@@ -655,15 +670,50 @@ def cmd_init(args: argparse.Namespace) -> None:
     _emit(
         args,
         {"profile": profile.to_dict(), "store": store.url, "queued_threads": queued},
-        lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{queued_line}",
+        lambda: f"{store.url} (tenant {args.tenant}): {profile.describe()}{_retain_line(profile)}{queued_line}",
     )
 
 
 def cmd_config(args: argparse.Namespace) -> None:
+    from . import expiry
+
     with _memory(args) as mem:
         profile, url, pending = mem.profile, mem.store.url, mem.pending()
+        last = expiry.last_run(mem.store, args.tenant)
     data = {"store": url, "tenant": args.tenant, "profile": profile.to_dict(), "pending_jobs": pending}
-    _emit(args, data, lambda: f"store   {url}\ntenant  {args.tenant}\nmemory  {profile.describe()}\npending {plural(pending, 'job')}")
+    data["retention"] = {"policy": profile.retention.to_dict(), "last_run": last.to_dict() if last else None}
+    _emit(
+        args,
+        data,
+        lambda: (
+            f"store   {url}\ntenant  {args.tenant}\nmemory  {profile.describe()}\npending {plural(pending, 'job')}\n"
+            + _retention_lines(profile.retention, last)
+        ),
+    )
+
+
+def _retain_line(profile: Any) -> str:
+    """``memstack init``'s line of the retention policy, when the profile has one."""
+    return "" if profile.retention.keeps_everything else f"\nretain {profile.retention.describe()}"
+
+
+def _retention_lines(policy: Any, last: Any) -> str:
+    """``memstack config``'s and ``memstack retention``'s lines: the policy and the last pass."""
+    return f"retain  {policy.describe()}\nlast    {last.describe() if last else 'no retention pass yet'}"
+
+
+def cmd_retention(args: argparse.Namespace) -> None:
+    from . import expiry
+
+    with _memory(args) as mem:
+        done = expiry.run(mem.store, args.tenant) if args.action == "run" else None
+        policy, last = expiry.policy_of(mem.store, args.tenant), expiry.last_run(mem.store, args.tenant)
+    if args.action == "run" and done is None:
+        note = "the tenant keeps everything (no retention policy: `memstack init --reconfigure --retain ...`); nothing deleted"
+        _emit(args, {"tenant": args.tenant, "policy": policy.to_dict(), "run": None}, lambda: note)
+        return
+    data = {"tenant": args.tenant, "policy": policy.to_dict(), "last_run": last.to_dict() if last else None}
+    _emit(args, data, lambda: _retention_lines(policy, last))
 
 
 def _settle_jobs(args: argparse.Namespace, mem: Memory) -> None:
@@ -835,6 +885,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
                     report = mem.flush(progress=progress)
             else:
                 report = mem.flush()
+            mem.retention_pass()
             _emit(
                 args,
                 {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)},
@@ -854,6 +905,7 @@ def _run_until_stopped(mem: Memory, poll: float) -> None:
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         while not stop.is_set():
+            mem.retention_pass()
             report = mem.run_jobs(max_jobs=1)
             if not (report.ran or report.failed):
                 stop.wait(poll)

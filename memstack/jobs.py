@@ -42,8 +42,13 @@ class JobRunner:
     """Runs the queued jobs of one store. ``layer(name)``: the layer a job's name (``job.layer``,
     which may carry its configuration after a colon) runs as, built by the Memory."""
 
-    def __init__(self, store: Store, layer: Callable[[str], Layer], lease_seconds: float) -> None:
+    def __init__(
+        self, store: Store, layer: Callable[[str], Layer], lease_seconds: float, maintain: Callable[[], object] | None = None
+    ) -> None:
         self.store = store
+        #: called by the background worker before each look at the queue (the retention pass,
+        #: which throttles itself); a failure is logged, the worker goes on
+        self.maintain = maintain
         self.lease_seconds = lease_seconds
         self._layer = layer
         self._leases = Leases(store.jobs, lease_seconds)
@@ -127,6 +132,8 @@ class JobRunner:
             while not self._stop.is_set():
                 self._wake.clear()
                 try:
+                    if self.maintain is not None:
+                        self.maintain()
                     self.run(worker=name)
                 except MemstackError:
                     log.exception("background worker: store failure; retrying")

@@ -18,16 +18,18 @@ call and only fitted again).
 from __future__ import annotations
 
 import logging
+import math
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
+from . import expiry, saved
 from . import layers as layer_registry
-from . import saved
 from .backends import open_store, open_vectors
 from .backends.rules.json_values import json_copy
 from .budget import pack, trim
@@ -38,6 +40,7 @@ from .layers.base import Layer, LayerOutput, ReadRequest, Writer
 from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
 from .replaced import visible
+from .retention import Retention
 from .stack import Run, memory_room, pipeline, refill
 from .stores import ANY, RecordStore, Store, UnitStore, VectorIndex, records_of, usage_of
 from .tokens import TokenCounter, get_counter
@@ -67,6 +70,8 @@ log = logging.getLogger("memstack")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 _TAIL_START = 256
+#: a process looks up a tenant's retention pass at most this often (``Memory.retention_pass``)
+LOOK_SECONDS = 60.0
 
 MessageLike = Message | Mapping[str, Any] | str
 _UNSET: Any = object()
@@ -133,7 +138,12 @@ class Memory:
         self.lease_seconds = lease_seconds
         self._built: dict[tuple[str, tuple[tuple[str, str], ...]], Layer] = {}
         #: the write queue's runner and background worker (``memstack.jobs``)
-        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds)
+        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds, maintain=self.retention_pass)
+        #: the worker's retention pass (``retention_pass``): how often per tenant, and when this process last looked
+        self.retention_every = expiry.EVERY
+        self._retention_looked: dict[str, float] = {}
+        #: tenants the retention pass covers besides this Memory's and those it wrote for (the service's API keys')
+        self.retention_tenants: set[str] = set()
         self._profiled: set[str] = set()
         try:
             Scope(user_id="probe", tenant=tenant)  # validates the tenant
@@ -263,6 +273,7 @@ class Memory:
         tenant: str = "default",
         reconfigure: bool = False,
         vectors: VectorIndex | str | None = None,
+        retention: Retention | str | None = None,
     ) -> tuple[Profile, int]:
         """Write the tenant's memory profile (``memstack init``): the stack (a preset or layers,
         default ``DEFAULT_LAYERS``), layer options (``model``, ``embedder`` as provider strings),
@@ -271,13 +282,15 @@ class Memory:
         new write side (a new layer reads each thread from its start). ``vectors``: where the
         vectors are kept (see ``Memory``); a reconfiguration that changes it, or the embedder,
         embeds every unit into the index (Milvus: a new collection, switched to when full).
-        Returns the profile and the threads queued."""
+        ``retention``: how long memory is kept (``memstack.retention``; a policy or its text,
+        ``"messages=180d,audit=365d"``; None keeps everything). Returns the profile and the threads queued."""
+        policy = Retention.parse(retention) if isinstance(retention, str) else retention or Retention()
         opened = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
         if preset is not None and layers is not None:
             raise InvalidInput("give a preset or layers, not both", field="preset")
         index = open_vectors(vectors) if isinstance(vectors, str) else vectors
         try:
-            return cls._configure(opened, index, layers, preset, options, counter, tenant, reconfigure)
+            return cls._configure(opened, index, layers, preset, options, counter, tenant, reconfigure, policy)
         finally:
             if index is not None and isinstance(vectors, str):
                 index.close()  # type: ignore[attr-defined]
@@ -295,6 +308,7 @@ class Memory:
         counter: str | None,
         tenant: str,
         reconfigure: bool,
+        retention: Retention | None = None,
     ) -> tuple[Profile, int]:
         chosen_options = dict(options or {})
         if preset is not None:
@@ -304,14 +318,16 @@ class Memory:
             layers, chosen_options = list(chosen.layers), {**chosen.options, **chosen_options}
         names = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers or default_layers(opened))
         get_counter(counter)  # an unknown counter fails before anything is written
-        wanted = Profile(tuple(names), preset, stored_options(chosen_options), counter, vectors_location(index, opened))
+        wanted = Profile(
+            tuple(names), preset, stored_options(chosen_options), counter, vectors_location(index, opened), retention or Retention()
+        )
         profiles = getattr(opened, "profiles", None)
         if profiles is None:
             raise InvalidInput(f"the {type(opened).__name__} store keeps no memory profile", field="store")
         current = profiles.get(tenant)
         if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
             raise ProfileMismatch(
-                f"the store is already configured for {Profile.from_dict(current).describe()}; pass --reconfigure to replace it with {wanted.describe()}"
+                f"the store is already configured for {_with_retention(Profile.from_dict(current))}; pass --reconfigure to replace it with {_with_retention(wanted)}"
             )
         if current is not None:
             before, after = Profile.from_dict(current), Profile.from_dict(wanted.to_dict())
@@ -713,6 +729,22 @@ class Memory:
         """Run every ready job now, without waiting for batches to fill."""
         return self.run_jobs(final=True, user_id=user_id, progress=progress)
 
+    def retention_pass(self, *, force: bool = False) -> list[expiry.RetentionRun]:
+        """Apply the retention policy (``memstack.retention``) of this Memory's tenant, of the
+        tenants it wrote for and of ``retention_tenants``, each at most once per
+        ``retention_every`` (across processes: the store records the last pass); this process
+        looks at the store for a tenant at most once a minute. ``force``: look and pass now. The
+        background worker and ``memstack worker`` call it."""
+        clock = time.monotonic()
+        tenants = [
+            t
+            for t in sorted({self.tenant, *self._profiled, *self.retention_tenants})
+            if force or clock - self._retention_looked.get(t, -math.inf) >= LOOK_SECONDS
+        ]
+        for tenant in tenants:
+            self._retention_looked[tenant] = clock
+        return expiry.run_due(self.store, tenants, every=timedelta(0) if force else self.retention_every)
+
     def start_worker(self, *, poll_seconds: float = 1.0) -> None:
         """Drain the queue in a daemon thread, woken by every ``add`` (and every ``poll_seconds``)."""
         self._jobs.start(poll_seconds=poll_seconds)
@@ -758,6 +790,12 @@ def _with_schemas(options: Mapping[str, Any] | None, entity_schema: Any, state_s
             dict(state_schema) if isinstance(state_schema, Mapping) else json_schema_for(check_schema(state_schema, "state_schema"))
         )
     return out
+
+
+def _with_retention(profile: Profile) -> str:
+    """The profile's one line, with its retention policy when it has one (``memstack init``'s refusal)."""
+    kept = profile.retention
+    return profile.describe() + ("" if kept.keeps_everything else f" (retain {kept.describe()})")
 
 
 def vectors_location(index: VectorIndex | None, store: Store) -> str | None:

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UsageError
+from .errors import InvalidInput, UsageError
+from .retention import Retention
 
 #: a new store remembers across sessions with no model call: the thread's recent turns plus
 #: retrieval over everything the user said (``add`` then ``search`` works with no flags)
@@ -49,16 +50,20 @@ class ProfileMismatch(UsageError):
 class Profile:
     """A tenant's memory configuration: the layers (or the preset they came from), the layers'
     JSON options (a chat model and an embedder as provider strings), the token counter, and where
-    the vectors are kept (None: the store's own index)."""
+    the vectors are kept (None: the store's own index), and how long memory is kept
+    (``retention``: ``memstack.retention``; a profile without one keeps everything)."""
 
     layers: tuple[str, ...] = DEFAULT_LAYERS
     preset: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     counter: str | None = None
     vectors: str | None = None
+    retention: Retention = Retention()
 
     def to_dict(self) -> dict[str, Any]:
         out = {"version": 1, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
+        if not self.retention.keeps_everything:  # absent otherwise: an older memstack reads the rest alike
+            out["retention"] = self.retention.to_dict()
         return out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
 
     @classmethod
@@ -75,7 +80,13 @@ class Profile:
         vectors = data.get("vectors")
         if vectors is not None and not isinstance(vectors, str):
             raise UsageError("the store's memory profile is malformed; rewrite it with `memstack init --reconfigure`")
-        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors)
+        try:
+            retention = Retention.from_dict(data.get("retention"))
+        except InvalidInput as exc:
+            raise UsageError(
+                f"the store's memory profile has a malformed retention policy ({exc}); rewrite it with `memstack init --reconfigure --retain ...`"
+            ) from exc
+        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors, retention)
 
     def embedder(self) -> str:
         return embedder_id(self.options.get("embedder"))

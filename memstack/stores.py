@@ -17,6 +17,7 @@ from .types import (
     Change,
     Checkpoint,
     Deletion,
+    Expiry,
     IndexSwitch,
     Job,
     Message,
@@ -377,6 +378,15 @@ class Store(Protocol):
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Leave the note of a deletion made outside ``delete_user`` and ``delete_thread`` (a saved
         memory, ``kind="note"``, ``name`` its id): ``counts`` by ``backends.deletions.COUNTED``."""
+        ...
+
+    def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
+        """A retention pass (``memstack.retention``): delete the tenant's rows older than
+        ``expiry`` says (messages by their timestamp, audit events and model calls by when they
+        were recorded) and, with ``expiry.derived``, the model-made memories that stood on the
+        expired messages only (``backends.rules.expiry``), user by user: each user's rows and a
+        note of kind ``expired`` by ``layer`` in one transaction. Returns the notes (none for a
+        user with nothing expired); no other tenant's rows are read or touched."""
         ...
 
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:

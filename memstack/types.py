@@ -615,8 +615,9 @@ class AuditEvent:
     at: datetime
 
 
-#: what a deletion note says was forgotten: a whole user, one thread, one saved memory (a note)
-DELETION_KINDS: tuple[str, ...] = ("user", "thread", "note")
+#: what a deletion note says was forgotten: a whole user, one thread, one saved memory (a note),
+#: or what a retention pass found older than the tenant's policy kept (``expired``, ``Store.expire``)
+DELETION_KINDS: tuple[str, ...] = ("user", "thread", "note", "expired")
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,6 +639,26 @@ class Deletion:
     rows: int
     counts: Mapping[str, int]
     layer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """What one retention pass deletes of a tenant (``Store.expire``): messages dated before
+    ``messages``, audit events recorded before ``audit``, model calls made before ``usage`` (None:
+    none of that kind), and (``derived``) the model-made memories (records, retrieval units and
+    their vectors) whose source messages were all among the expired ones or already gone. A
+    memory without source messages (a saved memory) is never derived."""
+
+    messages: datetime | None = None
+    audit: datetime | None = None
+    usage: datetime | None = None
+    derived: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("messages", "audit", "usage"):
+            value = getattr(self, name)
+            if value is not None:
+                aware(value, field_name=name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Response
 from pydantic import AwareDatetime
 
-from .. import edits, views
+from .. import edits, expiry, views
 from ..aio import AsyncMemory
 from ..errors import InvalidInput, NotFound
 from ..layers.state import current_state
@@ -42,6 +42,7 @@ from .schemas import (
     NoteEdit,
     RecordKind,
     RecordOut,
+    RetentionOut,
     SearchRequest,
     StateValue,
     Stored,
@@ -372,6 +373,18 @@ async def read_deletions(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> list[DeletionOut]:
     return [DeletionOut(**d) for d in await memory.run_sync(views.deletions, memory.store, tenant, user_id=user_id, limit=limit)]
+
+
+@tenant_router.get("/retention", summary="How long the tenant's memory is kept, and what its last retention pass deleted")
+async def read_retention(tenant: Tenant, memory: AsyncMem) -> RetentionOut:
+    return RetentionOut(**await memory.run_sync(retention_view, memory.store, tenant))
+
+
+def retention_view(store: Store, tenant: str) -> dict[str, Any]:
+    """The tenant's retention policy and last pass as JSON-ready data (the REST answer, the dashboard's)."""
+    policy, last = expiry.policy_of(store, tenant), expiry.last_run(store, tenant)
+    run = None if last is None else {k: v for k, v in last.to_dict().items() if k != "tenant"}
+    return {"tenant": tenant, "policy": policy.to_dict(), "keeps_everything": policy.keeps_everything, "last_run": run}
 
 
 def _thread_for(kind: str, thread_id: str | None) -> str | None:

@@ -209,6 +209,7 @@ def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: b
             await anyio.to_thread.run_sync(warm)
         await app.state.async_memory.open()
         if config.worker:
+            memory.retention_tenants.update(config.api_keys.values())  # the retention pass covers every tenant served
             memory.start_worker()
         app.state.ready = True
         try:

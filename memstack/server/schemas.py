@@ -284,12 +284,35 @@ class DeletionOut(BaseModel):
     """The note a deletion left: what was forgotten and by whom, never its content nor its id."""
 
     at: datetime
-    kind: Literal["user", "thread", "note"] = Field(description="a whole user, one thread, or one saved memory")
+    kind: Literal["user", "thread", "note", "expired"] = Field(
+        description="a whole user, one thread, one saved memory, or what a retention pass found older than the tenant's policy keeps"
+    )
     layer: str | None = Field(description="who forgot: api, ui, cli, tools, library (null in notes from before it was kept)")
     rows: int
     counts: dict[str, int] = Field(description="the rows by what they were: messages, memories, audit, usage, units, vectors, other")
     user_hash: str = Field(description="a keyed hash of the user id (the store's own key): the same for one user in every note")
     target_hash: str | None = Field(description="a keyed hash of the thread or saved memory; null for a user")
+
+
+class RetentionRunOut(BaseModel):
+    """One retention pass over the tenant (``memstack.expiry``)."""
+
+    at: datetime
+    policy: dict[str, str] = Field(description="the policy the pass applied")
+    users: int = Field(description="the users it deleted something of")
+    rows: int
+    counts: dict[str, int] = Field(description="the rows by what they were: messages, memories, audit, usage, units, vectors")
+
+
+class RetentionOut(BaseModel):
+    """How long the tenant's memory is kept (``memstack init --retain``) and its last pass."""
+
+    tenant: str
+    policy: dict[str, str] = Field(
+        description='each limited kind\'s duration ("180d"; a kind not named is kept for ever) and "derived": delete or keep'
+    )
+    keeps_everything: bool
+    last_run: RetentionRunOut | None = Field(description="null before the first pass")
 
 
 class AuditOut(BaseModel):

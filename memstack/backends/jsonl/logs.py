@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from ...errors import SchemaError
 from ...types import Message, ThreadInfo
-from .files import dump_json, read_bytes, read_document
+from .files import dump_json, read_bytes, read_document, remove_file, write_atomically
 from .jobs import JOBS_FILE
 from .names import decode_name, decode_optional
 
@@ -24,6 +25,20 @@ def read_log(path: Path) -> tuple[list[Message], int]:
     complete = data.rfind(b"\n") + 1
     lines = data[:complete].split(b"\n")[:-1]
     return [parse_line(path, number, line) for number, line in enumerate(lines, 1) if line.strip()], complete
+
+
+def expire_log(path: Path, before: datetime) -> int:
+    """Drop a thread file's messages dated before ``before``: the file is replaced at once by its
+    other lines (removed when none is left); returns the messages dropped."""
+    messages, _ = read_log(path)
+    kept = [m for m in messages if m.timestamp >= before]
+    if len(kept) == len(messages):
+        return 0
+    if kept:
+        write_atomically(path, b"".join(message_line(m) for m in kept))
+    else:
+        remove_file(path)
+    return len(messages) - len(kept)
 
 
 def parse_line(path: Path, number: int, line: bytes) -> Message:

@@ -34,8 +34,9 @@ from filelock import FileLock, Timeout
 
 from ...errors import StoreError
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ...types import Checkpoint, Deletion, Expiry, Job, Message, Scope, ThreadInfo, aware, utcnow
 from ..rules.checkpoints import check_keep
+from ..rules.expiry import check
 from ..rules.history import read_filter
 from . import deletions
 from .files import (
@@ -51,7 +52,7 @@ from .files import (
     write_document,
 )
 from .jobs import JOBS_FILE, JobRow, find_row, is_claimable, is_row_of, job_of, new_job_row
-from .logs import count_records, message_line, read_log, thread_infos, unseen
+from .logs import count_records, expire_log, message_line, read_log, thread_infos, unseen
 from .names import decode_name, encode_name, encode_optional
 
 SEQ_FILE = "_seq"
@@ -154,6 +155,22 @@ class JsonlStore:
             counts = count_records(user_dir)
             remove_tree(user_dir)
             return deletions.record(self.root, scope.user(), "user", counts, layer=layer).rows
+
+    def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
+        """Delete the tenant's messages dated before ``expiry.messages``, rewriting each thread file
+        that held one (atomically), with one note per user. The store keeps no model-made memory,
+        audit trail or model calls, so nothing else expires."""
+        check(tenant, expiry)
+        notes: list[Deletion] = []
+        with self.locked():
+            if expiry.messages is None:
+                return notes
+            for user_dir in subdirectories(self.root / encode_name(tenant)):
+                expired = sum(expire_log(path, expiry.messages) for path in sorted(user_dir.glob("*/threads/*.jsonl")))
+                if expired:
+                    user = Scope(user_id=decode_name(user_dir.name), tenant=tenant)
+                    notes.append(deletions.record(self.root, user, "expired", {"messages": expired}, layer=layer))
+        return notes
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -120,6 +120,39 @@ class MemoryRecords:
                 self._audit.pop(scope.key[:2], None)
             return n, len(events) - len(kept)
 
+    def expire(
+        self, tenant: str, user_id: str, *, audit_before: datetime | None, doomed: Callable[[Sequence[str]], bool] | None
+    ) -> tuple[int, int]:
+        """For a retention pass (``Store.expire``): erase the user's record versions whose sources
+        ``doomed`` says went (None: none), and audit events recorded before ``audit_before``;
+        returns the versions and the events erased."""
+        n = 0
+        went = doomed if doomed is not None else (lambda sources: False)
+        with self._lock:
+            for key in [k for k in self._versions if k[:2] == (tenant, user_id)]:
+                keys = self._versions[key]
+                for name in list(keys):
+                    kept = [r for r in keys[name] if not went(r.source_ids)]
+                    n += len(keys[name]) - len(kept)
+                    if kept:
+                        keys[name] = kept
+                    else:
+                        del keys[name]
+                if not keys:
+                    del self._versions[key]
+            events = self._audit.get((tenant, user_id), [])
+            left = [e for e in events if audit_before is None or e.at >= audit_before]
+            if left:
+                self._audit[(tenant, user_id)] = left
+            else:
+                self._audit.pop((tenant, user_id), None)
+            return n, len(events) - len(left)
+
+    def user_ids(self, tenant: str) -> set[str]:
+        """The tenant's users with a record version or an audit event (of any thread)."""
+        with self._lock:
+            return {k[1] for k in self._versions if k[0] == tenant} | {k[1] for k in self._audit if k[0] == tenant}
+
 
 class MemoryUsage:
     """UsageLog in lists behind a lock, one per user."""
@@ -151,3 +184,18 @@ class MemoryUsage:
             else:
                 self._rows.pop(scope.key[:2], None)
             return len(rows) - len(kept)
+
+    def expire(self, tenant: str, user_id: str, before: datetime) -> int:
+        """Erase the user's rows made before ``before`` (a retention pass); returns the rows erased."""
+        with self._lock:
+            rows = self._rows.get((tenant, user_id), [])
+            kept = [r for r in rows if r.at >= before]
+            if kept:
+                self._rows[(tenant, user_id)] = kept
+            else:
+                self._rows.pop((tenant, user_id), None)
+            return len(rows) - len(kept)
+
+    def user_ids(self, tenant: str) -> set[str]:
+        with self._lock:
+            return {k[1] for k in self._rows if k[0] == tenant}

@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, utcnow
+from ...types import Checkpoint, Deletion, Expiry, Job, Message, Scope, ThreadInfo, utcnow
 from ..rules import deletions
 from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.deletions import new_secret, tally
+from ..rules.expiry import check, stood_on
 from ..rules.history import read_filter
 from ..rules.json_values import json_copy
 from .records import MemoryRecords, MemoryUsage
@@ -88,6 +89,48 @@ class MemoryStore:
             counts += [("memories", records), ("audit", events), ("usage", self.usage.forget(user))]
             counts.append(("other", delete_side_checkpoints(self, scope)))  # the LangGraph saver's, if any
             return self._note(deletions.note(self._deletion_key, user, "user", tally(counts), layer=layer)).rows
+
+    def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
+        """Delete what of the tenant ``expiry`` says is too old, user by user (``stores.Store``)."""
+        check(tenant, expiry)
+        notes = []
+        with self._lock:
+            users = {k[1] for k in self._messages if k[0] == tenant} | self.records.user_ids(tenant) | self.usage.user_ids(tenant)
+            for user_id in sorted(users):
+                user = Scope(user_id=user_id, tenant=tenant)
+                counts = tally(self._expire_user(user, expiry))
+                if counts:
+                    notes.append(self._note(deletions.note(self._deletion_key, user, "expired", counts, layer=layer)))
+        return notes
+
+    def _expire_user(self, user: Scope, expiry: Expiry) -> list[tuple[str, int]]:
+        """One user's expired rows deleted (the store's lock held), counted as a note counts them."""
+        expired: set[str] = set()
+        kept: set[str] = set()
+        for key in [k for k in self._messages if _user_match(k, user)]:
+            log = self._messages[key]
+            old = {m.id for m in log if expiry.messages is not None and m.timestamp < expiry.messages}
+            if old:
+                self._messages[key] = [m for m in log if m.id not in old]
+                self._ids[key] -= old
+            expired |= old
+            kept |= self._ids.get(key, set())
+        counts = [("messages", len(expired))]
+        doomed = (lambda sources: stood_on(sources, expired, kept)) if expiry.derived and expired else None
+        if doomed is not None:
+            gone: dict[str | None, list[str]] = {}
+            for batch in self.units.iterate(user):
+                for unit in batch:
+                    if doomed(unit.source_ids):
+                        gone.setdefault(unit.scope.agent_id, []).append(unit.id)
+            for agent, ids in gone.items():
+                scope = replace(user, agent_id=agent)
+                counts += [("units", self.units.delete(scope, ids)), ("vectors", self.vectors.delete(scope, ids))]
+        records, events = self.records.expire(user.tenant, user.user_id, audit_before=expiry.audit, doomed=doomed)
+        counts += [("memories", records), ("audit", events)]
+        if expiry.usage is not None:
+            counts.append(("usage", self.usage.expire(user.tenant, user.user_id, expiry.usage)))
+        return counts
 
     def _note(self, d: Deletion) -> Deletion:
         with self._lock:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ...types import Deletion, Scope
+from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
+from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import POSTGRES
+from ..sql.expiry import expire_user, expiring_users
 from .aio import AsyncPostgresHistory
 from .database import Database, check_schema_name, load_driver, open_pool, session_setup, translate_errors
 from .deletions import read_deletions, record_deletion
@@ -96,6 +98,20 @@ class PostgresStore:
                 counts.append((counted_as(table), cur.rowcount))
             counts.append(("other", delete_checkpoints(cur.execute, POSTGRES, scope)))  # the LangGraph saver's, if any
             return record_deletion(cur, scope.user(), "user", tally(counts), layer=layer).rows
+
+    def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
+        """Delete what of the tenant ``expiry`` says is too old, one transaction and note per user."""
+        check(tenant, expiry)
+        with self._db.transaction("finding expired rows") as cur:
+            users = expiring_users(cur.execute, POSTGRES, tenant, expiry)
+        notes = []
+        for user_id in users:
+            with self._db.transaction("expiring a user's rows") as cur:
+                user = Scope(user_id=user_id, tenant=tenant)
+                counts = tally(expire_user(cur.execute, POSTGRES, user, expiry))
+                if counts:
+                    notes.append(record_deletion(cur, user, "expired", counts, layer=layer))
+        return notes
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""

@@ -85,8 +85,9 @@ def tally(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
 
 def target_hash(secret: bytes, scope: Scope, kind: str, name: str | None) -> str | None:
     """The keyed hash of what a note of ``kind`` forgot: a thread (its agent and id) or a saved
-    memory (its id) of the scope's user; None for the user itself."""
-    if kind == "user":
+    memory (its id) of the scope's user; None for the user itself and for what expired (a
+    retention pass's note stands for the user's expired rows, whatever thread they were in)."""
+    if kind in ("user", "expired"):
         return None
     if kind == "thread":
         name = f"{scope.agent_id or ''}\x1f{scope.thread_id}"

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreError
-from ...types import Deletion, Scope
+from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
+from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import SQLITE
+from ..sql.expiry import expire_user, expiring_users
 from .database import Database
 from .deletions import read_deletions, record_deletion
 from .documents import SQLiteCheckpoints, SQLiteProfiles, SQLiteState
@@ -76,6 +78,20 @@ class SQLiteStore:
             counts = [(counted_as(t), db.execute(f"DELETE FROM {t} WHERE {SQLITE.user}", user).rowcount) for t in USER_TABLES]
             counts.append(("other", delete_checkpoints(db.execute, SQLITE, scope)))  # the LangGraph saver's, if any
             return record_deletion(db, scope.user(), "user", tally(counts), layer=layer).rows
+
+    def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
+        """Delete what of the tenant ``expiry`` says is too old, one transaction and note per user."""
+        check(tenant, expiry)
+        with self.write() as db:
+            users = expiring_users(db.execute, SQLITE, tenant, expiry)
+        notes = []
+        for user_id in users:
+            with self.write() as db:
+                user = Scope(user_id=user_id, tenant=tenant)
+                counts = tally(expire_user(db.execute, SQLITE, user, expiry))
+                if counts:
+                    notes.append(record_deletion(db, user, "expired", counts, layer=layer))
+        return notes
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""

@@ -85,6 +85,14 @@ TEXT: dict[str, tuple[str, str]] = {
     "forgot_user": ("the user", "用户"),
     "forgot_thread": ("a thread", "会话"),
     "forgot_note": ("a saved memory", "保存的记忆"),
+    "forgot_expired": ("expired memory", "过期的记忆"),
+    "retention": ("Retention", "保留期限"),
+    "retention_none": (
+        "Everything is kept (no retention policy: memstack init --retain).",
+        "全部保留（未设置保留期限：memstack init --retain）。",
+    ),
+    "retention_last": ("Last pass", "上次清理"),
+    "retention_never": ("no pass yet", "尚未清理"),
     "forgot_rows": ("{n} rows", "{n} 行"),
     "forget_explained": (
         "What was forgotten is gone: the note keeps what, when and by whom, not the content.",

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ... import views
+from ... import expiry, views
 from ...errors import InvalidInput, MemstackError
 from ...layers.names import SELF_KEY
 from ...memory import Memory
@@ -370,7 +370,11 @@ def forgotten(request: Request, tenant: str, memory: Memory) -> Response:
     """The tenant's deletion log: every forgotten user, thread and saved memory, newest first."""
     limit = _int(request, "limit", 200, high=10_000)
     events = forgotten_events(memory, tenant, None, limit)
-    return page(request, "forgotten.html", tenant=tenant, days=by_day(events), count=len(events))
+    policy, last = expiry.policy_of(memory.store, tenant), expiry.last_run(memory.store, tenant)
+    kept = None if policy.keeps_everything else policy.describe()
+    return page(
+        request, "forgotten.html", tenant=tenant, days=by_day(events), count=len(events), retention=kept, last_pass=last and last.describe()
+    )
 
 
 @handled
