@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UsageError
+from .costs import Budget
+from .errors import InvalidInput, UsageError
 
 #: a new store remembers across sessions with no model call: the thread's recent turns plus
 #: retrieval over everything the user said (``add`` then ``search`` works with no flags)
@@ -35,8 +36,9 @@ DEFAULT_LAYERS: tuple[str, ...] = ("window", "retrieval")
 PLAIN_LAYERS: tuple[str, ...] = ("window",)
 #: the profile format; a newer one is refused by an older memstack. A profile that keeps its
 #: vectors outside the store is written as 2 (an older memstack, which would index into the
-#: store, refuses it); one that does not stays 1
-VERSION = 2
+#: store, refuses it); one that does not stays 1. One with a cost ceiling (``budget``) is written
+#: as 3: an older memstack would run the layers' jobs past it
+VERSION = 3
 
 
 class ProfileMismatch(UsageError):
@@ -56,10 +58,13 @@ class Profile:
     options: Mapping[str, Any] = field(default_factory=dict)
     counter: str | None = None
     vectors: str | None = None
+    #: the tenant's cost ceilings (``memstack.costs``, enforced by ``memstack.ceiling``); empty: unlimited
+    budget: Budget = field(default_factory=Budget)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"version": 1, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
-        return out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
+        out = out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
+        return out if self.budget.unlimited else {**out, "version": 3, "budget": self.budget.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Profile:
@@ -75,7 +80,11 @@ class Profile:
         vectors = data.get("vectors")
         if vectors is not None and not isinstance(vectors, str):
             raise UsageError("the store's memory profile is malformed; rewrite it with `memstack init --reconfigure`")
-        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors)
+        try:
+            budget = Budget.from_dict(data.get("budget"))
+        except InvalidInput as exc:
+            raise UsageError(f"the store's memory profile is malformed ({exc}); rewrite it with `memstack init --reconfigure`") from exc
+        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors, budget)
 
     def embedder(self) -> str:
         return embedder_id(self.options.get("embedder"))
@@ -88,6 +97,8 @@ class Profile:
             extras.append(f"counter {self.counter}")
         if self.vectors:
             extras.append(f"vectors {self.vectors}")
+        if not self.budget.unlimited:
+            extras.append(f"budget {self.budget.describe()}")
         head = f"preset {self.preset}: {stack}" if self.preset else stack
         return head + (f" ({', '.join(extras)})" if extras else "")
 
