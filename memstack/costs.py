@@ -11,7 +11,6 @@ next one resets the count. ``memstack.ceiling`` enforces them; this module only 
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone

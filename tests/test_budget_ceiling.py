@@ -258,3 +258,97 @@ def test_two_workers_on_postgresql_cannot_overspend_together(pg_schema):
     finally:
         for m in workers:
             m.close()
+
+
+# ---- the proxy ----------------------------------------------------------------------------------------
+
+
+def test_the_proxys_answer_budget_is_a_429_with_retry_after_and_the_layers_budget_never_blocks_an_answer(tmp_path):
+    openai = pytest.importorskip("openai")
+    pytest.importorskip("fastapi")
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.types import UsageRecord
+
+    store = open_store(f"sqlite:///{tmp_path}/p.db")
+    Memory.configure(store, layers="summary", options={"model": "local"}, budget=Budget.parse(["tokens=10/day"], "tokens=300/day"))
+    store.usage.record([UsageRecord(Scope(user_id="张三", thread_id="x"), "extract", "m", 100, 20, 1.0)])  # the layers' budget is spent
+    mem = Memory(store, options={"model": ScriptedModel(default=answer)})
+    upstream = ScriptedModel(default=lambda messages, schema: Completion("好的，记住了。", "scripted", 150, 50, 0.1))  # 200 an answer
+    app = create_app(mem, ServerConfig(model=upstream, worker=False))
+    try:
+        with BackgroundServer(app) as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="not-needed", max_retries=0)
+
+            def ask(user: str, text: str = "我正在开发一个知识中台"):
+                return client.chat.completions.create(model="m", user=user, messages=[{"role": "user", "content": text}])
+
+            assert ask("张三").choices[0].message.content == "好的，记住了。"  # the layers' budget never blocks an answer
+            ask("张三", "后端使用SpringBoot")  # 200 spent < 300: answered, now 400
+            with pytest.raises(openai.RateLimitError) as caught:
+                ask("张三", "缓存使用Redis")
+            response = caught.value.response
+            end = period_window("day", datetime.now(timezone.utc))[1]
+            assert (
+                response.status_code == 429
+                and 0 < int(response.headers["retry-after"]) <= (end - datetime.now(timezone.utc)).total_seconds() + 2
+            )
+            error = response.json()["error"]
+            assert error["code"] == "answer_budget_exceeded" and error["type"] == "insufficient_quota"
+            assert (
+                "'张三'" in error["message"]
+                and "300 tokens/day" in error["message"]
+                and end.strftime("%Y-%m-%dT%H:%MZ") in error["message"]
+            )
+            assert ask("李四").choices[0].message.content == "好的，记住了。"  # per user: another user still answers
+            texts = [m.text for m in mem.history(user_id="张三", thread_id=datetime.now(timezone.utc).date().isoformat())]
+            assert "缓存使用Redis" not in texts  # the refused request stored nothing
+        answers = {t.user_id: t.tokens for t in store.usage.totals("default") if t.layer == "answer"}
+        assert answers == {"张三": 400, "李四": 200}  # metered as layer "answer", apart from the layers' spend
+    finally:
+        mem.close()
+
+
+def test_usage_per_tenant_and_user_in_the_cli_json_and_rest(tmp_path, capsys):
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from memstack.cli import main
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.types import UsageRecord
+
+    db = f"sqlite:///{tmp_path}/u.db"
+    assert main(["--db", db, "init", "--strategy", "summary", "--model", "local", "--budget", "tokens=5000/day,tokens=2000/day/user"]) in (
+        0,
+        None,
+    )
+    store = open_store(db)
+    store.usage.record(
+        [
+            UsageRecord(Scope(user_id="张三", thread_id="t"), "extract", "m", 1500, 500, 1.0),
+            UsageRecord(Scope(user_id="李四", thread_id="t"), "answer", "m", 90, 10, 1.0),
+        ]
+    )
+    capsys.readouterr()
+    main(["--db", db, "usage", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert [(u["user_id"], u["layer_tokens"], u["answer_tokens"]) for u in data["users"]] == [("张三", 2000, 0), ("李四", 0, 100)]
+    assert [(x["user_id"], x["spent"], x["reached"]) for x in data["limits"]] == [(None, 2000, False), ("张三", 2000, True)]
+    main(["--db", db, "usage"])
+    table = capsys.readouterr().out
+    assert "budget layers 5,000 tokens/day, 2,000 tokens/day/user" in table and "张三" in table and "2,000" in table
+    main(["--db", db, "usage", "--user", "李四", "--since", "2000-01-01", "--json"])
+    assert [u["user_id"] for u in json.loads(capsys.readouterr().out)["users"]] == ["李四"]
+    mem = Memory(store)
+    try:
+        with BackgroundServer(create_app(mem, ServerConfig(worker=False))) as server:
+            rest = httpx.get(server.url + "/v1/usage").json()
+            assert rest["users"] == data["users"] and rest["budget"] == data["budget"]
+            assert httpx.get(server.url + "/v1/usage", params={"user_id": "张三"}).json()["limits"][1]["reached"] is True
+            page = httpx.get(server.url + "/ui", follow_redirects=True).text  # the dashboard's users page: spend vs budget
+            assert "2,000 spent, 0 running, of 2,000 tokens/day" in page and "张三" in page and "2,000 spent, 0 running, of 5,000" in page
+            bad = httpx.get(server.url + "/v1/usage", params={"since": "yesterday"})
+            assert bad.status_code == 422 and bad.json()["error"]["field"] == "since"
+    finally:
+        mem.close()

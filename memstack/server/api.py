@@ -374,6 +374,22 @@ async def read_deletions(
     return [DeletionOut(**d) for d in await memory.run_sync(views.deletions, memory.store, tenant, user_id=user_id, limit=limit)]
 
 
+@tenant_router.get(
+    "/usage",
+    summary="The tenant's model calls and tokens per user (the layers' and the answers' apart), its budget, each limit's spend in "
+    "its period, and why the layers' jobs wait (memstack usage --json gives the same)",
+)
+async def read_tenant_usage(
+    tenant: Tenant,
+    memory: AsyncMem,
+    user_id: Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description="only this user's calls and limits")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="only calls from then on (ISO 8601 with a UTC offset)")] = None,
+) -> dict[str, Any]:
+    from ..ceiling import report
+
+    return await memory.run_sync(report, memory.memory.ceiling, tenant, user_id=user_id, since=since)
+
+
 def _thread_for(kind: str, thread_id: str | None) -> str | None:
     if kind == "summary" and thread_id is None:
         raise InvalidInput("summaries are kept per thread: give thread_id", field="thread_id")
