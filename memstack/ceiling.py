@@ -220,7 +220,8 @@ class Ceiling:
                 waiting.pop(who, None)
             return {**ledger, "holds": holds, "waiting": waiting}, Hold(tenant, key, job.worker, reserved)
 
-        return self._change(tenant, decide)
+        got: Hold | Wait = self._change(tenant, decide)
+        return got
 
     def release(self, hold: Hold) -> None:
         """Drop a job's reservation (its usage is in the log by now)."""
