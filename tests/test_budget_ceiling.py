@@ -350,5 +350,7 @@ def test_usage_per_tenant_and_user_in_the_cli_json_and_rest(tmp_path, capsys):
             assert "2,000 spent, 0 running, of 2,000 tokens/day" in page and "张三" in page and "2,000 spent, 0 running, of 5,000" in page
             bad = httpx.get(server.url + "/v1/usage", params={"since": "yesterday"})
             assert bad.status_code == 422 and bad.json()["error"]["field"] == "since"
+            far = httpx.get(server.url + "/v1/usage", params={"since": "0001-01-01T00:00:00+01:00"})  # year 0 in UTC
+            assert far.status_code == 422 and far.json()["error"]["field"] == "since"
     finally:
         mem.close()

@@ -22,7 +22,7 @@ from ..aio import AsyncMemory
 from ..errors import InvalidInput, NotFound
 from ..layers.state import current_state
 from ..stores import RecordStore, Store, records_of
-from ..types import MAX_ID_LENGTH, MAX_LAST, Change, Record, Scope, SearchFilter, utcnow
+from ..types import MAX_ID_LENGTH, MAX_LAST, Change, Record, Scope, SearchFilter, in_range, utcnow
 from . import idempotency
 from .deps import AsyncMem, Tenant, ThreadId, UserId, thread_or_404, user_or_404
 from .errors import ApiError
@@ -387,6 +387,7 @@ async def read_tenant_usage(
 ) -> dict[str, Any]:
     from ..ceiling import report
 
+    since = in_range(since, field_name="since") if since is not None else None
     return await memory.run_sync(report, memory.memory.ceiling, tenant, user_id=user_id, since=since)
 
 
