@@ -880,8 +880,12 @@ def cmd_worker(args: argparse.Namespace) -> None:
                 report = mem.flush()
             _emit(
                 args,
-                {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)},
-                lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed",
+                {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}
+                | ({"waited": report.waited} if report.waited else {}),
+                lambda: (
+                    f"ran {plural(report.ran, 'job')}, {report.failed} failed"
+                    + (f", put off {plural(report.waited, 'time')} by the budget (memstack usage)" if report.waited else "")
+                ),
             )
             return
         _run_until_stopped(mem, args.poll)

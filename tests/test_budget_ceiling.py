@@ -340,6 +340,10 @@ def test_usage_per_tenant_and_user_in_the_cli_json_and_rest(tmp_path, capsys):
     assert "budget layers 5,000 tokens/day, 2,000 tokens/day/user" in table and "张三" in table and "2,000" in table
     main(["--db", db, "usage", "--user", "李四", "--since", "2000-01-01", "--json"])
     assert [u["user_id"] for u in json.loads(capsys.readouterr().out)["users"]] == ["李四"]
+    job = Job(Scope(user_id="张三", thread_id="t"), "extract:facts", 1, 0, 0, "w")
+    assert isinstance(Ceiling(store).reserve(job, 100), Wait)  # 张三 has spent 2,000 of 2,000 today: a job of theirs waits
+    main(["--db", db, "config"])
+    assert "waiting: user '张三' budget 2,000 tokens/day reached, resumes" in capsys.readouterr().out
     mem = Memory(store)
     try:
         with BackgroundServer(create_app(mem, ServerConfig(worker=False))) as server:
