@@ -97,6 +97,14 @@ def test_budgets_parse_describe_and_round_trip_through_the_profile():
     assert Profile.from_dict(old).budget.unlimited and Profile(("window",)).to_dict() == old  # an old profile reads as unlimited
 
 
+def test_a_malformed_budget_in_a_profile_is_a_clear_error():
+    from memstack.errors import UsageError
+
+    for bad in ({"layers": "tokens=5/day"}, {"layers": [{"tokens": -1, "period": "day"}]}, {"answers": {"tokens": 5, "period": "week"}}):
+        with pytest.raises(UsageError, match="malformed"):
+            Profile.from_dict({"version": 3, "layers": ["window"], "budget": bad})
+
+
 @pytest.mark.parametrize(
     ("text", "part"),
     [
@@ -301,9 +309,12 @@ def test_the_proxys_answer_budget_is_a_429_with_retry_after_and_the_layers_budge
                 and end.strftime("%Y-%m-%dT%H:%MZ") in error["message"]
             )
             assert ask("李四").choices[0].message.content == "好的，记住了。"  # per user: another user still answers
+            stream = client.chat.completions.create(model="m", user="王五", messages=[{"role": "user", "content": "你好"}], stream=True)
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "好的，记住了。"
             texts = [m.text for m in mem.history(user_id="张三", thread_id=datetime.now(timezone.utc).date().isoformat())]
             assert "缓存使用Redis" not in texts  # the refused request stored nothing
         answers = {t.user_id: t.tokens for t in store.usage.totals("default") if t.layer == "answer"}
+        assert answers.pop("王五") > 0  # a streamed answer is metered too (counted here)
         assert answers == {"张三": 400, "李四": 200}  # metered as layer "answer", apart from the layers' spend
     finally:
         mem.close()
