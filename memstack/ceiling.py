@@ -136,7 +136,9 @@ def spends_tokens(layer: object) -> bool:
 class Ceiling:
     """The cost ceilings of every tenant of one store (each tenant's from its profile's budget).
     ``clock``: the time periods are read at (tests inject one); ``recheck``: a waiting job is
-    looked at again at least this often (None: only when its period ends)."""
+    looked at again at least this often (None: only when its period ends). With ``recheck`` 0 (the
+    tests', whose clock the queue does not share) a put-off job can be claimed again at once: the
+    run that meets it again stops there (``JobRunner.run``), and the next run looks again."""
 
     def __init__(
         self,
