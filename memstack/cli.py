@@ -143,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         "--retain",
         help="how long memory is kept, e.g. messages=180d,audit=365d,usage=90d[,derived=keep] (h, d, w; default: everything for ever; docs/retention.md)",
     )
+    _budget_flags(p)
     p.set_defaults(run=cmd_init)
 
     p = _command(
@@ -261,10 +262,12 @@ def _parser() -> argparse.ArgumentParser:
         ("graph", "a user's relations"),
         ("state", "a user's JSON state"),
         ("audit", "the audit trail of a user's model-made memory"),
-        ("usage", "a user's model calls and tokens"),
+        ("usage", "the tenant's model calls and tokens per user, against its budget (--user: one user's calls)"),
     ):
-        p = _command(sub, name, f"print {what}", "docs/layers.md")
-        p.add_argument("--user", required=True, help="the user's id")
+        p = _command(sub, name, f"print {what}", "docs/costs.md" if name == "usage" else "docs/layers.md")
+        p.add_argument("--user", required=name != "usage", help="the user's id")
+        if name == "usage":
+            p.add_argument("--since", help="only calls from then on: an ISO 8601 date or time (default: every call)")
         p.add_argument("--agent", help="the agent's id, when memory is kept per agent too")
         if name == "audit":
             p.add_argument("--kind", choices=RECORD_KINDS, help="only records of this kind")
@@ -663,6 +666,7 @@ def cmd_init(args: argparse.Namespace) -> None:
             reconfigure=args.reconfigure,
             vectors=args.vectors,
             retention=args.retain,
+            budget=_budget_of(args, store),
         )
     finally:
         store.close()
@@ -680,13 +684,22 @@ def cmd_config(args: argparse.Namespace) -> None:
     with _memory(args) as mem:
         profile, url, pending = mem.profile, mem.store.url, mem.pending()
         last = expiry.last_run(mem.store, args.tenant)
-    data = {"store": url, "tenant": args.tenant, "profile": profile.to_dict(), "pending_jobs": pending}
+        waiting = mem.ceiling.waiting(args.tenant)
+    data = {
+        "store": url,
+        "tenant": args.tenant,
+        "profile": profile.to_dict(),
+        "pending_jobs": pending,
+        "budget": profile.budget.describe(),
+        "waiting": waiting,
+    }
     data["retention"] = {"policy": profile.retention.to_dict(), "last_run": last.to_dict() if last else None}
+    budget = f"\nbudget  {profile.budget.describe()}" + "".join(f"\n        {w}" for w in waiting)
     _emit(
         args,
         data,
         lambda: (
-            f"store   {url}\ntenant  {args.tenant}\nmemory  {profile.describe()}\npending {plural(pending, 'job')}\n"
+            f"store   {url}\ntenant  {args.tenant}\nmemory  {profile.describe()}\npending {plural(pending, 'job')}{budget}\n"
             + _retention_lines(profile.retention, last)
         ),
     )
@@ -716,6 +729,43 @@ def cmd_retention(args: argparse.Namespace) -> None:
     _emit(args, data, lambda: _retention_lines(policy, last))
 
 
+def _budget_flags(p: argparse.ArgumentParser) -> None:
+    """``init``'s cost ceilings (``memstack.costs``): kept in the profile, enforced by every worker and server."""
+    p.add_argument(
+        "--budget",
+        action="append",
+        help="the model-backed layers' ceiling: tokens=N/PERIOD for the tenant, tokens=N/PERIOD/user for each user (PERIOD: hour, day, month; UTC); repeatable or comma-separated. Jobs past it wait until the next period",
+    )
+    p.add_argument(
+        "--answer-budget",
+        help="what the proxy's answers may spend per user: tokens=N/PERIOD; past it the proxy answers 429 with Retry-After",
+    )
+
+
+def _budget_of(args: argparse.Namespace, store: Any) -> Any:
+    """The budget ``init`` writes: the flags given over the stored one (None: no flag given)."""
+    from .costs import Budget
+    from .profile import Profile
+
+    if not args.budget and not args.answer_budget:
+        return None
+    given = Budget.parse(args.budget or (), args.answer_budget)
+    raw = store.profiles.get(args.tenant) if getattr(store, "profiles", None) is not None else None
+    return given.over(Profile.from_dict(raw).budget if raw else Budget(), layers=bool(args.budget), answers=bool(args.answer_budget))
+
+
+def cmd_usage(args: argparse.Namespace) -> None:
+    from .ceiling import render, report
+
+    since = None
+    if args.since:
+        text = args.since + ("T00:00:00Z" if len(args.since) == 10 else "")
+        since = in_range(parse_time(text, field_name="--since"), field_name="--since")
+    with _memory(args) as mem:
+        data = report(mem.ceiling, args.tenant, user_id=args.user, since=since)
+    _emit(args, data, lambda: render(data))
+
+
 def _settle_jobs(args: argparse.Namespace, mem: Memory) -> None:
     """``--wait``: run the user's queued jobs first."""
     if getattr(args, "wait", False):
@@ -731,6 +781,8 @@ def _note_pending(args: argparse.Namespace, mem: Memory) -> None:
             f"memstack: note: {plural(waiting, 'job')} of user {args.user!r} not run yet (new messages not yet indexed or extracted); run `memstack worker --once` or pass --wait",
             file=sys.stderr,
         )
+        for reason in mem.ceiling.waiting(args.tenant, args.user):
+            print(f"memstack: note: {reason}", file=sys.stderr)
 
 
 def cmd_context(args: argparse.Namespace) -> None:
@@ -888,8 +940,12 @@ def cmd_worker(args: argparse.Namespace) -> None:
             mem.retention_pass()
             _emit(
                 args,
-                {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)},
-                lambda: f"ran {plural(report.ran, 'job')}, {report.failed} failed",
+                {"ran": report.ran, "failed": report.failed, "errors": list(report.errors)}
+                | ({"waited": report.waited} if report.waited else {}),
+                lambda: (
+                    f"ran {plural(report.ran, 'job')}, {report.failed} failed"
+                    + (f", put off {plural(report.waited, 'time')} by the budget (memstack usage)" if report.waited else "")
+                ),
             )
             return
         _run_until_stopped(mem, args.poll)
@@ -918,6 +974,8 @@ def _run_until_stopped(mem: Memory, poll: float) -> None:
 def cmd_records(args: argparse.Namespace) -> None:
     from . import views
 
+    if args.what == "usage" and (args.user is None or args.since):
+        return cmd_usage(args)
     with _memory(args) as mem:
         scope = mem.scope(args.user, agent_id=args.agent)
         data = views.VIEWS[args.what](mem.store, scope, **({"kind": args.kind, "limit": args.limit} if args.what == "audit" else {}))

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .ceiling import Ceiling, Hold, Wait, spends_tokens
 from .errors import MemstackError
 from .layers.base import Layer, Waiting, Writer, WriteRequest
 from .leases import Leases, describe, worker_name
@@ -36,6 +37,8 @@ class JobReport:
     ran: int = 0
     failed: int = 0
     errors: tuple[str, ...] = field(default_factory=tuple)
+    #: jobs put off because their tenant's (or user's) budget is spent (``memstack.ceiling``)
+    waited: int = 0
 
 
 class JobRunner:
@@ -43,9 +46,16 @@ class JobRunner:
     which may carry its configuration after a colon) runs as, built by the Memory."""
 
     def __init__(
-        self, store: Store, layer: Callable[[str], Layer], lease_seconds: float, maintain: Callable[[], object] | None = None
+        self,
+        store: Store,
+        layer: Callable[[str], Layer],
+        lease_seconds: float,
+        ceiling: Ceiling | None = None,
+        maintain: Callable[[], object] | None = None,
     ) -> None:
         self.store = store
+        #: the tenants' cost ceilings: a model-backed job that does not fit waits (``memstack.ceiling``)
+        self.ceiling = ceiling or Ceiling(store)
         #: called by the background worker before each look at the queue (the retention pass,
         #: which throttles itself); a failure is logged, the worker goes on
         self.maintain = maintain
@@ -69,8 +79,9 @@ class JobRunner:
         ``max_jobs`` ran). ``final``: a job waiting for its batch to fill runs now. ``progress``
         after each job; the total is what was pending, counted again when more arrived."""
         worker = worker or worker_name("run")
-        ran = failed = 0
+        ran = failed = waited = 0
         errors: list[str] = []
+        put_off: set[tuple[tuple[str, str, str, str], str]] = set()
         total = self.store.jobs.pending(scope) if progress else 0
         self._leases.start()
         while max_jobs is None or ran + failed < max_jobs:
@@ -78,6 +89,12 @@ class JobRunner:
             if job is None:
                 break
             error = self.run_one(job, final)
+            if isinstance(error, Wait):
+                waited += 1
+                if (job.scope.key, job.layer) in put_off:
+                    break  # a job this run put off is back already (its wait was short): the next run looks again
+                put_off.add((job.scope.key, job.layer))
+                continue
             if error is None:
                 ran += 1
             else:
@@ -86,18 +103,28 @@ class JobRunner:
             if progress:
                 total = max(total, ran + failed + self.store.jobs.pending(scope))
                 progress(ran + failed, total, f"{job.layer.split(':')[0]} {job.scope.user_id}/{job.scope.thread_id}")
-        return JobReport(ran, failed, tuple(errors))
+        return JobReport(ran, failed, tuple(errors), waited)
 
-    def run_one(self, job: Job, final: bool) -> str | None:
+    def run_one(self, job: Job, final: bool) -> str | Wait | None:
         """Run one claimed job, its lease renewed while it runs (``leases.Leases``); the store
-        records it done only if this worker still holds it. Returns the error, None on success."""
+        records it done only if this worker still holds it. Returns the error, None on success,
+        or the Wait of a model-backed job whose tenant's budget does not hold it now (the job
+        stays queued, with the reason as its error, until its period ends: ``memstack.ceiling``)."""
         try:
             with self._leases.hold(job):
                 layer = self._layer(job.layer)
                 messages = visible(self.store.history.read(job.scope, after=job.cursor))
-                consumed = (
-                    layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
-                )
+                hold = self.ceiling.reserve(job, self.ceiling.estimate(messages)) if spends_tokens(layer) else None
+                if isinstance(hold, Wait):
+                    self.store.jobs.fail(job, hold.reason, retry_in=hold.retry_in)
+                    return hold
+                try:
+                    consumed = (
+                        layer.write(WriteRequest(job.scope, messages, final, self.store, job.cursor)) if isinstance(layer, Writer) else None
+                    )
+                finally:
+                    if isinstance(hold, Hold):
+                        self.ceiling.release(hold)
             if isinstance(consumed, Waiting):
                 recorded = self.store.jobs.complete(job, cursor=consumed.cursor, waiting=True)
             else:
@@ -111,7 +138,8 @@ class JobRunner:
             return None
         except Exception as exc:  # recorded on the job and retried with backoff: never lost
             error = f"{job.layer} for {job.scope.user_id}/{job.scope.thread_id}: {type(exc).__name__}: {exc}"
-            retry = min(3600.0, 2.0 ** min(job.attempts + 1, 12))
+            attempts = 0 if (job.last_error or "").startswith("waiting:") else job.attempts  # a budget wait is no failed attempt
+            retry = min(3600.0, 2.0 ** min(attempts + 1, 12))
             log.warning("job failed (attempt %d, retry in %.0fs): %s", job.attempts + 1, retry, error)
             try:
                 self.store.jobs.fail(job, error, retry_in=retry)

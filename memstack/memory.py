@@ -33,6 +33,8 @@ from . import layers as layer_registry
 from .backends import open_store, open_vectors
 from .backends.rules.json_values import json_copy
 from .budget import pack, trim
+from .ceiling import Ceiling
+from .costs import Budget
 from .errors import BudgetError, InvalidInput, UsageError
 from .jobs import JobReport as JobReport
 from .jobs import JobRunner
@@ -99,6 +101,8 @@ class Memory:
     instead of memstack's own (``memstack.llm.custom``); pass it in every process that runs the
     jobs. ``state_schema``: the state's keys, a pydantic model (or a JSON schema object), kept in
     the store's profile. ``extract()`` runs one extraction in any schema, outside the layers.
+    ``ceiling``: the cost ceilings the write queue keeps (``memstack.ceiling``; tests pass one with
+    their own clock), else one on the real clock.
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class Memory:
         vectors: VectorIndex | str | None = None,
         entity_schema: type[BaseModel] | None = None,
         state_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+        ceiling: Ceiling | None = None,
     ) -> None:
         options = _with_schemas(options, entity_schema, state_schema)
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
@@ -138,7 +143,9 @@ class Memory:
         self.lease_seconds = lease_seconds
         self._built: dict[tuple[str, tuple[tuple[str, str], ...]], Layer] = {}
         #: the write queue's runner and background worker (``memstack.jobs``)
-        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds, maintain=self.retention_pass)
+        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds, ceiling, maintain=self.retention_pass)
+        #: the tenants' cost ceilings over this store (``memstack.ceiling``): ``ceiling.spends(tenant)``, ``ceiling.waiting(tenant)``
+        self.ceiling = self._jobs.ceiling
         #: the worker's retention pass (``retention_pass``): how often per tenant, and when this process last looked
         self.retention_every = expiry.EVERY
         self._retention_looked: dict[str, float] = {}
@@ -274,6 +281,7 @@ class Memory:
         reconfigure: bool = False,
         vectors: VectorIndex | str | None = None,
         retention: Retention | str | None = None,
+        budget: Budget | None = None,
     ) -> tuple[Profile, int]:
         """Write the tenant's memory profile (``memstack init``): the stack (a preset or layers,
         default ``DEFAULT_LAYERS``), layer options (``model``, ``embedder`` as provider strings),
@@ -283,14 +291,30 @@ class Memory:
         vectors are kept (see ``Memory``); a reconfiguration that changes it, or the embedder,
         embeds every unit into the index (Milvus: a new collection, switched to when full).
         ``retention``: how long memory is kept (``memstack.retention``; a policy or its text,
-        ``"messages=180d,audit=365d"``; None keeps everything). Returns the profile and the threads queued."""
+        ``"messages=180d,audit=365d"``; None keeps everything).
+        ``budget``: the tenant's cost ceilings (``memstack.costs``); given alone (no stack, options
+        or counter) to a configured store, it replaces only the budget, queueing nothing.
+        Returns the profile and the threads queued."""
         policy = Retention.parse(retention) if isinstance(retention, str) else retention or Retention()
         opened = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
         if preset is not None and layers is not None:
             raise InvalidInput("give a preset or layers, not both", field="preset")
         index = open_vectors(vectors) if isinstance(vectors, str) else vectors
         try:
-            return cls._configure(opened, index, layers, preset, options, counter, tenant, reconfigure, policy)
+            if (
+                budget is not None
+                and layers is None
+                and preset is None
+                and not options
+                and counter is None
+                and index is None
+                and retention is None
+            ):
+                current = getattr(opened, "profiles", None) and opened.profiles.get(tenant)
+                if current:  # `memstack init --budget ...` on a configured store: the budget only
+                    changed = replace(Profile.from_dict(current), budget=budget)
+                    return Profile.from_dict(opened.profiles.put(tenant, changed.to_dict(), replace=True)), 0
+            return cls._configure(opened, index, layers, preset, options, counter, tenant, reconfigure, policy, budget)
         finally:
             if index is not None and isinstance(vectors, str):
                 index.close()  # type: ignore[attr-defined]
@@ -309,6 +333,7 @@ class Memory:
         tenant: str,
         reconfigure: bool,
         retention: Retention | None = None,
+        budget: Budget | None = None,
     ) -> tuple[Profile, int]:
         chosen_options = dict(options or {})
         if preset is not None:
@@ -319,12 +344,20 @@ class Memory:
         names = layer_registry.parse_stack(layers) if isinstance(layers, str) else list(layers or default_layers(opened))
         get_counter(counter)  # an unknown counter fails before anything is written
         wanted = Profile(
-            tuple(names), preset, stored_options(chosen_options), counter, vectors_location(index, opened), retention or Retention()
+            tuple(names),
+            preset,
+            stored_options(chosen_options),
+            counter,
+            vectors_location(index, opened),
+            retention or Retention(),
+            budget or Budget(),
         )
         profiles = getattr(opened, "profiles", None)
         if profiles is None:
             raise InvalidInput(f"the {type(opened).__name__} store keeps no memory profile", field="store")
         current = profiles.get(tenant)
+        if budget is None and current is not None:  # a budget stays until another is given
+            wanted = replace(wanted, budget=Profile.from_dict(current).budget)
         if current is not None and Profile.from_dict(current) != Profile.from_dict(wanted.to_dict()) and not reconfigure:
             raise ProfileMismatch(
                 f"the store is already configured for {_with_retention(Profile.from_dict(current))}; pass --reconfigure to replace it with {_with_retention(wanted)}"

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .costs import Budget
 from .errors import InvalidInput, UsageError
 from .retention import Retention
 
@@ -36,8 +37,9 @@ DEFAULT_LAYERS: tuple[str, ...] = ("window", "retrieval")
 PLAIN_LAYERS: tuple[str, ...] = ("window",)
 #: the profile format; a newer one is refused by an older memstack. A profile that keeps its
 #: vectors outside the store is written as 2 (an older memstack, which would index into the
-#: store, refuses it); one that does not stays 1
-VERSION = 2
+#: store, refuses it); one that does not stays 1. One with a cost ceiling (``budget``) is written
+#: as 3: an older memstack would run the layers' jobs past it
+VERSION = 3
 
 
 class ProfileMismatch(UsageError):
@@ -59,12 +61,15 @@ class Profile:
     counter: str | None = None
     vectors: str | None = None
     retention: Retention = Retention()
+    #: the tenant's cost ceilings (``memstack.costs``, enforced by ``memstack.ceiling``); empty: unlimited
+    budget: Budget = field(default_factory=Budget)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"version": 1, "layers": list(self.layers), "preset": self.preset, "options": dict(self.options), "counter": self.counter}
         if not self.retention.keeps_everything:  # absent otherwise: an older memstack reads the rest alike
             out["retention"] = self.retention.to_dict()
-        return out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
+        out = out if self.vectors is None else {**out, "version": 2, "vectors": self.vectors}
+        return out if self.budget.unlimited else {**out, "version": 3, "budget": self.budget.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Profile:
@@ -86,7 +91,11 @@ class Profile:
             raise UsageError(
                 f"the store's memory profile has a malformed retention policy ({exc}); rewrite it with `memstack init --reconfigure --retain ...`"
             ) from exc
-        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors, retention)
+        try:
+            budget = Budget.from_dict(data.get("budget"))
+        except InvalidInput as exc:
+            raise UsageError(f"the store's memory profile is malformed ({exc}); rewrite it with `memstack init --reconfigure`") from exc
+        return cls(tuple(layers), data.get("preset"), options, data.get("counter"), vectors, retention, budget)
 
     def embedder(self) -> str:
         return embedder_id(self.options.get("embedder"))
@@ -99,6 +108,8 @@ class Profile:
             extras.append(f"counter {self.counter}")
         if self.vectors:
             extras.append(f"vectors {self.vectors}")
+        if not self.budget.unlimited:
+            extras.append(f"budget {self.budget.describe()}")
         head = f"preset {self.preset}: {stack}" if self.preset else stack
         return head + (f" ({', '.join(extras)})" if extras else "")
 

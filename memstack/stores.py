@@ -28,6 +28,7 @@ from .types import (
     ThreadInfo,
     Unit,
     UsageRecord,
+    UsageTotal,
 )
 
 #: ``HistoryStore.append(expect_last=ANY)``: no condition
@@ -306,6 +307,14 @@ class UsageLog(Protocol):
 
     def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
         """The user's calls (every thread), oldest first."""
+        ...
+
+    def totals(
+        self, tenant: str, *, since: datetime | None = None, until: datetime | None = None, user_id: str | None = None
+    ) -> list[UsageTotal]:
+        """The tenant's calls with ``since`` <= at < ``until`` (aware datetimes; None: unbounded),
+        summed per (user, layer), sorted by user then layer; only ``user_id``'s when given. The
+        cost ceiling (``memstack.ceiling``) and ``memstack usage`` read spend from it."""
         ...
 
 

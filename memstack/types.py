@@ -678,6 +678,22 @@ class UsageRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """The model calls of one user and layer over a time range (``UsageLog.totals``): how many,
+    and their tokens."""
+
+    user_id: str
+    layer: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Restricts a search within one user's memories: threads, categories, kinds, a time range
     (``since`` <= timestamp < ``until``). Empty fields do not restrict."""

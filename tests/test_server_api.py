@@ -390,6 +390,7 @@ def test_every_route_the_app_declares_is_requested():
             assert c.request(method, path, **options).status_code in (400, 404), path
         ok(c.get("/v1/deletions"))
         ok(c.get("/v1/retention"))
+        ok(c.get("/v1/usage"))
         records = ok(c.get(f"{u}/export"))["records"]
         ok(c.post("/v1/users/tour2/import", json={"records": [{k: v for k, v in r.items() if k != "user_id"} for r in records]}))
         ok(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "你好"}], "user": "tour"}))
@@ -414,7 +415,7 @@ def test_every_route_the_app_declares_is_requested():
             for method in r.methods
             if method != "HEAD"
         }
-        assert len(declared) == 32, sorted(declared)
+        assert len(declared) == 33, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ..budget import split_text
 from ..errors import InvalidInput, JobError, ModelOutputError, UsageError
@@ -89,6 +89,8 @@ class Extractor:
     variant: str | None = None
     counter: TokenCounter | str | None = None
     name: str = "extract"
+    #: its jobs call the chat model: the tenant's cost ceiling applies to them (``memstack.ceiling``)
+    spends_tokens: ClassVar[bool] = True
     scope: str = "thread"
     history: str = "none"
     _model: ChatModel | None = field(default=None, init=False, repr=False)

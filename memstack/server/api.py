@@ -22,7 +22,7 @@ from ..aio import AsyncMemory
 from ..errors import InvalidInput, NotFound
 from ..layers.state import current_state
 from ..stores import RecordStore, Store, records_of
-from ..types import MAX_ID_LENGTH, MAX_LAST, Change, Record, Scope, SearchFilter, utcnow
+from ..types import MAX_ID_LENGTH, MAX_LAST, Change, Record, Scope, SearchFilter, in_range, utcnow
 from . import idempotency
 from .deps import AsyncMem, Tenant, ThreadId, UserId, thread_or_404, user_or_404
 from .errors import ApiError
@@ -385,6 +385,23 @@ def retention_view(store: Store, tenant: str) -> dict[str, Any]:
     policy, last = expiry.policy_of(store, tenant), expiry.last_run(store, tenant)
     run = None if last is None else {k: v for k, v in last.to_dict().items() if k != "tenant"}
     return {"tenant": tenant, "policy": policy.to_dict(), "keeps_everything": policy.keeps_everything, "last_run": run}
+
+
+@tenant_router.get(
+    "/usage",
+    summary="The tenant's model calls and tokens per user (the layers' and the answers' apart), its budget, each limit's spend in "
+    "its period, and why the layers' jobs wait (memstack usage --json gives the same)",
+)
+async def read_tenant_usage(
+    tenant: Tenant,
+    memory: AsyncMem,
+    user_id: Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description="only this user's calls and limits")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="only calls from then on (ISO 8601 with a UTC offset)")] = None,
+) -> dict[str, Any]:
+    from ..ceiling import report
+
+    since = in_range(since, field_name="since") if since is not None else None
+    return await memory.run_sync(report, memory.memory.ceiling, tenant, user_id=user_id, since=since)
 
 
 def _thread_for(kind: str, thread_id: str | None) -> str | None:

@@ -8,6 +8,7 @@ The code is the error tree's stable ``code``; the status says whose fault it is:
     Conflict (it changed since it was read: read it again)     409
     other UsageError                                           400
     ApiError (401 unauthorized, 404 user/thread/record not found, 413 body too large, ...)
+    a user past the tenant's answer budget (proxy.over_budget)  429  (with Retry-After)
     ProviderRejected, ProviderUnavailable, ModelOutputError    502  (the upstream model failed)
     UpstreamTimeout                                            504
     StoreError                                                 503

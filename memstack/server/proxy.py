@@ -15,6 +15,10 @@ An app gains memory by changing its base URL. For each call:
 4. answer: forward upstream (``upstream``), relay the answer or its stream, then store it (before
    the stream's ``[DONE]``), which queues the layers' work. A dead or slow upstream is a 502/504
    JSON error, and the user's message stays stored.
+5. cost: the answer's tokens go to the usage log as layer ``answer`` (the upstream's counts, else
+   counted here). The tenant's answer budget (``memstack init --answer-budget``) is checked before
+   step 1: a user past it gets 429 with ``Retry-After`` (seconds to the period's end) and nothing is
+   stored. The layers' budget never blocks an answer (``memstack.ceiling``).
 
 The memory's calls are the app's AsyncMemory's (``memstack.aio``), awaited: the event loop that
 relays streams never waits on the store.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -34,9 +39,10 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..aio import AsyncMemory
+from ..ceiling import ANSWER_LAYER
 from ..errors import Conflict, InvalidInput, MemstackError
 from ..replaced import REPLACES, visible
-from ..types import Message, Scope, utcnow
+from ..types import Message, Scope, UsageRecord, utcnow
 from . import copies, idempotency
 from .deps import Tenant
 from .errors import ApiError, UpstreamTimeout, error_body
@@ -46,7 +52,7 @@ from .resend import STORED_ROLES, new_messages
 from .schemas import ChatRequest, ModelList, error_responses
 from .upstream import Upstream, chunks_of
 
-router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"], responses=error_responses(400, 401, 413, 422, 502, 504))
+router = APIRouter(prefix="/v1", tags=["OpenAI-compatible proxy"], responses=error_responses(400, 401, 413, 422, 429, 502, 504))
 log = logging.getLogger("memstack.server")
 
 #: stored messages read beyond the request's length, for answers the client has not seen
@@ -163,6 +169,10 @@ class Proxy:
         if isinstance(settled, copies.Replay):
             self.metrics.copies.labels("replayed").inc()
             return self._replay(who, body, settled.response, keyed=key is not None)
+        over = await self.memory.run_sync(self.memory.memory.ceiling.answer_wait, who.tenant, who.user_id)
+        if over is not None:
+            await settled.release()
+            return over_budget(over.reason, over.retry_in)
         try:
             return await self._answer(who, body, settled)
         except BaseException:
@@ -191,6 +201,8 @@ class Proxy:
             self._observe(exc, started)
             raise
         self._observe(None, started)
+        counted = answer.get("usage") or {}
+        await self._meter(who, prepared, counted.get("prompt_tokens"), counted.get("completion_tokens"), started, _text_of(answer))
         if prepared.store_answer:
             message = ((answer.get("choices") or [{}])[0]).get("message") or {}
             kept = await self._store_answer(who, message.get("content") or "", message.get("tool_calls") or [], prepared)
@@ -230,6 +242,7 @@ class Proxy:
                 _collect(chunk, text, calls)
                 yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
             self._observe(None, started)
+            await self._meter(who, prepared, None, None, started, "".join(text))
             kept = None
             if prepared.store_answer:
                 kept = await self._store_answer(who, "".join(text), [calls[i] for i in sorted(calls)], prepared)
@@ -276,6 +289,22 @@ class Proxy:
             await self.memory.add(message, **who.ids())
         return None
 
+    async def _meter(self, who: Who, prepared: Prepared, prompt: int | None, completion: int | None, started: float, text: str) -> None:
+        """Log the answer's tokens as layer ``answer`` (the upstream's counts, else counted here),
+        on a store with a usage log: what the answer budget and ``memstack usage`` read."""
+        log_ = getattr(self.memory.store, "usage", None)
+        if log_ is None:
+            return
+        count = self.memory.counter.count
+        if prompt is None:
+            prompt = sum(count(m["content"]) for m in prepared.outgoing.messages if isinstance(m.get("content"), str))
+        if completion is None:
+            completion = count(text)
+        row = UsageRecord(
+            self._scope(who), ANSWER_LAYER, self.upstream.model, int(prompt), int(completion), (time.perf_counter() - started) * 1000
+        )
+        await self.memory.run_sync(log_.record, [row])
+
     def _observe(self, error: MemstackError | None, started: float) -> None:
         outcome = "ok" if error is None else "timeout" if isinstance(error, UpstreamTimeout) else "error"
         self.metrics.upstream.labels(outcome).inc()
@@ -288,6 +317,19 @@ def answering_with(answer: dict[str, Any], kept: Message) -> dict[str, Any]:
     message = {k: v for k, v in kept.to_openai().items() if k in ("role", "content", "tool_calls")}
     choices = [{**(answer.get("choices") or [{}])[0], "message": message}]
     return {**answer, "choices": choices}
+
+
+def over_budget(reason: str, retry_in: float) -> JSONResponse:
+    """429 in the error shape (with OpenAI's ``type``), ``Retry-After`` the seconds to the period's
+    end, and ``x-should-retry: false`` so that the openai SDK does not retry for hours."""
+    body = error_body("answer_budget_exceeded", reason)
+    body["error"]["type"] = "insufficient_quota"
+    headers = {"Retry-After": str(max(1, math.ceil(retry_in))), "x-should-retry": "false"}
+    return JSONResponse(body, status_code=429, headers=headers)
+
+
+def _text_of(answer: dict[str, Any]) -> str:
+    return str((((answer.get("choices") or [{}])[0]).get("message") or {}).get("content") or "")
 
 
 def earlier_turns(context: Sequence[Message], client_from: int | None) -> list[Message]:

@@ -410,6 +410,21 @@ class UsageLogContract(StoreFixture):
         log.record([])
         assert log.read(A) == []
 
+    def test_totals_sum_a_tenants_calls_per_user_and_layer_in_a_range(self, log: UsageLog) -> None:
+        log.record([usage(A, 0), usage(A2, 1, layer="entities"), usage(A, 2), usage(B, 3), usage(OTHER_TENANT, 2), usage(AGENT, 4)])
+        got = log.totals("default")
+        assert [(t.user_id, t.layer, t.calls, t.tokens) for t in got] == [
+            ("user_001", "entities", 1, 1280),
+            ("user_001", "summary", 3, 3 * 1280),  # A twice and the agent's: a user's calls, every agent
+            ("user_002", "summary", 1, 1280),
+        ]
+        # since is inclusive, until exclusive; one user only
+        ranged = log.totals("default", since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=3), user_id="user_001")
+        assert [(t.user_id, t.layer, t.calls) for t in ranged] == [("user_001", "entities", 1), ("user_001", "summary", 1)]
+        assert [t.calls for t in log.totals("acme")] == [1] and log.totals("nobody") == []
+        with pytest.raises(InvalidInput):
+            log.totals("default", since=datetime(2024, 5, 1))
+
     def test_reopen_keeps_the_log(self, store: FullStore) -> None:
         if not self.durable:
             pytest.skip("not a durable backend")

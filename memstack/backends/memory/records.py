@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from ...types import AuditEvent, Change, Record, Scope, UsageRecord, utcnow
+from ...types import AuditEvent, Change, Record, Scope, UsageRecord, UsageTotal, utcnow
 from ..rules.records import Key, check_kind, check_limit, check_usage, checked, step, user_match
 from ..rules.time import utc
 
@@ -173,6 +173,25 @@ class MemoryUsage:
         with self._lock:
             rows = [r for r in self._rows.get(scope.key[:2], ()) if user_match(r.scope.key, scope) and (start is None or r.at >= start)]
         return sorted(rows, key=lambda r: r.at)
+
+    def totals(
+        self, tenant: str, *, since: datetime | None = None, until: datetime | None = None, user_id: str | None = None
+    ) -> list[UsageTotal]:
+        """Summed per (user, layer), sorted by user then layer (``stores.UsageLog.totals``)."""
+        start = utc(since, field_name="since") if since is not None else None
+        end = utc(until, field_name="until") if until is not None else None
+        sums: dict[tuple[str, str], list[int]] = {}
+        with self._lock:
+            for (t, user), rows in self._rows.items():
+                if t != tenant or (user_id is not None and user != user_id):
+                    continue
+                for r in rows:
+                    if (start is None or r.at >= start) and (end is None or r.at < end):
+                        s = sums.setdefault((user, r.layer), [0, 0, 0])
+                        s[0] += 1
+                        s[1] += r.prompt_tokens
+                        s[2] += r.completion_tokens
+        return [UsageTotal(u, layer, *s) for (u, layer), s in sorted(sums.items())]
 
     def forget(self, scope: Scope) -> int:
         """Erase the rows of the scope's thread, or (thread_id None) of its whole user, every agent."""

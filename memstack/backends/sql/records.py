@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...types import AuditEvent, Record, Scope, UsageRecord
+from ...types import AuditEvent, Record, Scope, UsageRecord, UsageTotal
 from ..rules.json_values import json_text
 from ..rules.records import Prepared, Step, check_kind, check_usage, scope_of_key, step
 from ..rules.time import utc
@@ -209,6 +209,24 @@ def usage_query(d: Dialect, scope: Scope, since: datetime | None) -> tuple[str, 
     return f"SELECT {USAGE_COLUMNS} FROM {d.table('model_usage')} WHERE {where} ORDER BY {instant}, n", params
 
 
+def totals_query(d: Dialect, tenant: str, since: datetime | None, until: datetime | None, user_id: str | None) -> tuple[str, list[Any]]:
+    """The tenant's usage summed per (user, layer) with ``since`` <= at < ``until``."""
+    instant = d.instant_column("at")
+    where, params = f"tenant = {d.mark}", [tenant]
+    if user_id is not None:
+        where += f" AND user_id = {d.mark}"
+        params.append(user_id)
+    if since is not None:
+        where += f" AND {instant} >= {d.mark}"
+        params.append(d.instant(utc(since, field_name="since")))
+    if until is not None:
+        where += f" AND {instant} < {d.mark}"
+        params.append(d.instant(utc(until, field_name="until")))
+    sums = "count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0)"
+    table = d.table("model_usage")
+    return f"SELECT user_id, layer, {sums} FROM {table} WHERE {where} GROUP BY user_id, layer ORDER BY user_id, layer", params
+
+
 class SQLUsage:
     """The UsageLog both SQL backends share: checks, the statements and the row codec here; the
     backend's transactions in ``insert`` (an INSERT of many rows) and ``fetch`` (one read)."""
@@ -224,3 +242,10 @@ class SQLUsage:
     def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
         """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""
         return [usage_of(self._dialect, r) for r in self._fetch(*usage_query(self._dialect, scope, since))]
+
+    def totals(
+        self, tenant: str, *, since: datetime | None = None, until: datetime | None = None, user_id: str | None = None
+    ) -> list[UsageTotal]:
+        """Summed per (user, layer), sorted by user then layer (``stores.UsageLog.totals``)."""
+        rows = self._fetch(*totals_query(self._dialect, tenant, since, until, user_id))
+        return [UsageTotal(u, layer, int(n), int(p), int(c)) for u, layer, n, p, c in rows]

@@ -27,6 +27,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "context": ("What the model sees", "模型看到什么"),
     "audit": ("Audit log", "审计日志"),
     "usage": ("Usage", "用量"),
+    "cost_budget": ("Budget", "预算"),
+    "spent_of": (
+        "{spent} spent, {running} running, of {tokens} tokens/{period}",
+        "已用 {spent}，运行中 {running}，上限 {tokens} tokens/{period}",
+    ),
+    "resets": ("resets {at}", "{at} 重置"),
     "profile": ("Profile", "用户画像"),
     "entities": ("Entities", "实体"),
     "relations": ("Relations", "关系"),

@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ... import expiry, views
+from ...ceiling import report
 from ...errors import InvalidInput, MemstackError
 from ...layers.names import SELF_KEY
 from ...memory import Memory
@@ -91,7 +92,8 @@ def users(request: Request, tenant: str, memory: Memory) -> Response:
     number = _int(request, "page", 1) or 1
     found, total = views.users(memory.store, tenant, query=q or None, limit=USERS_PER_PAGE, offset=(number - 1) * USERS_PER_PAGE)
     pages = max(1, math.ceil(total / USERS_PER_PAGE))
-    return page(request, "users.html", tenant=tenant, users=found, total=total, q=q, number=number, pages=pages)
+    spend = report(memory.ceiling, tenant)  # the tenant's budget: spend vs each limit, why jobs wait
+    return page(request, "users.html", tenant=tenant, users=found, total=total, q=q, number=number, pages=pages, spend=spend)
 
 
 @handled
