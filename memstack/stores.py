@@ -296,6 +296,18 @@ class RecordStore(Protocol):
         records; of one kind or all. Returns rows deleted."""
         ...
 
+    def dump(self, scope: Scope) -> tuple[list[Record], list[AuditEvent]]:
+        """Every version of every record of the scope's tenant+user (every agent, every thread,
+        deleted ones too) and every audit event, each oldest first as stored: what a copy of the
+        store carries (``memstack.transfer``)."""
+        ...
+
+    def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+        """Store record versions and audit events verbatim (ids, versions, times kept), in one
+        transaction, skipping those whose id the store holds for the user (a rerun adds nothing);
+        returns what was stored. Writes no audit event of its own."""
+        ...
+
 
 @runtime_checkable
 class UsageLog(Protocol):

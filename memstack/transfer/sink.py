@@ -1,0 +1,113 @@
+"""Write a batch of items (``codec``'s JSON form) to a store verbatim and idempotently: a rerun
+of the same batch adds nothing, so a copy killed anywhere continues where it stopped.
+
+Messages keep their ids (``HistoryStore.append`` skips an id the thread holds) and request no
+job (the model-made records travel as they are); records and audit events go through
+``RecordStore.restore`` (skips held ids); units are put by id; a vector is upserted beside its
+unit; checkpoints and usage rows, which have no id of their own to keep, are skipped when an equal
+one is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import groupby
+from typing import Any
+
+from ..errors import UsageError
+from ..stores import Store, VectorIndex, records_of, usage_of
+from ..types import Scope, Unit, parse_time
+from . import codec
+
+
+def _units_of(store: Store) -> Any:
+    units = getattr(store, "units", None)
+    if units is None:
+        raise UsageError(f"the {type(store).__name__} backend has no units index: retrieval units need sqlite, postgresql or memory")
+    return units
+
+
+def _same_scope(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(item.get(f) for f in codec.SCOPE_FIELDS)
+
+
+def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index: VectorIndex | None = None) -> int:
+    """Store one batch of ``kind``; returns the items stored (those already held not counted)."""
+    if not items:
+        return 0
+    if kind == "message":
+        n = 0
+        for _, group in groupby(items, key=_same_scope):
+            pairs = [codec.decode_message(item) for item in group]
+            n += len(store.history.append(pairs[0][0], [m for _, m in pairs]))
+        return n
+    if kind == "checkpoint":
+        return _checkpoints(store, items)
+    if kind == "record":
+        return records_of(store).restore([codec.decode_record(i) for i in items], [])
+    if kind == "audit":
+        return records_of(store).restore([], [codec.decode_event(i) for i in items])
+    if kind == "usage":
+        return _usage(store, items)
+    if kind == "unit":
+        units = [codec.decode_unit(i) for i in items]
+        _units_of(store).put(units)
+        return len(units)
+    if kind == "vector":
+        return _vectors(store, items, index)
+    raise UsageError(f"unknown kind of item {kind!r}")
+
+
+def _canonical(item: Mapping[str, Any], drop: tuple[str, ...] = ()) -> str:
+    return json.dumps({k: v for k, v in item.items() if k not in drop}, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _checkpoints(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    n = 0
+    for _, group in groupby(items, key=_same_scope):
+        batch = list(group)
+        scope = codec.decode_scope(batch[0])
+        held = store.checkpoints.list(scope)
+        have = Counter(_canonical(codec.encode_checkpoint(c), ("id",)) for c in held)
+        keep = len(held) + len(batch)
+        for item in batch:  # oldest first
+            key = _canonical(item, ("id",))
+            if have[key]:
+                have[key] -= 1
+                continue
+            store.checkpoints.save(scope, dict(item["data"]), keep=keep, at=parse_time(item["created_at"], field_name="created_at"))
+            n += 1
+    return n
+
+
+def _usage(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    usage = usage_of(store)
+    first = items[0]
+    user = Scope(user_id=first["user_id"], tenant=first["tenant"])
+    have = Counter(_canonical(codec.encode_usage(u)) for u in usage.read(user))
+    rows = []
+    for item in items:
+        key = _canonical(codec.encode_usage(codec.decode_usage(item)))
+        if have[key]:
+            have[key] -= 1
+        else:
+            rows.append(codec.decode_usage(item))
+    usage.record(rows)
+    return len(rows)
+
+
+def _vectors(store: Store, items: Sequence[Mapping[str, Any]], index: VectorIndex | None) -> int:
+    if index is None:
+        raise UsageError(f"the {type(store).__name__} backend has no vector index: vectors need sqlite, postgresql, memory or --vectors")
+    import numpy as np
+
+    first = items[0]
+    user = Scope(user_id=first["user_id"], tenant=first["tenant"])
+    found: dict[str, Unit] = {u.id: u for u in _units_of(store).get(user, [i["id"] for i in items])}
+    wanted = [i for i in items if i["id"] in found]
+    if not wanted:
+        return 0
+    index.upsert([found[i["id"]] for i in wanted], np.asarray([i["vector"] for i in wanted], dtype=np.float32), model=wanted[0]["model"])
+    return len(wanted)
