@@ -40,6 +40,15 @@ def _mark_scope(tenant: str) -> Scope:
     return Scope(user_id=MARK_USER, tenant=tenant)
 
 
+def check_kinds(src: Store, dst: Store, tenant: str) -> None:
+    """UsageError, before anything is written, when the source holds a kind the destination's
+    backend cannot keep (the JSON-lines backend keeps no model-made records and no units)."""
+    for part, what in (("records", "model-made memory"), ("units", "retrieval units or saved memories")):
+        held = getattr(src, part, None)
+        if getattr(dst, part, None) is None and held is not None and held.users(tenant):
+            raise UsageError(f"the {type(dst).__name__} backend keeps no {what}, which the source holds; copy to sqlite, postgresql or memory")
+
+
 def check_destination(src: Store, dst: Store, tenant: str, users: Sequence[str], *, into_existing: bool) -> bool:
     """Whether this is a resumed copy; UsageError for a destination the copy may not write to."""
     mark = dst.state.get(_mark_scope(tenant), MARK_NAME)
@@ -72,6 +81,7 @@ def copy_store(
     from ``src_index`` to ``dst_index`` (either None: none copied, e.g. to re-embed). Verifies at
     the end; the report's ``differences`` are empty when the copy is whole."""
     chosen = list(users) if users is not None else source.users(src, tenant)
+    check_kinds(src, dst, tenant)
     resumed = check_destination(src, dst, tenant, chosen, into_existing=into_existing)
     dst.state.put(_mark_scope(tenant), {"source": src.url}, MARK_NAME)
     profile = src.profiles.get(tenant)
