@@ -913,24 +913,36 @@ def cmd_verify(args: argparse.Namespace) -> None:
     _differences(args, found, "verify: clean")
 
 
+def _store_and_index(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The store itself (no Memory: opening one would write a default profile) and its vector index."""
+    from .backends import open_vectors
+
+    store = open_store(args.db, home=args.home)
+    return store, open_vectors(args.vectors) or getattr(store, "vectors", None)
+
+
 def _export_all(args: argparse.Namespace) -> None:
     from .transfer import write_export
     from .transfer.source import users
 
-    with _memory(args) as mem:
-        if args.user:
-            _require_user(mem, args)
-        chosen = [args.user] if args.user else users(mem.store, args.tenant)
-        index = mem._retrieval({}).index if getattr(mem.store, "units", None) is not None else None
-        write_export(mem.store, args.tenant, chosen, sys.stdout, index=index)
+    store, index = _store_and_index(args)
+    try:
+        chosen = [args.user] if args.user else users(store, args.tenant)
+        if args.user and args.user not in users(store, args.tenant):
+            raise NotFound(f"no such user {args.user!r}")
+        write_export(store, args.tenant, chosen, sys.stdout, index=index)
+    finally:
+        store.close()
 
 
 def _import_all(args: argparse.Namespace, records: list[Any], lines: list[int]) -> None:
     from .transfer import read_export
 
-    with _memory(args) as mem:
-        index = mem._retrieval({}).index if getattr(mem.store, "units", None) is not None else None
-        stored = read_export(zip(lines, records), mem.store, index=index)
+    store, index = _store_and_index(args)
+    try:
+        stored = read_export(zip(lines, records), store, index=index)
+    finally:
+        store.close()
     total = sum(stored.values())
     _emit(args, {"imported": stored}, lambda: f"imported {plural(total, 'item')}" + (" (" + ", ".join(f"{n} {k}" for k, n in stored.items()) + ")" if stored else ""))
 

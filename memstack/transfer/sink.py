@@ -33,6 +33,10 @@ def _same_scope(item: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(item.get(f) for f in codec.SCOPE_FIELDS)
 
 
+def _same_user(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    return item.get("tenant"), item.get("user_id")
+
+
 def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index: VectorIndex | None = None) -> int:
     """Store one batch of ``kind``; returns the items stored (those already held not counted)."""
     if not items:
@@ -49,14 +53,9 @@ def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index:
         return records_of(store).restore([codec.decode_record(i) for i in items], [])
     if kind == "audit":
         return records_of(store).restore([], [codec.decode_event(i) for i in items])
-    if kind == "usage":
-        return _usage(store, items)
-    if kind == "unit":
-        units = [codec.decode_unit(i) for i in items]
-        _units_of(store).put(units)
-        return len(units)
-    if kind == "vector":
-        return _vectors(store, items, index)
+    if kind in ("usage", "unit", "vector"):  # read back per user to skip what is held
+        write_user = {"usage": _usage, "unit": _units, "vector": lambda s, batch: _vectors(s, batch, index)}[kind]
+        return sum(write_user(store, list(group)) for _, group in groupby(items, key=_same_user))
     raise UsageError(f"unknown kind of item {kind!r}")
 
 
@@ -98,6 +97,16 @@ def _usage(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
     return len(rows)
 
 
+def _units(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    units = _units_of(store)
+    decoded = [codec.decode_unit(i) for i in items]
+    held = {u.id: u for u in units.get(decoded[0].scope.user(), [u.id for u in decoded])}
+    new = [u for u in decoded if held.get(u.id) != u]
+    if new:
+        units.put(new)
+    return len(new)
+
+
 def _vectors(store: Store, items: Sequence[Mapping[str, Any]], index: VectorIndex | None) -> int:
     if index is None:
         raise UsageError(f"the {type(store).__name__} backend has no vector index: vectors need sqlite, postgresql, memory or --vectors")
@@ -106,7 +115,8 @@ def _vectors(store: Store, items: Sequence[Mapping[str, Any]], index: VectorInde
     first = items[0]
     user = Scope(user_id=first["user_id"], tenant=first["tenant"])
     found: dict[str, Unit] = {u.id: u for u in _units_of(store).get(user, [i["id"] for i in items])}
-    wanted = [i for i in items if i["id"] in found]
+    held = index.fetch(user, [i["id"] for i in items])
+    wanted = [i for i in items if i["id"] in found and i["id"] not in held]
     if not wanted:
         return 0
     index.upsert([found[i["id"]] for i in wanted], np.asarray([i["vector"] for i in wanted], dtype=np.float32), model=wanted[0]["model"])
