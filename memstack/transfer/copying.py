@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from ..errors import UsageError
 from ..stores import Store, VectorIndex
@@ -38,6 +39,16 @@ class CopyReport:
 
 def _mark_scope(tenant: str) -> Scope:
     return Scope(user_id=MARK_USER, tenant=tenant)
+
+
+def located(profile: Mapping[str, Any], dst: Store, index: VectorIndex | None) -> dict[str, Any]:
+    """The profile as the destination keeps it: naming where its vectors now are (an index
+    outside the store, e.g. Milvus, by its ``location``; none for the store's own), so that
+    processes opening the destination with that index are let in (``profile.vectors_mismatch``)."""
+    from ..profile import Profile
+
+    where = getattr(index, "location", None) if index is not None and index is not getattr(dst, "vectors", None) else None
+    return replace(Profile.from_dict(profile), vectors=where).to_dict()
 
 
 def check_kinds(src: Store, dst: Store, tenant: str) -> None:
@@ -86,7 +97,7 @@ def copy_store(
     dst.state.put(_mark_scope(tenant), {"source": src.url}, MARK_NAME)
     profile = src.profiles.get(tenant)
     if profile is not None:
-        dst.profiles.put(tenant, profile)
+        dst.profiles.put(tenant, located(profile, dst, dst_index))
     read: Counter[str] = Counter()
     index = src_index if dst_index is not None else None
     for user in chosen:

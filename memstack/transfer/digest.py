@@ -4,7 +4,7 @@ two stores: what ``memstack verify`` prints and ``copy`` checks at its end.
 The digest of a kind is the sum, modulo 2**256, of the SHA-256 of each item's canonical JSON:
 independent of order (backends list some kinds in different orders) and computed in constant
 memory. Canonical: keys sorted, times in UTC, and what a store assigns of its own dropped (a
-message's seq, a checkpoint's id); vectors rounded to 5 decimals (float32 kept as float32).
+message's seq, a checkpoint's id, where a profile says the vectors are kept); vectors rounded to 5 decimals (float32 kept as float32).
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def canonical(kind: str, item: Mapping[str, Any]) -> str:
             data[name] = parse_time(str(data[name]), field_name=name).astimezone(UTC).isoformat()
     if kind == "checkpoint":
         data.pop("id", None)
+    if kind == PROFILE:  # where the vectors are kept is the deployment's, not the tenant's memory
+        data.pop("vectors", None)
+        data.pop("version", None)
     if kind == "vector":
         data["vector"] = [round(float(x), 5) + 0.0 for x in data["vector"]]
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
