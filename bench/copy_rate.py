@@ -53,7 +53,11 @@ def build(path: Path, *, messages: int, users: int, threads: int) -> None:
                     if n <= 0:
                         return
                     batch = [
-                        Message(role="user" if i % 2 == 0 else "assistant", content=f"{TEXTS[i % 2]} #{start + i}", timestamp=T0 + timedelta(seconds=start + i))
+                        Message(
+                            role="user" if i % 2 == 0 else "assistant",
+                            content=f"{TEXTS[i % 2]} #{start + i}",
+                            timestamp=T0 + timedelta(seconds=start + i),
+                        )
                         for i in range(n)
                     ]
                     store.history.append(scope, batch)
@@ -85,7 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         target = urlunsplit(urlsplit(args.dsn)._replace(path=f"/{database}"))
         try:
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            command = [sys.executable, "-m", "memstack", "--tenant", "bench", "copy", f"sqlite:///{source}", target, "--batch", str(args.batch)]
+            command = [
+                sys.executable,
+                "-m",
+                "memstack",
+                "--tenant",
+                "bench",
+                "copy",
+                f"sqlite:///{source}",
+                target,
+                "--batch",
+                str(args.batch),
+            ]
             started = time.perf_counter()
             proc = subprocess.run(command, capture_output=True, text=True, env=env)
             seconds = time.perf_counter() - started

@@ -236,8 +236,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("destination", metavar="DST", help="the store to write")
     p.add_argument("--user", action="append", help="only this user (repeat for more; default: every user of the tenant)")
     p.add_argument("--into-existing", action="store_true", help="add to a destination that holds other users of the tenant")
-    p.add_argument("--to-vectors", metavar="URL", help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db")
-    p.add_argument("--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards")
+    p.add_argument(
+        "--to-vectors", metavar="URL", help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db"
+    )
+    p.add_argument(
+        "--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards"
+    )
     p.add_argument("--batch", type=int, default=500, help="items per write (default: %(default)s)")
     p.set_defaults(run=cmd_copy)
 
@@ -896,7 +900,11 @@ def cmd_copy(args: argparse.Namespace) -> None:
         src.close()
         dst.close()
     read = ", ".join(f"{n} {kind}" for kind, n in report.read.items())
-    _differences(args, report.differences, f"copied {plural(report.users, 'user')} ({read or 'nothing'}){' (resumed)' if report.resumed else ''}; verify: clean")
+    _differences(
+        args,
+        report.differences,
+        f"copied {plural(report.users, 'user')} ({read or 'nothing'}){' (resumed)' if report.resumed else ''}; verify: clean",
+    )
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
@@ -905,7 +913,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
     src, dst, src_index, dst_index = _two_stores(args)
     try:
         found = verify(
-            src, dst, tenant=args.tenant, users=args.user, src_index=None if args.no_vectors else src_index, dst_index=None if args.no_vectors else dst_index
+            src,
+            dst,
+            tenant=args.tenant,
+            users=args.user,
+            src_index=None if args.no_vectors else src_index,
+            dst_index=None if args.no_vectors else dst_index,
         )
     finally:
         src.close()
@@ -940,11 +953,15 @@ def _import_all(args: argparse.Namespace, records: list[Any], lines: list[int]) 
 
     store, index = _store_and_index(args)
     try:
-        stored = read_export(zip(lines, records), store, index=index)
+        stored = read_export(zip(lines, records, strict=True), store, index=index)
     finally:
         store.close()
     total = sum(stored.values())
-    _emit(args, {"imported": stored}, lambda: f"imported {plural(total, 'item')}" + (" (" + ", ".join(f"{n} {k}" for k, n in stored.items()) + ")" if stored else ""))
+    _emit(
+        args,
+        {"imported": stored},
+        lambda: f"imported {plural(total, 'item')}" + (" (" + ", ".join(f"{n} {k}" for k, n in stored.items()) + ")" if stored else ""),
+    )
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

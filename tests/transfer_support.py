@@ -33,7 +33,12 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def open_memory(store, tenant: str = "acme") -> Memory:
-    return Memory(store, tenant=tenant, layers=list(LAYERS), options={"model": ScriptedModel([], default=EXTRACTION), "batch_messages": 4, "buffer_tokens": 60})
+    return Memory(
+        store,
+        tenant=tenant,
+        layers=list(LAYERS),
+        options={"model": ScriptedModel([], default=EXTRACTION), "batch_messages": 4, "buffer_tokens": 60},
+    )
 
 
 def fill(store, *, tenant: str = "acme", users: tuple[str, ...] = ("user_001", "用户二")) -> Memory:

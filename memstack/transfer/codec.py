@@ -104,7 +104,15 @@ def decode_usage(d: Mapping[str, Any]) -> UsageRecord:
     at = _parse(d["at"], "at")
     assert at is not None
     return UsageRecord(
-        decode_scope(d), d["layer"], d["model"], int(d["prompt_tokens"]), int(d["completion_tokens"]), float(d["latency_ms"]), bool(d["ok"]), d.get("error"), at
+        decode_scope(d),
+        d["layer"],
+        d["model"],
+        int(d["prompt_tokens"]),
+        int(d["completion_tokens"]),
+        float(d["latency_ms"]),
+        bool(d["ok"]),
+        d.get("error"),
+        at,
     )
 
 

@@ -57,7 +57,9 @@ def check_kinds(src: Store, dst: Store, tenant: str) -> None:
     for part, what in (("records", "model-made memory"), ("units", "retrieval units or saved memories")):
         held = getattr(src, part, None)
         if getattr(dst, part, None) is None and held is not None and held.users(tenant):
-            raise UsageError(f"the {type(dst).__name__} backend keeps no {what}, which the source holds; copy to sqlite, postgresql or memory")
+            raise UsageError(
+                f"the {type(dst).__name__} backend keeps no {what}, which the source holds; copy to sqlite, postgresql or memory"
+            )
 
 
 def check_destination(src: Store, dst: Store, tenant: str, users: Sequence[str], *, into_existing: bool) -> bool:
@@ -69,10 +71,14 @@ def check_destination(src: Store, dst: Store, tenant: str, users: Sequence[str],
         return True
     held = source.users(dst, tenant)
     if held and not into_existing:
-        raise UsageError(f"the destination is not empty: tenant {tenant!r} has {len(held)} users there; use --into-existing to add to it")
+        raise UsageError(
+            f"the destination is not empty: tenant {tenant!r} has {len(held)} user{'s' if len(held) != 1 else ''} there; use --into-existing to add to it"
+        )
     clash = sorted(set(held) & set(users))
     if clash:
-        raise UsageError(f"user {clash[0]!r} exists in both stores ({len(clash)} users in all): their ids would collide; copy with --user the others")
+        raise UsageError(
+            f"user {clash[0]!r} exists in both stores ({len(clash)} users in all): their ids would collide; copy with --user the others"
+        )
     return False
 
 

@@ -72,8 +72,10 @@ def read_export(
             continue
         item_type = record.get("type")
         if item_type == PROFILE:
-            store.profiles.put(str(record["tenant"]), record["value"])
-            stored[PROFILE] = stored.get(PROFILE, 0) + 1
+            tenant = str(record["tenant"])
+            held = store.profiles.get(tenant)
+            store.profiles.put(tenant, record["value"])  # a tenant's own profile is kept
+            stored[PROFILE] = stored.get(PROFILE, 0) + int(held is None)
             continue
         if item_type not in KINDS:
             raise InvalidInput(f"line {number}: unknown type {item_type!r}; expected one of {', '.join((PROFILE, *KINDS))}", field="type")
