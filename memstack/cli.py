@@ -230,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
         "copy",
         "copy a tenant's whole store to another store, then verify it",
         "docs/moving.md",
-        "Every user of --tenant (or --user ones): messages with their ids and times, checkpoints, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and the tenant's profile. Refuses a destination that holds users of the tenant unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
+        "Every user of --tenant (or --user ones): messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and the tenant's profile. Refuses a destination that holds users of the tenant unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="the store to read: sqlite:///FILE, postgresql://..., jsonl:///DIR")
     p.add_argument("destination", metavar="DST", help="the store to write")

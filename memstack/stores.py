@@ -19,6 +19,7 @@ from .types import (
     Deletion,
     IndexSwitch,
     Job,
+    JobCursor,
     Message,
     Record,
     Scope,
@@ -159,6 +160,16 @@ class JobQueue(Protocol):
 
     def pending(self, scope: Scope | None = None) -> int:
         """Jobs with work not yet done: of the scope's tenant and user (any agent, any thread), or all."""
+        ...
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        """The job rows of the scope's tenant and user (every agent and thread), in no particular
+        order: each layer's cursor, pending and waiting marks (``memstack.transfer`` copies them)."""
+        ...
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        """Set each (scope, layer) row's cursor and waiting mark as given, and make it pending
+        (one request not done) or not, creating the row if needed; no lease is touched."""
         ...
 
 

@@ -5,17 +5,19 @@ JSON-lines backend, which keeps messages and checkpoints only. After a copy, ver
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from pgsupport import drop_schema
-from transfer_support import context_texts, fill, open_memory
+from transfer_support import EXTRACTION, LAYERS, NOW, context_texts, fill, open_memory
 
 from memstack import Memory
 from memstack.backends.jsonl import JsonlStore
 from memstack.backends.memory import MemoryStore
 from memstack.backends.sqlite import SQLiteStore
 from memstack.errors import UsageError
+from memstack.testing import ScriptedModel
 from memstack.transfer import copy_store
 from memstack.transfer.copying import verify
 from memstack.transfer.source import users
@@ -145,3 +147,26 @@ def test_json_lines_refuses_model_made_memory_before_writing(sources, opener):
     with pytest.raises(UsageError, match="keeps no model-made memory"):
         copy_store(src, dst, tenant="acme")
     assert users(dst, "acme") == []
+
+
+def test_the_layers_continue_on_the_copy_where_they_stopped(opener):
+    """The job cursors travel: a message added to both stores afterwards costs the same model
+    calls on each, with the same prompts (no layer reads the copied thread again)."""
+    src = MemoryStore()
+    fill(src, users=("user_001",))
+    dst = opener("sqlite")
+    assert copy_store(src, dst, tenant="acme", src_index=src.vectors, dst_index=dst.vectors).differences == ()
+    prompts = []
+    for store in (src, dst):
+        model = ScriptedModel([], default=EXTRACTION)
+        mem = Memory(store, tenant="acme", layers=list(LAYERS), options={"model": model, "batch_messages": 4, "buffer_tokens": 60})
+        for text in ("预算又加了五万", "好的，记下了", "上线推迟到四月", "明白"):
+            mem.add(
+                {"role": "user" if "好" not in text and "明白" not in text else "assistant", "content": text},
+                user_id="user_001",
+                thread_id="s2",
+                at=NOW,
+            )
+        assert mem.flush().failed == 0
+        prompts.append([json.dumps(call["messages"], ensure_ascii=False) for call in model.calls])
+    assert prompts[0] and prompts[0] == prompts[1]

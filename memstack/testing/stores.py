@@ -22,7 +22,7 @@ import pytest
 
 from ..errors import Conflict, InvalidInput
 from ..stores import EmbeddingCache, RecordStore, Store, UnitStore, UsageLog, VectorIndex
-from ..types import Message, Scope, ToolCall
+from ..types import JobCursor, Message, Scope, ToolCall
 
 V = TypeVar("V")
 
@@ -318,6 +318,30 @@ class StoreContract(StoreFixture):
         store.jobs.complete(job, cursor=1, waiting=True)
         store.history.append(A, [msg("user", "z")], enqueue=["probe"])
         assert present(store.jobs.claim(worker="w1")).cursor == 1  # a new request takes it as usual
+
+    def test_job_cursors_are_read_and_restored(self, store: Store) -> None:
+        store.history.append(A, [msg("user", "你好"), msg("assistant", "你好！")], enqueue=["probe"])
+        store.history.append(AGENT, [msg("user", "计划")], enqueue=["probe"])
+        store.history.append(B, [msg("user", "别人")], enqueue=["probe"])
+        job = present(store.jobs.claim(worker="w1", scope=A))
+        while job.scope != A:  # the user's other job first, maybe
+            job = present(store.jobs.claim(worker="w1", scope=A))
+        assert store.jobs.complete(job, cursor=7, waiting=True)
+        got = sorted(store.jobs.cursors(A.user()), key=lambda c: c.scope.agent_id or "")
+        assert got == [JobCursor(A, "probe", 7, False, True), JobCursor(AGENT, "probe", 0, True, False)]
+        store.jobs.restore([JobCursor(A, "probe", 3, True, False), JobCursor(A2, "probe", 9, False, True)])
+        got = sorted(store.jobs.cursors(A.user()), key=lambda c: (c.scope.agent_id or "", c.scope.thread_id or ""))
+        assert got == [
+            JobCursor(A, "probe", 3, True, False),
+            JobCursor(A2, "probe", 9, False, True),
+            JobCursor(AGENT, "probe", 0, True, False),
+        ]
+        assert present(store.jobs.claim(worker="w2", scope=B)).scope == B  # another user's row untouched
+        assert store.jobs.pending(A.user()) == 2 and {c.layer for c in store.jobs.cursors(B.user())} == {"probe"}
+        job = present(store.jobs.claim(worker="w2", scope=A))
+        while job.scope != A:
+            job = present(store.jobs.claim(worker="w2", scope=A))
+        assert job.cursor == 3
 
     def test_a_waiting_job_that_failed_waits_for_its_retry_even_in_a_flush(self, store: Store) -> None:
         store.history.append(A, [msg("user", "x")], enqueue=["probe"])

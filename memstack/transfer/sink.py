@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import InvalidInput, UsageError
 from ..stores import Store, VectorIndex, records_of, usage_of
-from ..types import Scope, Unit, parse_time
+from ..types import JobCursor, Scope, Unit, parse_time
 from . import codec
 
 
@@ -49,6 +49,8 @@ def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index:
         return n
     if kind == "checkpoint":
         return _checkpoints(store, items)
+    if kind == "job":
+        return _jobs(store, items)
     if kind == "record":
         return records_of(store).restore([codec.decode_record(i) for i in items], [])
     if kind == "audit":
@@ -79,6 +81,27 @@ def _checkpoints(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
             store.checkpoints.save(scope, dict(item["data"]), keep=keep, at=parse_time(item["created_at"], field_name="created_at"))
             n += 1
     return n
+
+
+def _jobs(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    """Each layer's cursor, as the seq this store gave the message the item names."""
+    cursors = []
+    for _, group in groupby(items, key=_same_scope):
+        batch = list(group)
+        scope = codec.decode_scope(batch[0])
+        seqs = {m.id: m.seq for m in store.history.read(scope)} if scope.thread_id is not None else {}
+        for item in batch:
+            after = item.get("after_id")
+            cursor = int(item.get("cursor") or 0) if after is None else seqs.get(after)
+            if cursor is None:
+                raise InvalidInput(
+                    f"job of layer {item['layer']!r}: message {after!r} is not in thread {scope.thread_id!r}", field="after_id"
+                )
+            cursors.append(JobCursor(scope, str(item["layer"]), cursor, bool(item["pending"]), bool(item["waiting"])))
+    held = {c for user in {c.scope.user() for c in cursors} for c in store.jobs.cursors(user)}
+    new = [c for c in cursors if c not in held]
+    store.jobs.restore(new)
+    return len(new)
 
 
 def _usage(store: Store, items: Sequence[Mapping[str, Any]]) -> int:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..stores import Store, VectorIndex
-from ..types import Scope
+from ..types import JobCursor, Message, Scope
 from . import codec
 
 Batch = tuple[str, list[dict[str, Any]]]
@@ -35,6 +35,16 @@ def thread_scopes(store: Store, user: Scope) -> list[Scope]:
     return [replace(user, thread_id=t.thread_id, agent_id=t.agent_id) for t in infos]
 
 
+def job_item(c: JobCursor, messages: list[Message]) -> dict[str, Any]:
+    """A job row as an item: its cursor as the id of the last message at or before it (None: no
+    message consumed yet); a row of a thread without messages keeps its cursor as a number."""
+    item = codec.encode_scope(c.scope) | {"layer": c.layer, "pending": c.pending, "waiting": c.waiting}
+    if not messages:
+        return item | {"after_id": None, "cursor": c.cursor}
+    consumed = [m.id for m in messages if m.seq is not None and m.seq <= c.cursor]
+    return item | {"after_id": consumed[-1] if consumed else None}
+
+
 def _chunks(items: list[dict[str, Any]], batch: int) -> Iterator[list[dict[str, Any]]]:
     for start in range(0, len(items), batch):
         yield items[start : start + batch]
@@ -44,13 +54,21 @@ def user_items(store: Store, user: Scope, *, index: VectorIndex | None = None, b
     """Every item of the user (``user``: a user-level scope) as (kind, batch), in ``items.KINDS``
     order; vectors only from ``index`` (None: none)."""
     threads = thread_scopes(store, user)
+    cursors: dict[tuple[str, ...], list[JobCursor]] = {}
+    for c in store.jobs.cursors(user):
+        cursors.setdefault(c.scope.key, []).append(c)
+    jobs = []
     for scope in threads:
-        messages = [codec.encode_message(scope, m) for m in store.history.read(scope)]
-        for chunk in _chunks(messages, batch):
+        read = store.history.read(scope)
+        for chunk in _chunks([codec.encode_message(scope, m) for m in read], batch):
             yield "message", chunk
+        jobs += [job_item(c, read) for c in cursors.pop(scope.key, [])]
+    jobs += [job_item(c, []) for rows in cursors.values() for c in rows]  # rows of no thread with messages
     checkpoints = [codec.encode_checkpoint(c) for scope in threads for c in reversed(store.checkpoints.list(scope))]
     for chunk in _chunks(checkpoints, batch):
         yield "checkpoint", chunk
+    for chunk in _chunks(jobs, batch):
+        yield "job", chunk
     records = getattr(store, "records", None)
     if records is not None:
         versions, events = records.dump(user)

@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 
 from ...errors import StoreError
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ...types import Checkpoint, Deletion, Job, JobCursor, Message, Scope, ThreadInfo, aware, utcnow
 from ..rules.checkpoints import check_keep
 from ..rules.history import read_filter
 from . import deletions
@@ -348,6 +348,33 @@ class _Jobs:
                 for row in read_document(user_dir / JOBS_FILE) or []
                 if row["requested"] > row["done"]
             )
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        with self._s.locked():
+            rows = read_document(self._s.user_dir(scope) / JOBS_FILE) or []
+        user = scope.user()
+        return [
+            JobCursor(
+                replace(user, agent_id=r["agent_id"], thread_id=r["thread_id"]),
+                r["layer"],
+                r["cursor"],
+                r["requested"] > r["done"],
+                bool(r.get("waiting")),
+            )
+            for r in rows
+        ]
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        with self._s.locked():
+            for c in cursors:
+                path = self._s.user_dir(c.scope) / JOBS_FILE
+                rows = read_document(path) or []
+                row = find_row(rows, c.scope, c.layer)
+                if row is None:
+                    row = new_job_row(c.scope, c.layer)
+                    rows.append(row)
+                row.update(cursor=c.cursor, waiting=c.waiting, requested=row["done"] + int(c.pending))
+                write_document(path, rows)
 
     def _update(self, job: Job, change: Callable[[JobRow], None], *, owners: tuple[str | None, ...], release: bool = True) -> bool:
         """Change the job's row if one of ``owners`` holds it, releasing the lease unless not to
