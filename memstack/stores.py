@@ -25,6 +25,7 @@ from .types import (
     Scope,
     Scored,
     SearchFilter,
+    StateDocument,
     ThreadInfo,
     Unit,
     UsageRecord,
@@ -105,6 +106,11 @@ class StateStore(Protocol):
         """Compare and set: write ``value`` (None: delete) only if the stored value equals
         ``expect`` (None: there is none), in one step across threads and processes. Returns
         whether it was written. Values compare as JSON (key order does not matter)."""
+        ...
+
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        """Every document of the scope's tenant and user (every agent and thread, every name:
+        the service's idempotency records too), in no particular order; ``put`` writes one back."""
         ...
 
 

@@ -434,6 +434,15 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class StateDocument:
+    """One JSON document of a StateStore (``StateStore.dump``): its scope, name and value."""
+
+    scope: Scope
+    name: str
+    value: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class JobCursor:
     """Where a layer's write-side work on a thread stands (``JobQueue.cursors``): the last message
     seq it consumed, whether more work is requested, and whether it holds turns back for a fuller

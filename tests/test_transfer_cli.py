@@ -49,7 +49,7 @@ def test_export_all_then_import_gives_identical_records_and_contexts(filled, tmp
     header, *items = [json.loads(line) for line in text.splitlines()]
     assert header == {"format": "memstack-export", "version": 1, "tenant": "acme", "users": ["user_001"]}
     kinds = {item["type"] for item in items}
-    assert kinds == {"profile", "message", "checkpoint", "job", "record", "audit", "usage", "unit", "vector"}
+    assert kinds == {"profile", "message", "checkpoint", "job", "state", "record", "audit", "usage", "unit", "vector"}
     assert {item["user_id"] for item in items if item["type"] != "profile"} == {"user_001"}
     export = tmp_path / "user_001.jsonl"
     export.write_text(text, encoding="utf-8")

@@ -92,6 +92,7 @@ def test_a_copy_is_whole_and_gives_the_same_contexts(sources, opener, src_backen
     dst = opener(dst_backend)
     report = copy_store(src, dst, tenant="acme", src_index=src.vectors, dst_index=dst.vectors, batch=7)
     assert report.differences == () and report.users == 2 and not report.resumed
+    assert report.read["state"] == 4 and report.read["job"] > 0
     assert report.read["record"] > 10 and report.read["vector"] == report.read["unit"] > 0 and report.read["checkpoint"] == 2
     assert verify(src, dst, tenant="acme", src_index=src.vectors, dst_index=dst.vectors) == []
     assert users(dst, "other") == []  # the other tenant is not touched

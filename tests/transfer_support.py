@@ -57,6 +57,10 @@ def fill(store, *, tenant: str = "acme", users: tuple[str, ...] = ("user_001", "
         tools.save_memory("我喜欢在早上跑步", "preference")
         tools.set_state("当前任务", "写周报")
         tools.set_state("当前任务", "给老板汇报进度")
+        store.state.put(
+            Scope(user_id=user, tenant=tenant), {"response": {"answer": "好的"}}, name="idem:key-1"
+        )  # as the service keeps them
+        store.state.put(Scope(user_id=user, thread_id="s1", tenant=tenant), {"copy": "李四"}, name="copies")
         store.checkpoints.save(Scope(user_id=user, thread_id="s1", tenant=tenant), {"step": 3, "名字": "李四"}, at=NOW - timedelta(hours=1))
     assert mem.flush().failed == 0
     return mem

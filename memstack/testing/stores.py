@@ -22,7 +22,7 @@ import pytest
 
 from ..errors import Conflict, InvalidInput
 from ..stores import EmbeddingCache, RecordStore, Store, UnitStore, UsageLog, VectorIndex
-from ..types import JobCursor, Message, Scope, ToolCall
+from ..types import JobCursor, Message, Scope, StateDocument, ToolCall
 
 V = TypeVar("V")
 
@@ -235,6 +235,23 @@ class StoreContract(StoreFixture):
         assert store.state.delete(user) is True
         assert store.state.delete(user) is False
         assert store.state.get(user) is None and store.state.get(user, "profile") == {"n": 1}
+
+    def test_state_dump_lists_every_document_of_the_user(self, store: Store) -> None:
+        user = Scope(user_id="user_001")
+        store.state.put(user, {"name": "李四"})
+        store.state.put(A, {"step": 2}, name="idem:请求/1")
+        store.state.put(AGENT, {"plan": ["写", "测"]})
+        store.state.put(B, {"other": True})
+        store.state.put(OTHER_TENANT, {"other": True})
+        got = sorted(store.state.dump(user), key=lambda d: (d.scope.agent_id or "", d.scope.thread_id or "", d.name))
+        assert got == [
+            StateDocument(user, "state", {"name": "李四"}),
+            StateDocument(A, "idem:请求/1", {"step": 2}),
+            StateDocument(AGENT, "state", {"plan": ["写", "测"]}),
+        ]
+        store.state.delete(A, name="idem:请求/1")
+        store.state.put(got[1].scope, got[1].value, got[1].name)  # put writes a dumped document back
+        assert store.state.get(A, "idem:请求/1") == {"step": 2} and len(store.state.dump(user)) == 3
 
     def test_state_swap_writes_only_over_the_expected_value(self, store: Store) -> None:
         other = Scope(user_id="user_002", thread_id="t1")

@@ -10,6 +10,6 @@ has no records, usage or units) read as empty and are refused on write.
 from __future__ import annotations
 
 #: per user, in copy order
-KINDS = ("message", "checkpoint", "job", "record", "audit", "usage", "unit", "vector")
+KINDS = ("message", "checkpoint", "job", "state", "record", "audit", "usage", "unit", "vector")
 #: once per tenant
 PROFILE = "profile"

@@ -51,6 +51,8 @@ def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index:
         return _checkpoints(store, items)
     if kind == "job":
         return _jobs(store, items)
+    if kind == "state":
+        return _state(store, items)
     if kind == "record":
         return records_of(store).restore([codec.decode_record(i) for i in items], [])
     if kind == "audit":
@@ -79,6 +81,17 @@ def _checkpoints(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
                 have[key] -= 1
                 continue
             store.checkpoints.save(scope, dict(item["data"]), keep=keep, at=parse_time(item["created_at"], field_name="created_at"))
+            n += 1
+    return n
+
+
+def _state(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    """StateStore documents (the service's idempotency records among them), put by scope and name."""
+    n = 0
+    for item in items:
+        scope, name = codec.decode_scope(item), str(item["name"])
+        if store.state.get(scope, name) != item["value"]:
+            store.state.put(scope, item["value"], name)
             n += 1
     return n
 

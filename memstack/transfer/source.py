@@ -69,6 +69,9 @@ def user_items(store: Store, user: Scope, *, index: VectorIndex | None = None, b
         yield "checkpoint", chunk
     for chunk in _chunks(jobs, batch):
         yield "job", chunk
+    documents = [codec.encode_scope(d.scope) | {"name": d.name, "value": dict(d.value)} for d in store.state.dump(user)]
+    for chunk in _chunks(sorted(documents, key=lambda d: (d["agent_id"] or "", d["thread_id"] or "", d["name"])), batch):
+        yield "state", chunk
     records = getattr(store, "records", None)
     if records is not None:
         versions, events = records.dump(user)

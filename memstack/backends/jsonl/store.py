@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 
 from ...errors import StoreError
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Job, JobCursor, Message, Scope, ThreadInfo, aware, utcnow
+from ...types import Checkpoint, Deletion, Job, JobCursor, Message, Scope, StateDocument, ThreadInfo, aware, utcnow
 from ..rules.checkpoints import check_keep
 from ..rules.history import read_filter
 from . import deletions
@@ -52,7 +52,7 @@ from .files import (
 )
 from .jobs import JOBS_FILE, JobRow, find_row, is_claimable, is_row_of, job_of, new_job_row
 from .logs import count_records, message_line, read_log, thread_infos, unseen
-from .names import decode_name, encode_name, encode_optional
+from .names import decode_name, decode_optional, encode_name, encode_optional
 
 SEQ_FILE = "_seq"
 LOCK_TIMEOUT_SECONDS = 60.0
@@ -250,6 +250,18 @@ class _State:
             else:
                 write_atomically(path, data)
             return True
+
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        user, found = scope.user(), []
+        with self._s.locked():
+            for agent_dir in subdirectories(self._s.user_dir(user)):
+                for thread_dir in subdirectories(agent_dir / "state"):
+                    at = replace(user, agent_id=decode_optional(agent_dir.name), thread_id=decode_optional(thread_dir.name))
+                    for path in sorted(thread_dir.glob("*.json")):
+                        value = read_document(path)
+                        if value is not None:
+                            found.append(StateDocument(at, decode_name(path.stem), value))
+        return found
 
 
 class _Profiles:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Job, JobCursor, Message, Scope, ThreadInfo, utcnow
+from ...types import Checkpoint, Deletion, Job, JobCursor, Message, Scope, StateDocument, ThreadInfo, utcnow
 from ..rules import deletions
 from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.deletions import new_secret, tally
@@ -206,6 +206,14 @@ class _State:
             else:
                 self._s._state[(scope.key, name)] = data
             return True
+
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        with self._s._lock:
+            return [
+                StateDocument(scope_of_key(key), name, json_copy(value))
+                for (key, name), value in self._s._state.items()
+                if _user_match(key, scope)
+            ]
 
 
 class _Checkpoints:
