@@ -250,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
         "verify",
         "compare two stores: per user and kind, counts and a content digest",
         "docs/moving.md",
-        "Exit 0 when every user of --tenant holds the same messages, checkpoints, records, audit events, usage, units and vectors in both; else exit 1, one line per user and kind that differ.",
+        "Exit 0 when every user of --tenant holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units and vectors in both, and the tenant the same profile; else exit 1, one line per user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="one store")
     p.add_argument("destination", metavar="DST", help="the other")
