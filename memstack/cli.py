@@ -225,7 +225,8 @@ def _parser() -> argparse.ArgumentParser:
         "docs/library.md",
         'The messages, then the saved memories (records with "type": "note"); `memstack import` stores them again, in this store or another. A user the tenant does not have: `no such user \'x\'`, exit 1.',
     )
-    p.add_argument("--user", required=True, help="the user's id")
+    p.add_argument("--user", help="the user's id (with --all: default every user of the tenant)")
+    p.add_argument("--all", action="store_true", help="everything the store holds of the user, in the versioned format of docs/moving.md")
     p.set_defaults(run=cmd_export)
 
     p = _command(
@@ -237,6 +238,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", help="the export to read, or - for stdin")
     p.set_defaults(run=cmd_import)
+
+    # ---- moving a whole store (memstack.transfer) ----
+    p = _command(
+        sub,
+        "copy",
+        "copy a tenant's whole store to another store, then verify it",
+        "docs/moving.md",
+        "Every user of --tenant (or --user ones): messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and the tenant's profile. Refuses a destination that holds users of the tenant unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
+    )
+    p.add_argument("source", metavar="SRC", help="the store to read: sqlite:///FILE, postgresql://..., jsonl:///DIR")
+    p.add_argument("destination", metavar="DST", help="the store to write")
+    p.add_argument("--user", action="append", help="only this user (repeat for more; default: every user of the tenant)")
+    p.add_argument("--into-existing", action="store_true", help="add to a destination that holds other users of the tenant")
+    p.add_argument(
+        "--to-vectors", metavar="URL", help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db"
+    )
+    p.add_argument(
+        "--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards"
+    )
+    p.add_argument("--batch", type=int, default=500, help="items per write (default: %(default)s)")
+    p.set_defaults(run=cmd_copy)
+
+    p = _command(
+        sub,
+        "verify",
+        "compare two stores: per user and kind, counts and a content digest",
+        "docs/moving.md",
+        "Exit 0 when every user of --tenant holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units and vectors in both, and the tenant the same profile; else exit 1, one line per user and kind that differ.",
+    )
+    p.add_argument("source", metavar="SRC", help="one store")
+    p.add_argument("destination", metavar="DST", help="the other")
+    p.add_argument("--user", action="append", help="only this user (repeat for more)")
+    p.add_argument("--to-vectors", metavar="URL", help="the destination's vector index outside the store")
+    p.add_argument("--no-vectors", action="store_true", help="leave vectors out (after a copy with --reembed)")
+    p.set_defaults(run=cmd_verify)
 
     p = _command(
         sub,
@@ -875,6 +911,10 @@ def cmd_forget(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
+    if args.all:
+        return _export_all(args)
+    if not args.user:
+        raise UsageError("the following arguments are required: --user (or --all)")
     with _memory(args) as mem:
         _require_user(mem, args)
         for rec in mem.export(user_id=args.user):
@@ -895,6 +935,10 @@ def cmd_import(args: argparse.Namespace) -> None:
             except json.JSONDecodeError as exc:
                 raise InvalidInput(f"{args.file}:{i}: not JSON: {exc.msg}") from exc
             lines.append(i)
+    from .transfer.portable import is_header
+
+    if records and is_header(records[0]):
+        return _import_all(args, records, lines)
     with _memory(args) as mem:
         n = _import_lines(mem, records, lines, args.file)
     stored = len(records) - n
@@ -923,6 +967,114 @@ def _import_lines(mem: Memory, records: list[Any], lines: list[int], file: str) 
             raise
         reason = str(exc).removeprefix(f"record {seen}: ")
         raise InvalidInput(f"{file}:{lines[seen - 1]}: {reason}", field=exc.field) from exc
+
+
+# ---- moving a whole store (memstack.transfer) ----
+
+
+def _two_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """The source and destination stores and their vector indexes (None: without one)."""
+    from .backends import open_vectors
+
+    src, dst = open_store(args.source), open_store(args.destination)
+    src_index = open_vectors(args.vectors) or getattr(src, "vectors", None)
+    dst_index = open_vectors(args.to_vectors) or getattr(dst, "vectors", None)
+    return src, dst, src_index, dst_index
+
+
+def _differences(args: argparse.Namespace, differences: Sequence[Any], clean: str) -> None:
+    if differences:
+        raise MemstackError("the stores differ:\n" + "\n".join(f"  {d}" for d in differences))
+    _emit(args, {"differences": []}, lambda: clean)
+
+
+def cmd_copy(args: argparse.Namespace) -> None:
+    from .transfer import copy_store
+    from .transfer.progress import Progress
+
+    if args.batch < 1:
+        raise UsageError("--batch must be at least 1")
+    src, dst, src_index, dst_index = _two_stores(args)
+    try:
+        progress = Progress(users=len(args.user) if args.user else 0)
+        report = copy_store(
+            src,
+            dst,
+            tenant=args.tenant,
+            users=args.user,
+            src_index=None if args.reembed else src_index,
+            dst_index=None if args.reembed else dst_index,
+            into_existing=args.into_existing,
+            batch=args.batch,
+            progress=progress,
+        )
+        progress.done()
+    finally:
+        src.close()
+        dst.close()
+    read = ", ".join(f"{n} {kind}" for kind, n in report.read.items())
+    _differences(
+        args,
+        report.differences,
+        f"copied {plural(report.users, 'user')} ({read or 'nothing'}){' (resumed)' if report.resumed else ''}; verify: clean",
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from .transfer.copying import verify
+
+    src, dst, src_index, dst_index = _two_stores(args)
+    try:
+        found = verify(
+            src,
+            dst,
+            tenant=args.tenant,
+            users=args.user,
+            src_index=None if args.no_vectors else src_index,
+            dst_index=None if args.no_vectors else dst_index,
+        )
+    finally:
+        src.close()
+        dst.close()
+    _differences(args, found, "verify: clean")
+
+
+def _store_and_index(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The store itself (no Memory: opening one would write a default profile) and its vector index."""
+    from .backends import open_vectors
+
+    store = open_store(args.db, home=args.home)
+    return store, open_vectors(args.vectors) or getattr(store, "vectors", None)
+
+
+def _export_all(args: argparse.Namespace) -> None:
+    from .transfer import write_export
+    from .transfer.source import users
+
+    store, index = _store_and_index(args)
+    try:
+        chosen = [args.user] if args.user else users(store, args.tenant)
+        if args.user and args.user not in users(store, args.tenant):
+            raise NotFound(f"no such user {args.user!r}")
+        write_export(store, args.tenant, chosen, sys.stdout, index=index)
+    finally:
+        store.close()
+
+
+def _import_all(args: argparse.Namespace, records: list[Any], lines: list[int]) -> None:
+    from .transfer import read_export
+
+    store, index = _store_and_index(args)
+    try:
+        stored = read_export(zip(lines, records, strict=True), store, index=index)
+    finally:
+        store.close()
+    total = sum(stored.values())
+    _emit(
+        args,
+        {"imported": stored},
+        lambda: f"imported {plural(total, 'item')}" + (" (" + ", ".join(f"{n} {k}" for k, n in stored.items()) + ")" if stored else ""),
+    )
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

@@ -20,11 +20,13 @@ from .types import (
     Expiry,
     IndexSwitch,
     Job,
+    JobCursor,
     Message,
     Record,
     Scope,
     Scored,
     SearchFilter,
+    StateDocument,
     ThreadInfo,
     Unit,
     UsageRecord,
@@ -108,6 +110,11 @@ class StateStore(Protocol):
         whether it was written. Values compare as JSON (key order does not matter)."""
         ...
 
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        """Every document of the scope's tenant and user (every agent and thread, every name:
+        the service's idempotency records too), in no particular order; ``put`` writes one back."""
+        ...
+
 
 @runtime_checkable
 class CheckpointStore(Protocol):
@@ -161,6 +168,16 @@ class JobQueue(Protocol):
 
     def pending(self, scope: Scope | None = None) -> int:
         """Jobs with work not yet done: of the scope's tenant and user (any agent, any thread), or all."""
+        ...
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        """The job rows of the scope's tenant and user (every agent and thread), in no particular
+        order: each layer's cursor, pending and waiting marks (``memstack.transfer`` copies them)."""
+        ...
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        """Set each (scope, layer) row's cursor and waiting mark as given, and make it pending
+        (one request not done) or not, creating the row if needed; no lease is touched."""
         ...
 
 
@@ -296,6 +313,18 @@ class RecordStore(Protocol):
     def delete(self, scope: Scope, kind: str | None = None) -> int:
         """Delete records (not audit) of the scope's thread, or (thread_id None) the user's user-level
         records; of one kind or all. Returns rows deleted."""
+        ...
+
+    def dump(self, scope: Scope) -> tuple[list[Record], list[AuditEvent]]:
+        """Every version of every record of the scope's tenant+user (every agent, every thread,
+        deleted ones too) and every audit event, each oldest first as stored: what a copy of the
+        store carries (``memstack.transfer``)."""
+        ...
+
+    def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+        """Store record versions and audit events verbatim (ids, versions, times kept), in one
+        transaction, skipping those whose id the store holds for the user (a rerun adds nothing);
+        returns what was stored. Writes no audit event of its own."""
         ...
 
 

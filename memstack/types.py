@@ -434,6 +434,28 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class StateDocument:
+    """One JSON document of a StateStore (``StateStore.dump``): its scope, name and value."""
+
+    scope: Scope
+    name: str
+    value: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JobCursor:
+    """Where a layer's write-side work on a thread stands (``JobQueue.cursors``): the last message
+    seq it consumed, whether more work is requested, and whether it holds turns back for a fuller
+    batch; what a copy of the store carries so that no layer reads the thread again."""
+
+    scope: Scope
+    layer: str
+    cursor: int
+    pending: bool = False
+    waiting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Section:
     """A block of memory text for the system prompt, produced by a layer's read side.
 

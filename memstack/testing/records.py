@@ -325,6 +325,27 @@ class RecordStoreContract(StoreFixture):
         (elsewhere,) = store.deletions("acme")
         assert elsewhere.user_hash not in (first, other)  # user_001 of another tenant: another user
 
+    # ---- a store's whole record, carried verbatim (memstack.transfer) --------------------------
+
+    def test_dump_and_restore_carry_every_version_verbatim_once(self, store: FullStore) -> None:
+        store.records.apply(U, [put("李四", {"city": "北京"}, minutes=0), put("李四", {"city": "上海"}, minutes=5)], layer="entities")
+        store.records.apply(A, [put("summary", {"text": "聊了火锅"}, kind="summary"), delete("李四")], layer="summary")
+        store.records.apply(A2, [put("王五", {"city": "深圳"})], layer="entities")
+        store.records.apply(B, [put("赵六", {"city": "杭州"})], layer="entities")  # another user: not in U's dump
+        records, events = store.records.dump(U)
+        assert len(records) == 4 and len(events) == 4  # two versions of 李四, the summary, 王五 (another agent)
+        assert {r.scope.user_id for r in records} == {U.user_id}
+        assert [r.version for r in records if r.key == "李四"] == [1, 2] and records[0].invalid_at is not None
+        before = (store.records.history(U, "entity", "李四"), store.records.current(A, "summary"), store.records.audit(U))
+        store.delete_user(U)  # the same store emptied of the user stands in for a new one (a file backend reopens its file)
+        assert store.records.restore(records, events) == 8
+        assert store.records.restore(records, events) == 0  # held ids are skipped: a rerun adds nothing
+        assert (store.records.history(U, "entity", "李四"), store.records.current(A, "summary"), store.records.audit(U)) == before
+        assert sorted(store.records.dump(U)[0], key=lambda r: r.id) == sorted(records, key=lambda r: r.id)
+        assert len(store.records.dump(B.user())[0]) == 1
+        (event,) = store.records.apply(U, [put("李四", {"city": "深圳"}, minutes=9)], layer="entities")
+        assert event.action == "supersede" and store.records.history(U, "entity", "李四")[-1].version == 3
+
     # ---- durability ------------------------------------------------------------------------------
 
     def test_reopen_keeps_everything(self, store: FullStore) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from ..errors import Conflict, InvalidInput
 from ..stores import EmbeddingCache, RecordStore, Store, UnitStore, UsageLog, VectorIndex
-from ..types import Message, Scope, ToolCall
+from ..types import JobCursor, Message, Scope, StateDocument, ToolCall
 
 V = TypeVar("V")
 
@@ -236,6 +236,23 @@ class StoreContract(StoreFixture):
         assert store.state.delete(user) is False
         assert store.state.get(user) is None and store.state.get(user, "profile") == {"n": 1}
 
+    def test_state_dump_lists_every_document_of_the_user(self, store: Store) -> None:
+        user = Scope(user_id="user_001")
+        store.state.put(user, {"name": "李四"})
+        store.state.put(A, {"step": 2}, name="idem:请求/1")
+        store.state.put(AGENT, {"plan": ["写", "测"]})
+        store.state.put(B, {"other": True})
+        store.state.put(OTHER_TENANT, {"other": True})
+        got = sorted(store.state.dump(user), key=lambda d: (d.scope.agent_id or "", d.scope.thread_id or "", d.name))
+        assert got == [
+            StateDocument(user, "state", {"name": "李四"}),
+            StateDocument(A, "idem:请求/1", {"step": 2}),
+            StateDocument(AGENT, "state", {"plan": ["写", "测"]}),
+        ]
+        store.state.delete(A, name="idem:请求/1")
+        store.state.put(got[1].scope, got[1].value, got[1].name)  # put writes a dumped document back
+        assert store.state.get(A, "idem:请求/1") == {"step": 2} and len(store.state.dump(user)) == 3
+
     def test_state_swap_writes_only_over_the_expected_value(self, store: Store) -> None:
         other = Scope(user_id="user_002", thread_id="t1")
         assert store.state.swap(A, {"by": "w1", "n": 1}, expect=None, name="claim") is True
@@ -318,6 +335,30 @@ class StoreContract(StoreFixture):
         store.jobs.complete(job, cursor=1, waiting=True)
         store.history.append(A, [msg("user", "z")], enqueue=["probe"])
         assert present(store.jobs.claim(worker="w1")).cursor == 1  # a new request takes it as usual
+
+    def test_job_cursors_are_read_and_restored(self, store: Store) -> None:
+        store.history.append(A, [msg("user", "你好"), msg("assistant", "你好！")], enqueue=["probe"])
+        store.history.append(AGENT, [msg("user", "计划")], enqueue=["probe"])
+        store.history.append(B, [msg("user", "别人")], enqueue=["probe"])
+        job = present(store.jobs.claim(worker="w1", scope=A))
+        while job.scope != A:  # the user's other job first, maybe
+            job = present(store.jobs.claim(worker="w1", scope=A))
+        assert store.jobs.complete(job, cursor=7, waiting=True)
+        got = sorted(store.jobs.cursors(A.user()), key=lambda c: c.scope.agent_id or "")
+        assert got == [JobCursor(A, "probe", 7, False, True), JobCursor(AGENT, "probe", 0, True, False)]
+        store.jobs.restore([JobCursor(A, "probe", 3, True, False), JobCursor(A2, "probe", 9, False, True)])
+        got = sorted(store.jobs.cursors(A.user()), key=lambda c: (c.scope.agent_id or "", c.scope.thread_id or ""))
+        assert got == [
+            JobCursor(A, "probe", 3, True, False),
+            JobCursor(A2, "probe", 9, False, True),
+            JobCursor(AGENT, "probe", 0, True, False),
+        ]
+        assert present(store.jobs.claim(worker="w2", scope=B)).scope == B  # another user's row untouched
+        assert store.jobs.pending(A.user()) == 2 and {c.layer for c in store.jobs.cursors(B.user())} == {"probe"}
+        job = present(store.jobs.claim(worker="w2", scope=A))
+        while job.scope != A:
+            job = present(store.jobs.claim(worker="w2", scope=A))
+        assert job.cursor == 3
 
     def test_a_waiting_job_that_failed_waits_for_its_retry_even_in_a_flush(self, store: Store) -> None:
         store.history.append(A, [msg("user", "x")], enqueue=["probe"])

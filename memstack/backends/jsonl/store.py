@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 
 from ...errors import StoreError
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Expiry, Job, Message, Scope, ThreadInfo, aware, utcnow
+from ...types import Checkpoint, Deletion, Expiry, Job, JobCursor, Message, Scope, StateDocument, ThreadInfo, aware, utcnow
 from ..rules.checkpoints import check_keep
 from ..rules.expiry import check
 from ..rules.history import read_filter
@@ -53,7 +53,7 @@ from .files import (
 )
 from .jobs import JOBS_FILE, JobRow, find_row, is_claimable, is_row_of, job_of, new_job_row
 from .logs import count_records, expire_log, message_line, read_log, thread_infos, unseen
-from .names import decode_name, encode_name, encode_optional
+from .names import decode_name, decode_optional, encode_name, encode_optional
 
 SEQ_FILE = "_seq"
 LOCK_TIMEOUT_SECONDS = 60.0
@@ -268,6 +268,18 @@ class _State:
                 write_atomically(path, data)
             return True
 
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        user, found = scope.user(), []
+        with self._s.locked():
+            for agent_dir in subdirectories(self._s.user_dir(user)):
+                for thread_dir in subdirectories(agent_dir / "state"):
+                    at = replace(user, agent_id=decode_optional(agent_dir.name), thread_id=decode_optional(thread_dir.name))
+                    for path in sorted(thread_dir.glob("*.json")):
+                        value = read_document(path)
+                        if value is not None:
+                            found.append(StateDocument(at, decode_name(path.stem), value))
+        return found
+
 
 class _Profiles:
     """profiles.json at the root: {tenant: profile}."""
@@ -365,6 +377,33 @@ class _Jobs:
                 for row in read_document(user_dir / JOBS_FILE) or []
                 if row["requested"] > row["done"]
             )
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        with self._s.locked():
+            rows = read_document(self._s.user_dir(scope) / JOBS_FILE) or []
+        user = scope.user()
+        return [
+            JobCursor(
+                replace(user, agent_id=r["agent_id"], thread_id=r["thread_id"]),
+                r["layer"],
+                r["cursor"],
+                r["requested"] > r["done"],
+                bool(r.get("waiting")),
+            )
+            for r in rows
+        ]
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        with self._s.locked():
+            for c in cursors:
+                path = self._s.user_dir(c.scope) / JOBS_FILE
+                rows = read_document(path) or []
+                row = find_row(rows, c.scope, c.layer)
+                if row is None:
+                    row = new_job_row(c.scope, c.layer)
+                    rows.append(row)
+                row.update(cursor=c.cursor, waiting=c.waiting, requested=row["done"] + int(c.pending))
+                write_document(path, rows)
 
     def _update(self, job: Job, change: Callable[[JobRow], None], *, owners: tuple[str | None, ...], release: bool = True) -> bool:
         """Change the job's row if one of ``owners`` holds it, releasing the lease unless not to

@@ -103,6 +103,33 @@ class MemoryRecords:
                 self._versions.pop(scope.key, None)
             return n
 
+    def dump(self, scope: Scope) -> tuple[list[Record], list[AuditEvent]]:
+        with self._lock:
+            records = [
+                _copy_record(r)
+                for key, keys in self._versions.items()
+                if key[:2] == scope.key[:2]
+                for versions in keys.values()
+                for r in versions
+            ]
+            return records, [_copy_event(e) for e in self._audit.get(scope.key[:2], ())]
+
+    def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+        n = 0
+        with self._lock:
+            for r in records:
+                versions = self._versions.setdefault(r.scope.key, {}).setdefault((r.kind, r.key), [])
+                if all(v.id != r.id for v in versions):
+                    versions.append(_copy_record(r))
+                    versions.sort(key=lambda v: v.version)
+                    n += 1
+            for e in events:
+                trail = self._audit.setdefault(e.scope.key[:2], [])
+                if all(x.id != e.id for x in trail):
+                    trail.append(_copy_event(e))
+                    n += 1
+        return n
+
     def forget(self, scope: Scope) -> tuple[int, int]:
         """Erase records and audit events of the scope's thread, or (thread_id None) of its whole
         user, every agent; returns the records and the events erased (for the store's

@@ -13,13 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any, Unpack
 
 from ...stores import ANY, ReadOptions, check_last
-from ...types import Checkpoint, Deletion, Expiry, Job, Message, Scope, ThreadInfo, utcnow
+from ...types import Checkpoint, Deletion, Expiry, Job, JobCursor, Message, Scope, StateDocument, ThreadInfo, utcnow
 from ..rules import deletions
 from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.deletions import new_secret, tally
 from ..rules.expiry import check, stood_on
 from ..rules.history import read_filter
 from ..rules.json_values import json_copy
+from ..rules.records import scope_of_key
 from .records import MemoryRecords, MemoryUsage
 from .side import delete_side_checkpoints
 from .units import MemoryUnits
@@ -249,6 +250,14 @@ class _State:
                 self._s._state[(scope.key, name)] = data
             return True
 
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        with self._s._lock:
+            return [
+                StateDocument(scope_of_key(key), name, json_copy(value))
+                for (key, name), value in self._s._state.items()
+                if _user_match(key, scope)
+            ]
+
 
 class _Checkpoints:
     def __init__(self, store: MemoryStore) -> None:
@@ -330,6 +339,22 @@ class _Jobs:
             return sum(
                 1 for (key, _), row in self._s._jobs.items() if row.requested > row.done and (scope is None or _user_match(key, scope))
             )
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        with self._s._lock:
+            return [
+                JobCursor(scope_of_key(key), layer, row.cursor, row.requested > row.done, row.waiting)
+                for (key, layer), row in self._s._jobs.items()
+                if _user_match(key, scope)
+            ]
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        with self._s._lock:
+            for c in cursors:
+                row = self._s._jobs.setdefault((c.scope.key, c.layer), _JobRow())
+                row.cursor, row.waiting, row.requested = c.cursor, c.waiting, row.done + int(c.pending)
+                if c.pending and row.since is None:
+                    row.since = utcnow()
 
 
 class _Profiles:

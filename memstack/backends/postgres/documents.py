@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ...types import Checkpoint, Scope, aware
+from ...types import Checkpoint, Scope, StateDocument, aware
 from ..rules.checkpoints import check_keep
 from ..sql.dialect import POSTGRES
 from .database import KEY_COLUMNS, Database, lock_thread, to_json
@@ -64,6 +64,13 @@ class PostgresState:
                     (data, *scope.key, name, wanted),
                 )
             return cur.rowcount > 0
+
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        with self._db.transaction("reading a user's state") as cur:
+            cur.execute(
+                f"SELECT {KEY_COLUMNS}, name, value FROM memstack_state WHERE tenant = %s AND user_id = %s", (scope.tenant, scope.user_id)
+            )
+            return [StateDocument(scope_from_key(*r[:4]), r[4], r[5]) for r in cur.fetchall()]
 
 
 class PostgresProfiles:

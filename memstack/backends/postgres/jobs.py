@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from ...types import Job, Scope
+from collections.abc import Sequence
+
+from ...types import Job, JobCursor, Scope
 from ..sql.dialect import POSTGRES
 from .database import KEY_COLUMNS, Database
 from .history import pending_steps, scope_from_key
@@ -78,3 +80,21 @@ class PostgresJobs:
     def pending(self, scope: Scope | None = None) -> int:
         with self._db.transaction("counting pending jobs") as cur:
             return run(cur, pending_steps(scope))
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        with self._db.transaction("reading job cursors") as cur:
+            cur.execute(
+                f"SELECT {KEY_COLUMNS}, layer, cursor, requested > done, waiting FROM memstack_jobs WHERE {USER_MATCH}",
+                (scope.tenant, scope.user_id),
+            )
+            return [JobCursor(scope_from_key(*r[:4]), r[4], r[5], r[6], r[7]) for r in cur.fetchall()]
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        with self._db.transaction("restoring job cursors") as cur:
+            for c in cursors:
+                cur.execute(
+                    f"""INSERT INTO memstack_jobs ({KEY_COLUMNS}, layer, requested, cursor, waiting) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                        ON CONFLICT (tenant, user_id, agent_id, thread_id, layer) DO UPDATE SET
+                        requested = memstack_jobs.done + excluded.requested, cursor = excluded.cursor, waiting = excluded.waiting""",
+                    (*c.scope.key, c.layer, int(c.pending), c.cursor, c.waiting),
+                )

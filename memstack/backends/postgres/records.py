@@ -79,6 +79,19 @@ class PostgresRecords:
             cur.execute(sql, params)
             return cur.rowcount
 
+    def dump(self, scope: Scope) -> tuple[list[Record], list[AuditEvent]]:
+        versions, events = shared.dump_queries(POSTGRES, RECORD_COLUMNS, scope)
+        with self._db.transaction("reading a user's records") as cur:
+            rows = cur.execute(*versions).fetchall()
+            audit = cur.execute(*events).fetchall()
+        return [shared.record_of(POSTGRES, r) for r in rows], [shared.event_of(POSTGRES, r) for r in audit]
+
+    def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+        with self._db.transaction("restoring records") as cur:
+            for scope in {r.scope for r in records}:
+                _lock_namespace(cur, self._db.schema, scope)
+            return shared.restore(cur.execute, POSTGRES, RECORD_COLUMNS, records, events)
+
 
 class PostgresUsage(shared.SQLUsage):
     """The UsageLog of a PostgresStore (``sql.records.SQLUsage``, one transaction per call)."""

@@ -177,6 +177,62 @@ def delete_query(d: Dialect, scope: Scope, kind: str | None) -> tuple[str, list[
     return sql, params
 
 
+def dump_queries(d: Dialect, columns: str, scope: Scope) -> tuple[tuple[str, list[Any]], tuple[str, list[Any]]]:
+    """The user's record versions and audit events (every agent and thread), each in stored order."""
+    where, params = f"tenant = {d.mark} AND user_id = {d.mark}", [scope.tenant, scope.user_id]
+    return (
+        (f"SELECT {columns} FROM {d.table('records')} WHERE {where} ORDER BY n", list(params)),
+        (f"SELECT {AUDIT_COLUMNS} FROM {d.table('record_audit')} WHERE {where} ORDER BY n", list(params)),
+    )
+
+
+def restore(run: Run, d: Dialect, columns: str, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+    """``RecordStore.restore`` in ``run``'s transaction: insert the versions and events whose id
+    the user does not hold yet, verbatim; the count stored."""
+    m, j, n = d.mark, d.json_mark, 0
+    for r in records:
+        held = f"SELECT 1 FROM {d.table('records')} WHERE tenant = {m} AND user_id = {m} AND id = {m}"
+        if run(held, (r.scope.tenant, r.scope.user_id, r.id)).fetchone():
+            continue
+        run(
+            f"INSERT INTO {d.table('records')} ({columns}) VALUES ({d.marks(7)}, {j}, {j}, {m}, {m}, {m}, {m})",
+            (
+                *r.scope.key,
+                r.id,
+                r.kind,
+                r.key,
+                json_text(r.value),
+                json_text(list(r.source_ids)),
+                d.time_value(r.valid_from),
+                d.time_value(r.invalid_at),
+                d.time_value(r.created_at),
+                r.version,
+            ),
+        )
+        n += 1
+    for e in events:
+        held = f"SELECT 1 FROM {d.table('record_audit')} WHERE tenant = {m} AND user_id = {m} AND id = {m}"
+        if run(held, (e.scope.tenant, e.scope.user_id, e.id)).fetchone():
+            continue
+        run(
+            f"INSERT INTO {d.table('record_audit')} ({AUDIT_COLUMNS}) VALUES ({d.marks(9)}, {j}, {j}, {j}, {m})",
+            (
+                *e.scope.key,
+                e.id,
+                e.layer,
+                e.kind,
+                e.key,
+                e.action,
+                json_text(e.before),
+                json_text(e.after),
+                json_text(list(e.source_ids)),
+                d.time_value(e.at),
+            ),
+        )
+        n += 1
+    return n
+
+
 def usage_insert(d: Dialect, rows: Sequence[UsageRecord]) -> tuple[str, list[tuple[Any, ...]]]:
     """The INSERT of checked usage rows (``rules.records.check_usage``), and each row's parameters."""
     instant = d.instant_column("at")

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ...types import Checkpoint, Scope, utcnow
+from ...types import Checkpoint, Scope, StateDocument, utcnow
 from ..rules.checkpoints import check_keep, new_checkpoint
 from ..rules.json_values import json_copy
+from ..rules.records import scope_of_key
 from ..rules.time import epoch_us
 from ..sql.dialect import SQLITE
 from .database import Database
@@ -53,6 +54,13 @@ class SQLiteState:
                     (*scope.key, name, text, epoch_us(utcnow())),
                 )
             return True
+
+    def dump(self, scope: Scope) -> list[StateDocument]:
+        rows = self._s.query(
+            "SELECT tenant, user_id, agent_id, thread_id, name, value FROM state WHERE tenant = ? AND user_id = ?",
+            (scope.tenant, scope.user_id),
+        )
+        return [StateDocument(scope_of_key(r[:4]), r[4], json.loads(r[5])) for r in rows]
 
 
 class SQLiteProfiles:

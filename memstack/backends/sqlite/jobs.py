@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ...types import Job, Scope, utcnow
+from ...types import Job, JobCursor, Scope, utcnow
+from ..rules.records import scope_of_key
 from ..rules.time import epoch_us
 from ..sql.dialect import SQLITE
 from .database import Database
@@ -72,3 +74,21 @@ class SQLiteJobs:
             sql += f" AND {USER}"
             params = [scope.tenant, scope.user_id]
         return self._s.query(sql, params)[0][0]
+
+    def cursors(self, scope: Scope) -> list[JobCursor]:
+        rows = self._s.query(
+            f"SELECT tenant, user_id, agent_id, thread_id, layer, cursor, requested > done, waiting FROM jobs WHERE {USER}",
+            (scope.tenant, scope.user_id),
+        )
+        return [JobCursor(scope_of_key(r[:4]), r[4], r[5], bool(r[6]), bool(r[7])) for r in rows]
+
+    def restore(self, cursors: Sequence[JobCursor]) -> None:
+        now = epoch_us(utcnow())
+        with self._s.write() as db:
+            for c in cursors:
+                db.execute(
+                    "INSERT INTO jobs (tenant, user_id, agent_id, thread_id, layer, requested, cursor, waiting, pending_since_us) "
+                    "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET requested = done + excluded.requested, "
+                    "cursor = excluded.cursor, waiting = excluded.waiting",
+                    (*c.scope.key, c.layer, int(c.pending), c.cursor, int(c.waiting), now),
+                )

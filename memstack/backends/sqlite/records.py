@@ -59,6 +59,16 @@ class SQLiteRecords:
         with self._s.write() as db:
             return db.execute(sql, params).rowcount
 
+    def dump(self, scope: Scope) -> tuple[list[Record], list[AuditEvent]]:
+        versions, events = shared.dump_queries(SQLITE, RECORD_COLUMNS, scope)
+        with self._s.write() as db:  # one snapshot of both tables
+            rows, audit = db.execute(*versions).fetchall(), db.execute(*events).fetchall()
+        return [shared.record_of(SQLITE, r) for r in rows], [shared.event_of(SQLITE, r) for r in audit]
+
+    def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
+        with self._s.write() as db:
+            return shared.restore(db.execute, SQLITE, RECORD_COLUMNS, records, events)
+
 
 class SQLiteUsage(shared.SQLUsage):
     """The UsageLog of a SQLiteStore (``sql.records.SQLUsage`` in its write transactions)."""

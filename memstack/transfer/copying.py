@@ -1,0 +1,132 @@
+"""``copy_store``: every user of a tenant from one store to another, kind by kind, then a verify.
+
+Resumable: every write is idempotent (``sink``), so a copy killed anywhere (kill -9 included) is
+finished by running it again. A destination that holds users of the tenant is refused unless
+``into_existing`` (then none of the copied users may exist there: their ids would collide) or it
+carries this copy's mark: the mark is written in the destination's state before the first item
+and removed after a clean verify, so a rerun of an interrupted copy is told from a foreign store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import UsageError
+from ..stores import Store, VectorIndex
+from ..types import Scope
+from . import sink, source
+from .digest import Difference, compare, digests
+
+#: where the mark of a copy under way is kept in the destination (StateStore, per tenant)
+MARK_USER, MARK_NAME = "memstack-copy", "copy"
+
+Progress = Callable[[str, str, int], None]
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    """What a copy read (per kind), how many users, and the verify's differences (none: clean)."""
+
+    users: int
+    read: Mapping[str, int]
+    differences: tuple[Difference, ...]
+    resumed: bool
+
+
+def _mark_scope(tenant: str) -> Scope:
+    return Scope(user_id=MARK_USER, tenant=tenant)
+
+
+def located(profile: Mapping[str, Any], dst: Store, index: VectorIndex | None) -> dict[str, Any]:
+    """The profile as the destination keeps it: naming where its vectors now are (an index
+    outside the store, e.g. Milvus, by its ``location``; none for the store's own), so that
+    processes opening the destination with that index are let in (``profile.vectors_mismatch``)."""
+    from ..profile import Profile
+
+    where = getattr(index, "location", None) if index is not None and index is not getattr(dst, "vectors", None) else None
+    return replace(Profile.from_dict(profile), vectors=where).to_dict()
+
+
+def check_kinds(src: Store, dst: Store, tenant: str) -> None:
+    """UsageError, before anything is written, when the source holds a kind the destination's
+    backend cannot keep (the JSON-lines backend keeps no model-made records and no units)."""
+    for part, what in (("records", "model-made memory"), ("units", "retrieval units or saved memories")):
+        held = getattr(src, part, None)
+        if getattr(dst, part, None) is None and held is not None and held.users(tenant):
+            raise UsageError(
+                f"the {type(dst).__name__} backend keeps no {what}, which the source holds; copy to sqlite, postgresql or memory"
+            )
+
+
+def check_destination(src: Store, dst: Store, tenant: str, users: Sequence[str], *, into_existing: bool) -> bool:
+    """Whether this is a resumed copy; UsageError for a destination the copy may not write to."""
+    mark = dst.state.get(_mark_scope(tenant), MARK_NAME)
+    if mark is not None:
+        if mark.get("source") != src.url:
+            raise UsageError(f"the destination holds a copy from {mark.get('source')!r} under way; finish that one first")
+        return True
+    held = source.users(dst, tenant)
+    if held and not into_existing:
+        raise UsageError(
+            f"the destination is not empty: tenant {tenant!r} has {len(held)} user{'s' if len(held) != 1 else ''} there; use --into-existing to add to it"
+        )
+    clash = sorted(set(held) & set(users))
+    if clash:
+        raise UsageError(
+            f"user {clash[0]!r} exists in both stores ({len(clash)} users in all): their ids would collide; copy with --user the others"
+        )
+    return False
+
+
+def copy_store(
+    src: Store,
+    dst: Store,
+    *,
+    tenant: str = "default",
+    users: Sequence[str] | None = None,
+    src_index: VectorIndex | None = None,
+    dst_index: VectorIndex | None = None,
+    into_existing: bool = False,
+    batch: int = 500,
+    progress: Progress | None = None,
+) -> CopyReport:
+    """Copy the tenant's users (all, or ``users``) and profile from ``src`` to ``dst``; vectors
+    from ``src_index`` to ``dst_index`` (either None: none copied, e.g. to re-embed). Verifies at
+    the end; the report's ``differences`` are empty when the copy is whole."""
+    chosen = list(users) if users is not None else source.users(src, tenant)
+    check_kinds(src, dst, tenant)
+    resumed = check_destination(src, dst, tenant, chosen, into_existing=into_existing)
+    dst.state.put(_mark_scope(tenant), {"source": src.url}, MARK_NAME)
+    profile = src.profiles.get(tenant)
+    if profile is not None:
+        dst.profiles.put(tenant, located(profile, dst, dst_index))
+    read: Counter[str] = Counter()
+    index = src_index if dst_index is not None else None
+    for user in chosen:
+        for kind, items in source.user_items(src, Scope(user_id=user, tenant=tenant), index=index, batch=batch):
+            sink.write(dst, kind, items, index=dst_index)
+            read[kind] += len(items)
+            if progress is not None:
+                progress(user, kind, len(items))
+    differences = verify(src, dst, tenant=tenant, users=chosen, src_index=index, dst_index=dst_index if index is not None else None)
+    if not differences:
+        dst.state.delete(_mark_scope(tenant), MARK_NAME)
+    return CopyReport(len(chosen), MappingProxyType(dict(read)), tuple(differences), resumed)
+
+
+def verify(
+    src: Store,
+    dst: Store,
+    *,
+    tenant: str = "default",
+    users: Sequence[str] | None = None,
+    src_index: VectorIndex | None = None,
+    dst_index: VectorIndex | None = None,
+) -> list[Difference]:
+    """The differences between the two stores for the tenant's users (all of either, or ``users``)."""
+    chosen = sorted(set(users) if users is not None else set(source.users(src, tenant)) | set(source.users(dst, tenant)))
+    return compare(digests(src, tenant, chosen, index=src_index), digests(dst, tenant, chosen, index=dst_index))
