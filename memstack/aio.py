@@ -207,6 +207,7 @@ class AsyncMemory:
     run_jobs = _in_executor(Memory.run_jobs)
     flush = _in_executor(Memory.flush)
     stop_worker = _in_executor(Memory.stop_worker)
+    retention_pass = _in_executor(Memory.retention_pass)
 
     @_like(Memory.export)
     async def export(self, *, user_id: str, tenant: str | None = None) -> AsyncIterator[dict[str, Any]]:
