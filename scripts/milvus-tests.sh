@@ -6,6 +6,6 @@
 # Extra arguments go to pytest (default: that module).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || set -- tests/test_vectors_milvus_server.py
+[ $# -gt 0 ] || set -- tests/test_vectors_milvus_server.py tests/test_transfer_milvus.py
 exec unshare --net --map-root-user --pid --fork --mount-proc --kill-child \
   sh -c 'ip link set lo up && exec .venv/bin/python -m pytest -q -m milvus_server "$@"' milvus-tests "$@"
