@@ -86,6 +86,46 @@ def apply_steps(
     return events
 
 
+def insert_record(run: Run, d: Dialect, columns: str, r: Record) -> None:
+    """One record version, verbatim."""
+    m, j = d.mark, d.json_mark
+    run(
+        f"INSERT INTO {d.table('records')} ({columns}) VALUES ({d.marks(7)}, {j}, {j}, {m}, {m}, {m}, {m})",
+        (
+            *r.scope.key,
+            r.id,
+            r.kind,
+            r.key,
+            json_text(r.value),
+            json_text(list(r.source_ids)),
+            d.time_value(r.valid_from),
+            d.time_value(r.invalid_at),
+            d.time_value(r.created_at),
+            r.version,
+        ),
+    )
+
+
+def insert_event(run: Run, d: Dialect, e: AuditEvent) -> None:
+    """One audit event, verbatim."""
+    m, j = d.mark, d.json_mark
+    run(
+        f"INSERT INTO {d.table('record_audit')} ({AUDIT_COLUMNS}) VALUES ({d.marks(9)}, {j}, {j}, {j}, {m})",
+        (
+            *e.scope.key,
+            e.id,
+            e.layer,
+            e.kind,
+            e.key,
+            e.action,
+            json_text(e.before),
+            json_text(e.after),
+            json_text(list(e.source_ids)),
+            d.time_value(e.at),
+        ),
+    )
+
+
 def write_step(run: Run, d: Dialect, columns: str, done: Step, latest: int | None) -> None:
     """Carry out a ``step`` on the key whose latest version is row ``latest``."""
     m, j, records = d.mark, d.json_mark, d.table("records")
@@ -94,37 +134,9 @@ def write_step(run: Run, d: Dialect, columns: str, done: Step, latest: int | Non
     if done.sources is not None:
         run(f"UPDATE {records} SET source_ids = {j} WHERE n = {m}", (json_text(list(done.sources)), latest))
     if (r := done.insert) is not None:
-        # (invalid_at: a version is inserted current)
-        run(
-            f"INSERT INTO {records} ({columns}) VALUES ({d.marks(7)}, {j}, {j}, {m}, NULL, {m}, {m})",
-            (
-                *r.scope.key,
-                r.id,
-                r.kind,
-                r.key,
-                json_text(r.value),
-                json_text(list(r.source_ids)),
-                d.time_value(r.valid_from),
-                d.time_value(r.created_at),
-                r.version,
-            ),
-        )
+        insert_record(run, d, columns, r)  # (a version is inserted current: invalid_at None)
     if (e := done.event) is not None:
-        run(
-            f"INSERT INTO {d.table('record_audit')} ({AUDIT_COLUMNS}) VALUES ({d.marks(9)}, {j}, {j}, {j}, {m})",
-            (
-                *e.scope.key,
-                e.id,
-                e.layer,
-                e.kind,
-                e.key,
-                e.action,
-                json_text(e.before),
-                json_text(e.after),
-                json_text(list(e.source_ids)),
-                d.time_value(e.at),
-            ),
-        )
+        insert_event(run, d, e)
 
 
 def current_query(d: Dialect, columns: str, scope: Scope, kind: str) -> tuple[str, list[Any]]:
@@ -189,46 +201,18 @@ def dump_queries(d: Dialect, columns: str, scope: Scope) -> tuple[tuple[str, lis
 def restore(run: Run, d: Dialect, columns: str, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
     """``RecordStore.restore`` in ``run``'s transaction: insert the versions and events whose id
     the user does not hold yet, verbatim; the count stored."""
-    m, j, n = d.mark, d.json_mark, 0
+    m, n = d.mark, 0
     for r in records:
         held = f"SELECT 1 FROM {d.table('records')} WHERE tenant = {m} AND user_id = {m} AND id = {m}"
         if run(held, (r.scope.tenant, r.scope.user_id, r.id)).fetchone():
             continue
-        run(
-            f"INSERT INTO {d.table('records')} ({columns}) VALUES ({d.marks(7)}, {j}, {j}, {m}, {m}, {m}, {m})",
-            (
-                *r.scope.key,
-                r.id,
-                r.kind,
-                r.key,
-                json_text(r.value),
-                json_text(list(r.source_ids)),
-                d.time_value(r.valid_from),
-                d.time_value(r.invalid_at),
-                d.time_value(r.created_at),
-                r.version,
-            ),
-        )
+        insert_record(run, d, columns, r)
         n += 1
     for e in events:
         held = f"SELECT 1 FROM {d.table('record_audit')} WHERE tenant = {m} AND user_id = {m} AND id = {m}"
         if run(held, (e.scope.tenant, e.scope.user_id, e.id)).fetchone():
             continue
-        run(
-            f"INSERT INTO {d.table('record_audit')} ({AUDIT_COLUMNS}) VALUES ({d.marks(9)}, {j}, {j}, {j}, {m})",
-            (
-                *e.scope.key,
-                e.id,
-                e.layer,
-                e.kind,
-                e.key,
-                e.action,
-                json_text(e.before),
-                json_text(e.after),
-                json_text(list(e.source_ids)),
-                d.time_value(e.at),
-            ),
-        )
+        insert_event(run, d, e)
         n += 1
     return n
 
