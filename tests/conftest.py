@@ -3,4 +3,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-pytest_plugins = ["pgsupport"]  # the `schema` fixture for the PostgreSQL tests
+pytest_plugins = ["pgsupport", "milvus_support"]  # `schema` (PostgreSQL) and `milvus_server` fixtures

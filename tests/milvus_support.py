@@ -14,11 +14,15 @@ ones, as a network partition or a dead server would, and then come back.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 PORT = 19530
 HEALTH_PORT = 9091
@@ -32,6 +36,24 @@ TUNING = {"proxy.timeTickInterval": 20, "queryCoord.checkInterval": 100, "queryC
 def private_network() -> bool:
     """True when this process's network namespace has no interface but loopback."""
     return [name for _, name in socket.if_nameindex()] == ["lo"]
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory):
+    """One server for the whole session (a second one could not bind the same ports while the
+    first runs): every module that needs a Milvus server takes this fixture."""
+    if not private_network():
+        reason = "the Milvus server tests run in a private network namespace: bash scripts/milvus-tests.sh"
+        if os.environ.get("CI"):
+            pytest.fail(reason + " (CI runs them there; here they were selected outside it)", pytrace=False)
+        pytest.skip(reason)
+    pytest.importorskip("milvus", reason="the Milvus server: pip install -e '.[milvus-server]'")
+    started = MilvusServer(tmp_path_factory.mktemp("milvus-server")).start()
+    print(f"\nMilvus standalone started in {started.started_in:.1f} s, {started.rss_mb():.0f} MB RSS")
+    yield started
+    print(f"\nMilvus standalone at the end: {started.rss_mb():.0f} MB RSS")
+    started.stop()
+    shutil.rmtree(started.data_dir, ignore_errors=True)  # its unpacked binaries and data: ~0.5 GB
 
 
 class MilvusServer:

@@ -95,16 +95,9 @@ def test_to_postgres_with_milvus_lite_and_back(source, tmp_path):
 
 @pytest.mark.milvus_server
 @pytest.mark.timeout(300)
-def test_to_a_milvus_server_and_back(source, tmp_path):
-    from milvus_support import MilvusServer, private_network
-
-    if not private_network():
-        pytest.skip("the Milvus server tests run in a private network namespace: bash scripts/milvus-tests.sh")
-    pytest.importorskip("milvus", reason="the Milvus server: pip install -e '.[milvus-server]'")
-    server = MilvusServer(tmp_path / "milvus-server").start()
-    index = MilvusVectorIndex.from_url(f"{server.url}?collection=copied")
+def test_to_a_milvus_server_and_back(source, tmp_path, milvus_server):
+    index = MilvusVectorIndex.from_url(f"{milvus_server.url}?collection=copied")
     try:
         _copy_there_and_back(source, SQLiteStore(tmp_path / "there.db"), index, SQLiteStore(tmp_path / "back.db"))
     finally:
         index.close()
-        server.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from memstack.types import SearchFilter
 
 pymilvus = pytest.importorskip("pymilvus", reason="pip install 'memstack[milvus]'")
 
-from milvus_support import MilvusServer, Relay, private_network  # noqa: E402
+from milvus_support import Relay  # noqa: E402
 
 from memstack import Memory  # noqa: E402
 from memstack.backends.milvus import MilvusVectorIndex  # noqa: E402
@@ -47,19 +46,8 @@ LISI = [
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    if not private_network():
-        reason = "the Milvus server tests run in a private network namespace: bash scripts/milvus-tests.sh"
-        if os.environ.get("CI"):
-            pytest.fail(reason + " (CI runs them there; here they were selected outside it)", pytrace=False)
-        pytest.skip(reason)
-    pytest.importorskip("milvus", reason="the Milvus server: pip install -e '.[milvus-server]'")
-    started = MilvusServer(tmp_path_factory.mktemp("milvus-server")).start()
-    print(f"\nMilvus standalone started in {started.started_in:.1f} s, {started.rss_mb():.0f} MB RSS")
-    yield started
-    print(f"\nMilvus standalone at the end: {started.rss_mb():.0f} MB RSS")
-    started.stop()
-    shutil.rmtree(started.data_dir, ignore_errors=True)  # its unpacked binaries and data: ~0.5 GB
+def server(milvus_server):
+    return milvus_server
 
 
 @pytest.fixture(scope="session")
