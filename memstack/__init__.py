@@ -6,12 +6,16 @@
     ctx = memory.context(user_id="u1", thread_id="s1", query="我叫什么？", strategy="window", k=2)
     client.chat.completions.create(model=..., messages=ctx.to_openai())
 
-``AsyncMemory`` has the same methods as coroutines, for asyncio apps (``memstack.aio``).
+``AsyncMemory`` has the same methods as coroutines, for asyncio apps (``memstack.aio``);
+``Client`` and ``AsyncClient`` the same over HTTP, against ``memstack serve`` (``memstack.client``),
+and ``open_memory(url)`` opens either from one string.
 """
 
 from .aio import AsyncMemory
 from .backends import open_store
 from .budget import pack, trim, window
+from .client import AsyncClient, Client
+from .connect import open_memory
 from .errors import (
     BudgetError,
     InvalidInput,
@@ -26,6 +30,8 @@ from .errors import (
     RuntimeFailure,
     SchemaError,
     StoreError,
+    Unauthorized,
+    Unavailable,
     UnknownName,
     UsageError,
 )
@@ -57,7 +63,12 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "AsyncMemory",
+    "Client",
+    "Unauthorized",
+    "Unavailable",
+    "open_memory",
     "AuditEvent",
     "Change",
     "ChatModel",

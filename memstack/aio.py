@@ -44,6 +44,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from .errors import InvalidInput
 from .memory import Memory, MessageLike, read_options
 from .profile import Profile
+from .replaced import check_replaced, visible, visible_tail_async
 from .stores import ANY, AsyncHistory, Store
 from .tokens import TokenCounter
 from .types import Message, Scope, ThreadInfo
@@ -178,9 +179,17 @@ class AsyncMemory:
         at: datetime | None = None,
         last: int | None = None,
         order: str = "time",
+        replaced: str = "exclude",
     ) -> list[Message]:
         """Read by the backend's async I/O (or in the executor)."""
-        return await self._history.read(self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id), **read_options(at, last, order))
+        scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
+        options = read_options(at, last, order)
+        if check_replaced(replaced) == "include":
+            return await self._history.read(scope, **options)
+        raw = await self._history.read(scope, **options) if last is None else None
+        if raw is not None:
+            return visible(raw)
+        return await visible_tail_async(lambda n: self._history.read(scope, **{**options, "last": n}), last)
 
     @_like(Memory.threads)
     async def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:

@@ -6,6 +6,7 @@
     │   ├── BudgetError            a token budget too small for what must be kept
     │   ├── UnknownName            an unregistered layer, counter, backend or preset (a KeyError)
     │   ├── NotFound               no such user, thread or record (a LookupError)
+    │   ├── Unauthorized           (a Client) the service refused the API key, or none was given
     │   ├── ForeignCollection      a vector collection memstack did not create (never used or dropped)
     │   ├── MissingDependency      an optional extra is not installed (names the pip line; an ImportError)
     │   ├── MissingAPIKey          a provider needs a key that is not set (names the variable)
@@ -14,7 +15,8 @@
     │                              another embedder than the store's profile (names `memstack init`)
     └── RuntimeFailure             the world failed: retrying may help
         ├── StoreError             a storage backend failed or is unreachable
-        │   └── SchemaError        a store's schema is newer than this code, or corrupt
+        │   ├── SchemaError        a store's schema is newer than this code, or corrupt
+        │   └── Unavailable        (a Client) the service is unreachable or did not answer in time
         ├── Conflict               a conditional write found the thread or note changed since it
         │                          was read: read again and decide again
         ├── JobError               a write-side job failed (kept queued for retry)
@@ -81,6 +83,13 @@ class NotFound(UsageError, LookupError):
         self.field = field
 
 
+class Unauthorized(UsageError):
+    """The memstack service refused the request's API key, or none was given (its 401): a
+    ``memstack.Client`` with another key, or none, for a server without keys."""
+
+    code = "unauthorized"
+
+
 class ForeignCollection(UsageError):
     """A vector collection of the name memstack was given exists but was not made by memstack
     (another schema, another application's data): it is never written to, reset or dropped."""
@@ -121,6 +130,14 @@ class SchemaError(StoreError):
     """A store's schema is unknown to this version of memstack."""
 
     code = "schema_error"
+
+
+class Unavailable(StoreError):
+    """The memstack service could not be reached, or did not answer within the client's timeout,
+    after the client's retries (connection refused, reset, timed out): to a ``memstack.Client`` the
+    service is its store, so code that handles a Memory's ``StoreError`` handles it unchanged."""
+
+    code = "unavailable"
 
 
 class JobError(RuntimeFailure):

@@ -41,7 +41,7 @@ from .jobs import JobRunner
 from .layers.base import Layer, LayerOutput, ReadRequest, Writer
 from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
-from .replaced import visible
+from .replaced import check_replaced, visible, visible_tail
 from .retention import Retention
 from .stack import Run, memory_room, pipeline, refill
 from .stores import ANY, RecordStore, Store, UnitStore, VectorIndex, records_of, usage_of
@@ -586,13 +586,20 @@ class Memory:
         at: datetime | None = None,
         last: int | None = None,
         order: str = "time",
+        replaced: str = "exclude",
     ) -> list[Message]:
         """A thread's stored messages (up to ``at``; only the ``last`` n if given) in time order,
         ties as stored: a back-dated or imported message reads in its place, in the CLI and REST
         alike. ``order="append"``: as stored, for a caller that replays the conversation as the
-        app sent it (LangChain's history, a proxy matching what the client resends)."""
+        app sent it (LangChain's history, a proxy matching what the client resends).
+        ``replaced``: "exclude" (the default) leaves out the answers a regenerated one replaced,
+        the thread as its client shows it; "include" keeps them (the new answer's
+        ``metadata["replaces"]`` names them; ``replaced.replaced_by`` maps them to it)."""
         scope = self.scope(user_id, thread_id, tenant=tenant, agent_id=agent_id)
-        return self.store.history.read(scope, **read_options(at, last, order))
+        options = read_options(at, last, order)
+        if check_replaced(replaced) == "include":
+            return self.store.history.read(scope, **options)
+        return visible_tail(lambda n: self.store.history.read(scope, **{**options, "last": n}), last)
 
     def threads(self, *, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> list[ThreadInfo]:
         return self.store.history.threads(self.scope(user_id, tenant=tenant, agent_id=agent_id))
@@ -751,16 +758,19 @@ class Memory:
         user_id: str | None = None,
         worker: str | None = None,
         progress: Callable[[int, int, str], None] | None = None,
+        tenant: str | None = None,
     ) -> JobReport:
-        """Claim and run queued write-side jobs until none is ready (or ``max_jobs`` ran).
-        ``progress(done, total, job)`` after each job; the total is what was pending, counted
-        again when more arrived."""
-        scope = self.scope(user_id) if user_id else None
+        """Claim and run queued write-side jobs (of ``user_id`` of ``tenant``, else of every user)
+        until none is ready (or ``max_jobs`` ran). ``progress(done, total, job)`` after each job;
+        the total is what was pending, counted again when more arrived."""
+        scope = self.scope(user_id, tenant=tenant) if user_id else None
         return self._jobs.run(final=final, max_jobs=max_jobs, scope=scope, worker=worker, progress=progress)
 
-    def flush(self, *, user_id: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> JobReport:
-        """Run every ready job now, without waiting for batches to fill."""
-        return self.run_jobs(final=True, user_id=user_id, progress=progress)
+    def flush(
+        self, *, user_id: str | None = None, progress: Callable[[int, int, str], None] | None = None, tenant: str | None = None
+    ) -> JobReport:
+        """Run every ready job now (the user's of ``tenant``, else every one), without waiting for batches to fill."""
+        return self.run_jobs(final=True, user_id=user_id, progress=progress, tenant=tenant)
 
     def retention_pass(self, *, force: bool = False) -> list[expiry.RetentionRun]:
         """Apply the retention policy (``memstack.retention``) of this Memory's tenant, of the

@@ -50,7 +50,12 @@ def texts(ctx):
 def test_public_api_is_pinned():
     assert sorted(memstack.__all__) == sorted(
         [
+            "AsyncClient",
             "AsyncMemory",
+            "Client",
+            "Unauthorized",
+            "Unavailable",
+            "open_memory",
             "AuditEvent",
             "Change",
             "ChatModel",

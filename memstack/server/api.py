@@ -12,7 +12,7 @@ in its bounded executor, so the event loop keeps serving while the store works.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Response
 from pydantic import AwareDatetime
@@ -38,11 +38,14 @@ from .schemas import (
     HitOut,
     Import,
     Imported,
+    JobsRun,
     MessageOut,
     NoteEdit,
+    Pending,
     RecordKind,
     RecordOut,
     RetentionOut,
+    SavedOut,
     SearchRequest,
     StateValue,
     Stored,
@@ -143,9 +146,20 @@ async def read_history(
     memory: AsyncMem,
     last: Annotated[int | None, Query(ge=1, le=MAX_LAST, description="only the last n")] = None,
     at: Annotated[AwareDatetime | None, Query(description="only messages dated at or before this time")] = None,
+    order: Annotated[
+        Literal["time", "append"], Query(description="time: by date, ties as stored; append: as stored (the app's own order)")
+    ] = "time",
+    replaced: Annotated[
+        Literal["exclude", "include"],
+        Query(
+            description="exclude: the thread as the client sees it, without the answers a regenerated one replaced; "
+            "include: those too, each message naming the ones it replaces and the one that replaced it"
+        ),
+    ] = "exclude",
 ) -> list[MessageOut]:
     await thread_or_404(memory, tenant, user_id, thread_id)
-    return [MessageOut.of(m) for m in await memory.history(user_id=user_id, thread_id=thread_id, tenant=tenant, at=at, last=last)]
+    read = await memory.history(user_id=user_id, thread_id=thread_id, tenant=tenant, at=at, last=last, order=order, replaced=replaced)
+    return MessageOut.linked(read) if replaced == "include" else [MessageOut.of(m) for m in read]
 
 
 @router.delete("/threads/{thread_id}", summary="Delete a thread with everything keyed to it")
@@ -348,6 +362,23 @@ async def import_messages(user_id: UserId, body: Import, tenant: Tenant, memory:
         if r["user_id"] != user_id:
             raise InvalidInput(f"records[{i}] belongs to another user than {user_id!r}", field=f"records[{i}].user_id")
     return Imported(imported=await memory.import_(records, tenant=tenant), records=len(records))
+
+
+@router.get("/pending", summary="How many of the user's write-side jobs have not run yet (what a context or search may miss)")
+async def read_pending(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Pending:
+    return Pending(pending=await memory.pending(user_id=user_id, tenant=tenant))
+
+
+@router.post("/flush", summary="Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush)")
+async def flush(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> JobsRun:
+    report = await memory.flush(user_id=user_id, tenant=tenant)
+    return JobsRun(ran=report.ran, failed=report.failed, waited=report.waited, errors=list(report.errors))
+
+
+@router.delete("/saved/{memory_id}", summary="Delete one saved memory (a tool's note or key/value memory) by id; answers it")
+async def forget_saved(user_id: UserId, memory_id: str, tenant: Tenant, memory: AsyncMem) -> SavedOut:
+    unit = await memory.forget_saved(memory_id, user_id=user_id, tenant=tenant, by=EDITOR)
+    return SavedOut(id=unit.id, text=unit.text, timestamp=unit.timestamp, category=unit.category, metadata=dict(unit.metadata))
 
 
 @router.delete("", summary="Delete a user with everything they own, in every store")

@@ -133,7 +133,7 @@ class Proxy:
         that any number of servers store each message once."""
         incoming = [c.message for c in client if c.message.role in STORED_ROLES]
         for _ in range(_CONFLICT_RETRIES):
-            raw = await self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append")
+            raw = await self.memory.history(**who.ids(), last=len(incoming) + _TAIL_SLACK, order="append", replaced="include")
             last = raw[-1].seq if raw else None
             tail = [m for m in visible(raw) if m.role in STORED_ROLES]
             plan = new_messages(tail, incoming)

@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from .. import layers as layer_registry
 from ..errors import UsageError
 from ..layers.state import state_value
+from ..replaced import replaced_by, replaces_of
 from ..types import Context, Hit, Message, Record, ThreadInfo, check_json, check_message
 
 RecordKind = Literal["summary", "entity", "relation", "state"]
@@ -104,10 +105,20 @@ class MessageOut(BaseModel):
     timestamp: datetime
     metadata: dict[str, Any] | None = None
     seq: int | None = None
+    replaces: list[str] | None = Field(
+        None, description="with ?replaced=include: the ids of the earlier answers this one replaces (a regenerate)"
+    )
+    replaced_by: str | None = Field(None, description="with ?replaced=include: the id of the answer that replaced this one")
 
     @classmethod
     def of(cls, m: Message) -> MessageOut:
         return cls(**m.to_dict(), seq=m.seq)
+
+    @classmethod
+    def linked(cls, messages: list[Message]) -> list[MessageOut]:
+        """Every message with which it replaces and which replaced it (``?replaced=include``)."""
+        by = replaced_by(messages)
+        return [cls(**m.to_dict(), seq=m.seq, replaces=replaces_of(m), replaced_by=by.get(m.id)) for m in messages]
 
 
 class AddMessages(Strict):
@@ -216,7 +227,7 @@ class ContextOut(BaseModel):
 
 class SearchRequest(Strict):
     query: str = Field(min_length=1)
-    k: int = Field(8, ge=1, le=100)
+    k: int | None = Field(None, ge=1, le=100, description="at most this many (default: the retrieval layer's top_k, 8 unless configured)")
     at: AwareDatetime | None = Field(None, description="reference time for dates the query names (default: now)")
     thread_ids: list[str] | None = Field(None, description="only these threads")
 
@@ -229,6 +240,8 @@ class HitOut(BaseModel):
     timestamp: datetime
     source_ids: list[str]
     ranks: dict[str, int]
+    kind: str = Field("round", description="turn, round, chunk, fact, summary or note (a saved memory)")
+    category: str | None = Field(None, description="a saved memory's label")
 
     @classmethod
     def of(cls, h: Hit) -> HitOut:
@@ -241,6 +254,8 @@ class HitOut(BaseModel):
             timestamp=u.timestamp,
             source_ids=list(u.source_ids),
             ranks=dict(h.ranks),
+            kind=u.kind,
+            category=u.category,
         )
 
 
@@ -248,6 +263,7 @@ class HitOut(BaseModel):
 
 
 class RecordOut(BaseModel):
+    id: str | None = None
     kind: str
     key: str
     value: Any = Field(
@@ -260,7 +276,7 @@ class RecordOut(BaseModel):
     @classmethod
     def of(cls, r: Record) -> RecordOut:
         value = state_value(r) if r.kind == "state" else dict(r.value)
-        return cls(kind=r.kind, key=r.key, value=value, source_ids=list(r.source_ids), valid_from=r.valid_from, version=r.version)
+        return cls(id=r.id, kind=r.kind, key=r.key, value=value, source_ids=list(r.source_ids), valid_from=r.valid_from, version=r.version)
 
 
 class StateValue(Strict):
@@ -346,6 +362,30 @@ class Import(Strict):
 class Imported(BaseModel):
     imported: int
     records: int
+
+
+# ---- the write queue and saved memories ----------------------------------------------------------
+
+
+class Pending(BaseModel):
+    pending: int = Field(description="the user's write-side jobs with work not done yet (messages not yet indexed or extracted)")
+
+
+class JobsRun(BaseModel):
+    ran: int
+    failed: int
+    waited: int = Field(description="jobs put off because the tenant's (or user's) cost ceiling is spent")
+    errors: list[str]
+
+
+class SavedOut(BaseModel):
+    """A saved memory (the tools' note or key/value memory), as it was deleted."""
+
+    id: str
+    text: str
+    timestamp: datetime
+    category: str | None
+    metadata: dict[str, Any]
 
 
 # ---- service ---------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""What one request to the service is, and when a failed try is tried again: sans-IO, shared by
+the blocking and the asyncio client (which only send and sleep).
+
+A method of the client is a *step*: a generator that yields ``Request``s and gets back each
+answer's JSON (or has the mapped error thrown into it), and returns the method's value. Each
+client runs steps with its own httpx client (connection pooling, timeouts); nothing here does I/O.
+
+Retries (``Retries``): a try that failed is tried again, after a growing pause, when repeating it
+cannot do twice what the first did:
+
+- the connection could not be made (refused, DNS, a connect timeout, the pool full): nothing was
+  sent, any request is tried again;
+- the connection broke or timed out after the request was sent, or the answer was a 503 (the
+  store was unreachable: nothing was committed), 502 or 504: only an *idempotent* request: GET,
+  PUT, DELETE, the reads sent as POST (context, search), an import (importing twice adds nothing),
+  and an add, which carries an ``Idempotency-Key`` made once per call and sent on every try, so
+  the server stores it once and answers a retry with what it stored (``server.idempotency``).
+
+Every other failure is the service's answer, raised as the library's error (``client.errors``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import InvalidInput, MemstackError
+from .errors import error_from
+
+R = TypeVar("R")
+
+IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE", "HEAD"})
+#: answers after which an idempotent request is tried again (the store, or a gateway, failed)
+RETRY_STATUSES = frozenset({502, 503, 504})
+#: the connection was never made: nothing was sent (httpx's exception class names)
+NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"})
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request of a step. ``safe``: repeating it changes nothing more (a POST that only
+    reads, an import); ``keyed``: an add, sent with an ``Idempotency-Key``; ``cached``: its answer
+    does not change for the client's life (the tenant), asked once."""
+
+    method: str
+    path: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    json: Any = None
+    safe: bool = False
+    keyed: bool = False
+    cached: bool = False
+
+    @property
+    def idempotent(self) -> bool:
+        return self.method in IDEMPOTENT_METHODS or self.safe or self.keyed
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        return {"Idempotency-Key": key} if key is not None else {}
+
+    def query(self) -> dict[str, Any]:
+        """The query parameters that are set (None: left out)."""
+        return {k: v for k, v in self.params.items() if v is not None}
+
+
+#: a client method's sans-IO body: yields requests, is sent their JSON answers, returns the value
+Step = Generator[Request, Any, R]
+
+
+def idempotency_key(request: Request) -> str | None:
+    """A new key for a keyed request (one per call, the same on every try), else None."""
+    return f"memstack-client-{uuid.uuid4().hex}" if request.keyed else None
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How often and after which pauses a failed try is tried again: ``attempts`` more tries
+    (0: none), the first after ``backoff`` seconds, each pause doubled up to ``max_backoff``."""
+
+    attempts: int = 3
+    backoff: float = 0.2
+    max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 0:
+            raise InvalidInput("retries must be a whole number of at least 0", field="retries")
+
+    def pauses(self) -> Iterator[float]:
+        """The pause before each further try."""
+        pause = self.backoff
+        for _ in range(self.attempts):
+            yield pause
+            pause = min(pause * 2, self.max_backoff)
+
+    @staticmethod
+    def after_error(request: Request, exc: BaseException) -> bool:
+        """Whether a try that raised ``exc`` (an httpx transport error) may be tried again."""
+        return type(exc).__name__ in NOT_SENT or request.idempotent
+
+    @staticmethod
+    def after_status(request: Request, status: int) -> bool:
+        """Whether a try answered with ``status`` may be tried again."""
+        return status in RETRY_STATUSES and request.idempotent
+
+
+def answer(status: int, body: bytes, content_type: str) -> Any:
+    """The JSON of a successful answer, or the library error of a failed one (raised)."""
+    parsed: Any = None
+    if body and "json" in content_type:
+        import json
+
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = body.decode("utf-8", "replace")
+    elif body:
+        parsed = body.decode("utf-8", "replace")
+    if status >= 400:
+        raise error_from(status, parsed)
+    return parsed
+
+
+def run_step(step: Step[R], send: Any) -> R:
+    """Run ``step`` to its value, answering each request with ``send(request)`` (the blocking client's
+    loop; the asyncio client's is the same with ``await``). An error ``send`` raises is thrown into
+    the step, which may handle it (``forget`` of what is not there: 0)."""
+    try:
+        request = next(step)
+        while True:
+            try:
+                result = send(request)
+            except MemstackError as exc:
+                request = step.throw(exc)
+            else:
+                request = step.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
