@@ -6,6 +6,7 @@ committed is stored once; the service's errors are the library's error tree; ope
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -297,10 +298,8 @@ class Relay:
 
 def _hang_up(s: socket.socket) -> None:
     """Close now (a FIN at once, and a recv blocked in another thread wakes up)."""
-    try:
+    with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()
 
 
