@@ -19,7 +19,7 @@ from ..errors import MemstackError, require
 from . import steps
 from .errors import unavailable
 from .sync import DEFAULT_TIMEOUT, options
-from .transport import Request, Retries, Step, answer, idempotency_key
+from .transport import REPLAYED, Request, Retries, Step, answer, idempotency_key, keyed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,14 +71,14 @@ class AsyncClient:
         """One request, tried again as ``retries`` allow; its JSON, or the library's error."""
         if request.cached and (request.method, request.path) in self._cache:
             return self._cache[(request.method, request.path)]
-        key = idempotency_key(request)
+        key, body = idempotency_key(request), request.body()
         pauses = self.retries.pauses()
         tries = 0
         while True:
             tries += 1
             try:
                 response = await self._http.request(
-                    request.method, request.path, params=request.query(), json=request.json, headers=request.headers(key)
+                    request.method, request.path, params=request.query(), content=body, headers=request.headers(key)
                 )
             except self._broken as exc:
                 pause = next(pauses, None) if self.retries.after_error(request, exc) else None
@@ -92,7 +92,7 @@ class AsyncClient:
             result = answer(response.status_code, response.content, response.headers.get("content-type", ""))
             if request.cached:
                 self._cache[(request.method, request.path)] = result
-            return result
+            return keyed(request, result, response.headers.get(REPLAYED) == "true", tries)
 
     # ---- Memory's methods, and the REST API's others (client.steps) ----------------------------
 

@@ -4,12 +4,15 @@ derive their methods from these, so the two cannot drift apart.
 
 What differs from ``Memory``, by decision:
 
-- The tenant is the API key's: ``tenant=`` and ``agent_id=`` (which the REST API has not) are
-  accepted for the signature's sake and refused unless None; so is ``add(expect_last=)``, and a
-  ``context``'s layer options other than ``k``, ``top_k``, ``buffer_tokens`` and ``hops``.
+- The tenant is the API key's: ``tenant=`` is accepted for the signature's sake, None or the
+  key's own (another is InvalidInput); ``agent_id=`` (which the REST API has not) and
+  ``add(expect_last=)`` are refused unless None, as are a ``context``'s layer options other than
+  ``k``, ``top_k``, ``buffer_tokens`` and ``hops``.
 - Where ``Memory`` answers empty for a user or thread the tenant does not have (``history``,
   ``threads``, ``memories``, ``audit``, ``usage``, ``export``; ``forget``: 0), so does the client:
   the REST API's 404 ``user_not_found``/``thread_not_found`` becomes that empty answer.
+- ``forget`` of a whole user counts the rows deleted, which through the service include the
+  answer the server kept for each of the user's adds (their ``Idempotency-Key``).
 - ``import_`` sends each user's records in one request (the route is per user): each user's are
   validated before any of them is written, and an error names the record's place in the whole list.
 - ``flush`` runs the user's ready jobs on the server (a user is required: the tenant's other
@@ -32,7 +35,7 @@ from ..stores import ANY
 from ..tokens import TokenCounter
 from ..types import AuditEvent, Context, Hit, Message, Record, Scope, SearchFilter, ThreadInfo, Unit, UsageRecord, in_range
 from . import values
-from .transport import Request, Step
+from .transport import Keyed, Request, Step
 
 MessageLike = Message | Mapping[str, Any] | str
 #: a context's layer options that the REST API takes
@@ -45,11 +48,14 @@ _FIELD = re.compile(r"^records\[(\d+)\]")
 # ---- the scope and the wire ---------------------------------------------------------------------
 
 
-def _own(tenant: str | None, agent_id: str | None) -> None:
-    if tenant is not None:
-        raise InvalidInput("a Client's tenant is its API key's: open a Client with that tenant's key", field="tenant")
+def _own(tenant: str | None, agent_id: str | None) -> Step[None]:
+    """Nothing, for the client's own tenant (None, or the one its key names) and no agent."""
     if agent_id is not None:
         raise InvalidInput("the REST API keeps no agent_id: a Client works without one", field="agent_id")
+    if tenant is not None:
+        info = yield Request("GET", "/v1/retention", cached=True)
+        if tenant != info["tenant"]:
+            raise InvalidInput(f"a Client's tenant is its API key's ({info['tenant']!r}), not {tenant!r}", field="tenant")
 
 
 def _user_path(user_id: str, thread_id: str | None = None) -> str:
@@ -91,6 +97,16 @@ def _wire(value: Any) -> dict[str, Any]:
     raise InvalidInput(f"cannot make a message from {type(value).__name__}", field="messages")
 
 
+def _sendable(message: dict[str, Any], i: int) -> dict[str, Any]:
+    """The message, if JSON can carry it: else InvalidInput naming it (a NaN in its metadata, a
+    lone surrogate in its text), as ``Memory.add`` refuses it, before anything is sent."""
+    try:
+        Request("POST", "", json=message).body()
+    except InvalidInput as exc:
+        raise InvalidInput(f"messages[{i}]: {exc}".replace("the request", "the message"), field=f"messages[{i}]") from None
+    return message
+
+
 def _as_list(messages: MessageLike | Iterable[MessageLike]) -> list[Any]:
     return [messages] if isinstance(messages, (Message, str, Mapping)) else list(messages)
 
@@ -110,15 +126,15 @@ def add(
 ) -> Step[list[Message]]:
     """``Memory.add`` through ``POST .../threads/{t}/messages``, with an ``Idempotency-Key`` made
     for this call: a try that is retried after the connection broke stores nothing twice."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     if expect_last is not ANY:
         raise InvalidInput("the REST API adds without a condition: expect_last is for a Memory", field="expect_last")
     path = _thread_path(user_id, thread_id) + "/messages"
-    body: dict[str, Any] = {"messages": [_wire(m) for m in _as_list(messages)]}
+    body: dict[str, Any] = {"messages": [_sendable(_wire(m), i) for i, m in enumerate(_as_list(messages))]}
     if at is not None:
         body["at"] = _time(at)
-    answer = yield Request("POST", path, json=body, keyed=True)
-    return [values.message(m) for m in answer["stored"]]
+    reply: Keyed = yield Request("POST", path, json=body, keyed=True)
+    return [] if reply.stale else [values.message(m) for m in reply.answer["stored"]]
 
 
 def history(
@@ -134,7 +150,7 @@ def history(
 ) -> Step[list[Message]]:
     """``Memory.history`` through ``GET .../threads/{t}/messages``: without the answers a
     regenerated one replaced, unless ``replaced="include"``; [] for a thread the user lacks."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
         raise InvalidInput("last must be a whole number of at least 0", field="last")
     if order not in ("time", "append"):
@@ -151,7 +167,7 @@ def history(
 
 def threads(*, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> Step[list[ThreadInfo]]:
     """``Memory.threads`` through ``GET .../threads``, most recent activity first."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     try:
         answer = yield Request("GET", _user_path(user_id) + "/threads")
     except NotFound:
@@ -175,7 +191,7 @@ def context(
 ) -> Step[Context]:
     """``Memory.context`` through ``POST .../threads/{t}/context``: the same ``Context``.
     ``max_tokens`` left out: the server's budget; None: unbounded."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     unknown = sorted(set(options) - set(CONTEXT_OPTIONS))
     if unknown:
         raise InvalidInput(f"the service takes the layer options {', '.join(CONTEXT_OPTIONS)}; not {', '.join(unknown)}", field=unknown[0])
@@ -205,7 +221,7 @@ def search(
     **options: Any,
 ) -> Step[list[Hit]]:
     """``Memory.search`` through ``POST .../search``; ``where`` may name threads only."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     if options:
         raise InvalidInput(
             f"the service searches with its own retrieval options; not {', '.join(sorted(options))}", field=sorted(options)[0]
@@ -226,7 +242,7 @@ def memories(
     kind: str, *, user_id: str, thread_id: str | None = None, tenant: str | None = None, agent_id: str | None = None
 ) -> Step[list[Record]]:
     """``Memory.memories`` through ``GET .../memories/{kind}``."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     try:
         answer = yield Request("GET", f"{_user_path(user_id)}/memories/{quote(kind, safe='')}", params={"thread_id": thread_id})
     except NotFound:
@@ -294,7 +310,7 @@ def audit(
     *, user_id: str, tenant: str | None = None, agent_id: str | None = None, kind: str | None = None, limit: int | None = None
 ) -> Step[list[AuditEvent]]:
     """``Memory.audit`` through ``GET .../audit``, newest first (``limit`` None: up to 10,000)."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     try:
         answer = yield Request("GET", _user_path(user_id) + "/audit", params={"kind": kind, "limit": 10_000 if limit is None else limit})
     except NotFound:
@@ -305,7 +321,7 @@ def audit(
 
 def usage(*, user_id: str, tenant: str | None = None, agent_id: str | None = None) -> Step[list[UsageRecord]]:
     """``Memory.usage`` through ``GET .../usage``: the model calls made for the user."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     try:
         answer = yield Request("GET", _user_path(user_id) + "/usage")
     except NotFound:
@@ -322,7 +338,7 @@ def forget(
 ) -> Step[int]:
     """``Memory.forget`` through ``DELETE .../threads/{t}`` or ``DELETE /v1/users/{u}``: the rows
     deleted, 0 for what is not there. The deletion note names the API (``by`` is the server's)."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     try:
         answer = yield Request("DELETE", _user_path(user_id, thread_id))
     except NotFound:
@@ -332,7 +348,7 @@ def forget(
 
 def forget_saved(memory_id: str, *, user_id: str, tenant: str | None = None, agent_id: str | None = None, by: str = "api") -> Step[Unit]:
     """``Memory.forget_saved`` through ``DELETE .../saved/{id}``: what was deleted."""
-    _own(tenant, agent_id)
+    yield from _own(tenant, agent_id)
     if not isinstance(memory_id, str) or not memory_id.strip():
         raise InvalidInput("memory_id is empty", field="memory_id")
     answer = yield Request("DELETE", f"{_user_path(user_id)}/saved/{quote(memory_id, safe='')}")
@@ -342,7 +358,7 @@ def forget_saved(memory_id: str, *, user_id: str, tenant: str | None = None, age
 
 def export(*, user_id: str, tenant: str | None = None) -> Step[Iterator[dict[str, Any]]]:
     """``Memory.export`` through ``GET .../export``: every record of the user."""
-    _own(tenant, None)
+    yield from _own(tenant, None)
     try:
         answer = yield Request("GET", _user_path(user_id) + "/export")
     except NotFound:
@@ -353,7 +369,7 @@ def export(*, user_id: str, tenant: str | None = None) -> Step[Iterator[dict[str
 def import_(records: Iterable[Mapping[str, Any]], *, tenant: str | None = None) -> Step[int]:
     """``Memory.import_`` through ``POST .../import``, one request per user of the records (in the
     order each user first appears); re-importing adds nothing. Returns what was stored."""
-    _own(tenant, None)
+    yield from _own(tenant, None)
     by_user: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for i, record in enumerate(records):
         if not isinstance(record, Mapping) or not isinstance(record.get("user_id"), str):
@@ -388,7 +404,7 @@ def _renumbered(exc: InvalidInput, places: list[int]) -> InvalidInput:
 def pending(*, user_id: str | None = None, tenant: str | None = None) -> Step[int]:
     """``Memory.pending``: the user's jobs not run yet (``GET .../pending``), or without a user the
     server's whole queue (``GET /health``)."""
-    _own(tenant, None)
+    yield from _own(tenant, None)
     if user_id is None:
         health = yield Request("GET", "/health")
         return int(health["pending_jobs"])
@@ -399,7 +415,7 @@ def pending(*, user_id: str | None = None, tenant: str | None = None) -> Step[in
 def flush(*, user_id: str | None = None, tenant: str | None = None) -> Step[JobReport]:
     """``Memory.flush`` for one user, on the server (``POST .../flush``): the user's ready jobs
     run now; what they did."""
-    _own(tenant, None)
+    yield from _own(tenant, None)
     if user_id is None:
         raise InvalidInput("a Client runs one user's jobs: give user_id (the server's worker runs everyone's)", field="user_id")
     answer = yield Request("POST", _user_path(user_id) + "/flush", safe=True)

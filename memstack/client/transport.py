@@ -21,6 +21,7 @@ Every other failure is the service's answer, raised as the library's error (``cl
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -52,12 +53,23 @@ class Request:
     keyed: bool = False
     cached: bool = False
 
+    def body(self) -> bytes | None:
+        """The JSON body as UTF-8: InvalidInput (field "body") for what JSON cannot carry (NaN, an
+        infinity, a lone surrogate), refused here as the library refuses it, before any I/O."""
+        if self.json is None:
+            return None
+        try:
+            return json.dumps(self.json, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (ValueError, TypeError) as exc:
+            raise InvalidInput(f"the request cannot be sent as JSON: {exc}", field="body") from None
+
     @property
     def idempotent(self) -> bool:
         return self.method in IDEMPOTENT_METHODS or self.safe or self.keyed
 
     def headers(self, key: str | None) -> dict[str, str]:
-        return {"Idempotency-Key": key} if key is not None else {}
+        out = {"Idempotency-Key": key} if key is not None else {}
+        return {**out, "Content-Type": "application/json"} if self.json is not None else out
 
     def query(self) -> dict[str, Any]:
         """The query parameters that are set (None: left out)."""
@@ -104,12 +116,30 @@ class Retries:
         return status in RETRY_STATUSES and request.idempotent
 
 
+#: the response header of an answer the server replayed for a retried Idempotency-Key
+REPLAYED = "idempotent-replayed"
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """What a keyed request's step is sent: the answer, and whether the server had stored its
+    messages before this call (``stale``: a replay on the first try, the messages' ids being in
+    the thread already; ``Memory.add`` answers [] for them). A replay after a retry is this call's
+    own first try, answered again."""
+
+    answer: Any
+    stale: bool
+
+
+def keyed(request: Request, result: Any, replayed: bool, tries: int) -> Any:
+    """The value a step is sent for ``result``: a ``Keyed`` for a keyed request, else the JSON."""
+    return Keyed(result, replayed and tries == 1) if request.keyed else result
+
+
 def answer(status: int, body: bytes, content_type: str) -> Any:
     """The JSON of a successful answer, or the library error of a failed one (raised)."""
     parsed: Any = None
     if body and "json" in content_type:
-        import json
-
         try:
             parsed = json.loads(body)
         except ValueError:
