@@ -186,9 +186,8 @@ class AsyncMemory:
         options = read_options(at, last, order)
         if check_replaced(replaced) == "include":
             return await self._history.read(scope, **options)
-        raw = await self._history.read(scope, **options) if last is None else None
-        if raw is not None:
-            return visible(raw)
+        if last is None:
+            return visible(await self._history.read(scope, **options))
         return await visible_tail_async(lambda n: self._history.read(scope, **{**options, "last": n}), last)
 
     @_like(Memory.threads)

@@ -156,7 +156,11 @@ def test_an_unkeyed_double_submit_answers_once_and_a_later_same_request_regenera
                 ("assistant", "回答2"),
             ]  # (the last replaces the first)
             with Memory(f"sqlite:///{tmp_path / 'm.db'}") as memory:  # the replaced answer stays in the history
-                assert [m.text for m in memory.history(user_id="u", thread_id="t", order="append")] == ["问题", "回答0", "回答2"]
+                assert [m.text for m in memory.history(user_id="u", thread_id="t", order="append", replaced="include")] == [
+                    "问题",
+                    "回答0",
+                    "回答2",
+                ]
 
 
 def test_a_claim_whose_copy_died_is_taken_over_after_its_lease(tmp_path):

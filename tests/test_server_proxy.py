@@ -212,7 +212,7 @@ def test_a_regenerated_answer_replaces_the_one_it_regenerates(tmp_path):
         assert ask([q1]) == "a1'"  # the user pressed regenerate
         assert ask([q1, {"role": "assistant", "content": "a1'"}, q2]) == "a2"
         assert ask([q1, {"role": "assistant", "content": "a1'"}, q2, {"role": "assistant", "content": "a2"}, q3]) == "a3"
-        stored = memory.history(user_id="u", thread_id="t", order="append")
+        stored = memory.history(user_id="u", thread_id="t", order="append", replaced="include")
         assert [m.text for m in stored] == ["q1", "a1", "a1'", "q2", "a2", "q3", "a3"]
         assert history(memory, "u", "t") == [
             ("user", "q1"),

@@ -53,8 +53,8 @@ def _tree(cls: type[errors.MemstackError]) -> dict[str, type[errors.MemstackErro
 
 def classes() -> dict[str, type[errors.MemstackError]]:
     """The error class of every code the server may answer."""
-    known = {errors.MemstackError.code: errors.MemstackError, **_tree(errors.MemstackError), ProfileMismatch.code: ProfileMismatch}
-    return {**known, **HTTP_CODES}
+    known: dict[str, type[errors.MemstackError]] = {errors.MemstackError.code: errors.MemstackError, **_tree(errors.MemstackError)}
+    return {**known, ProfileMismatch.code: ProfileMismatch, **HTTP_CODES}
 
 
 _CLASSES = classes()
