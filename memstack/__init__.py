@@ -18,6 +18,7 @@ from .client import AsyncClient, Client
 from .connect import open_memory
 from .errors import (
     BudgetError,
+    Conflict,
     InvalidInput,
     JobError,
     MemstackError,
@@ -25,6 +26,7 @@ from .errors import (
     MissingDependency,
     ModelIntegrityError,
     ModelOutputError,
+    NotFound,
     ProviderRejected,
     ProviderUnavailable,
     RuntimeFailure,
@@ -66,6 +68,8 @@ __all__ = [
     "AsyncClient",
     "AsyncMemory",
     "Client",
+    "Conflict",
+    "NotFound",
     "Unauthorized",
     "Unavailable",
     "open_memory",

@@ -497,7 +497,9 @@ def test_concurrent_copies_of_a_keyed_proxy_call_answer_what_the_thread_keeps(tm
                     wait_for(lambda before=before: waited() > before, 30, "the second copy to wait on the first")
                     released.set()
                     answers = [f.result() for f in sent]
-                kept = [m["content"] for m in httpx.get(f"{one.url}/v1/users/u/threads/t{n}/messages").json()]
+                kept = [
+                    m["content"] for m in httpx.get(f"{one.url}/v1/users/u/threads/t{n}/messages", params={"replaced": "include"}).json()
+                ]
                 assert kept[0] == f"问题{n}" and len(kept) == 2
                 assert answers == [kept[1], kept[1]]
                 assert send(two.url) == send(one.url) == kept[1]  # retries replay the kept answer

@@ -53,6 +53,8 @@ def test_public_api_is_pinned():
             "AsyncClient",
             "AsyncMemory",
             "Client",
+            "Conflict",
+            "NotFound",
             "Unauthorized",
             "Unavailable",
             "open_memory",

@@ -70,7 +70,7 @@ def at_once(urls: list[str], body: dict, headers: dict, gate: Gate, apps: list, 
 
 
 def thread_of(url: str, thread: str, user: str = "u") -> list[tuple[str, str]]:
-    r = httpx.get(f"{url}/v1/users/{user}/threads/{thread}/messages")
+    r = httpx.get(f"{url}/v1/users/{user}/threads/{thread}/messages", params={"replaced": "include"})  # the stored thread
     return [(m["role"], m["content"]) for m in r.json()]
 
 

@@ -155,7 +155,13 @@ def history(
         raise InvalidInput("last must be a whole number of at least 0", field="last")
     if order not in ("time", "append"):
         raise InvalidInput(f"order must be time or append, not {order!r}", field="order")
-    params = {"at": _time(at), "last": last, "order": order, "replaced": check_replaced(replaced)}
+    check_replaced(replaced)
+    params = {
+        "at": _time(at),
+        "last": last,
+        "order": None if order == "time" else order,
+        "replaced": None if replaced == "exclude" else replaced,
+    }
     if last == 0:
         return []
     try:
