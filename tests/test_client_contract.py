@@ -1,8 +1,10 @@
-"""The shipped Memory contract (``memstack.testing.memory``) run through ``Client`` and
-``AsyncClient``: each test's Memory is served by a real server (uvicorn in a thread, its own API key
-for the test's tenant) and the test talks to it over HTTP. The few tests of what the REST API does
+"""The shipped Memory contract (``memstack.testing.memory``) run through ``Client``: each test's
+Memory is served by a real server (uvicorn in a thread, its own API key for the test's tenant)
+and the test talks to it over HTTP. The few tests of what the REST API does
 not offer (a conditional add, the caller's own job runner and worker thread) are replaced by what
-the client does instead, or skipped saying why."""
+the client does instead, or skipped saying why. (AsyncClient runs the same steps, only awaited:
+tests/test_client.py runs it through the scripted conversation and the dropped connection; the
+suite is not run twice, to spare CI half a minute of servers.)"""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
 
-from memstack import AsyncClient, Client, Memory  # noqa: E402
+from memstack import Client, Memory  # noqa: E402
 from memstack.backends.memory import MemoryStore  # noqa: E402
 from memstack.errors import InvalidInput  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
-from memstack.testing import Blocking, MemoryContract, ScriptedModel  # noqa: E402
+from memstack.testing import MemoryContract, ScriptedModel  # noqa: E402
 from memstack.testing.memory import LISI, add_all  # noqa: E402
 
 
@@ -107,30 +109,3 @@ class TestClientContract(MemoryContract):
 
     def test_the_background_worker_drains_the_queue(self) -> None:
         pytest.skip("the server runs its worker itself (memstack serve, memstack worker): a client starts none")
-
-
-class TestAsyncClientContract(TestClientContract):
-    """The same through AsyncClient (run by the contract's blocking facade)."""
-
-    def open_memory(self, store: Any, **options: Any) -> Any:
-        served = Served(store, **options)
-        facade = Blocking(lambda: _Opened(served))
-        facade.store = served.memory.store
-        return facade
-
-
-class _Opened(AsyncClient):
-    """An AsyncClient of a served Memory: ``open`` as AsyncMemory's (Blocking calls it), ``close``
-    stops the server too, and ``tenant`` an attribute, as Memory's is."""
-
-    def __init__(self, served: Served) -> None:
-        super().__init__(served.server.url, api_key=served.key)
-        self.served = served
-        self.tenant = served.memory.tenant  # type: ignore[method-assign,assignment]
-
-    async def open(self) -> _Opened:
-        return self
-
-    async def close(self) -> None:
-        await super().close()
-        self.served.stop()
