@@ -22,15 +22,22 @@ pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[
 from transfer_support import EXTRACTION, LAYERS  # noqa: E402
 
 from memstack import AsyncClient, Client, Memory, open_memory  # noqa: E402
+from memstack.client.errors import error_from  # noqa: E402
 from memstack.errors import (  # noqa: E402
     BudgetError,
     Conflict,
     InvalidInput,
+    MissingDependency,
     NotFound,
+    ProviderUnavailable,
+    RuntimeFailure,
     StoreError,
     Unauthorized,
     Unavailable,
+    UnknownName,
+    UsageError,
 )
+from memstack.profile import ProfileMismatch  # noqa: E402
 from memstack.server import ServerConfig, create_app  # noqa: E402
 from memstack.server.run import BackgroundServer  # noqa: E402
 from memstack.testing import ScriptedModel  # noqa: E402
@@ -382,3 +389,37 @@ def test_open_memory_gives_a_memory_for_a_store_and_a_client_for_a_service(servi
     with pytest.raises(InvalidInput) as bad:
         Client("ftp://x")
     assert bad.value.field == "url"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls", "code", "field"),
+    [
+        (404, {"error": {"code": "thread_not_found", "message": "no", "field": "thread_id"}}, NotFound, "thread_not_found", "thread_id"),
+        (400, {"error": {"code": "profile_mismatch", "message": "other layers", "field": None}}, ProfileMismatch, "profile_mismatch", None),
+        (
+            422,
+            {"error": {"code": "unknown_name", "message": "unknown layer 'x'", "field": "strategy"}},
+            UnknownName,
+            "unknown_name",
+            "strategy",
+        ),
+        (
+            501,
+            {"error": {"code": "missing_dependency", "message": "pip install", "field": None}},
+            MissingDependency,
+            "missing_dependency",
+            None,
+        ),
+        (504, {"error": {"code": "upstream_timeout", "message": "slow", "field": None}}, ProviderUnavailable, "upstream_timeout", None),
+        (413, {"error": {"code": "body_too_large", "message": "big", "field": None}}, InvalidInput, "body_too_large", "body"),
+        (418, {"error": {"code": "teapot", "message": "no", "field": None}}, UsageError, "teapot", None),
+        (500, {"error": {"code": "internal_error", "message": "boom", "field": None}}, RuntimeFailure, "internal_error", None),
+        (502, "<html>bad gateway</html>", ProviderUnavailable, "provider_unavailable", None),
+        (503, None, StoreError, "store_error", None),
+    ],
+)
+def test_every_error_answer_maps_to_a_class_of_the_tree(status, body, cls, code, field):
+    """Also the codes only the HTTP layer has, a code this client does not know (by its status),
+    and an answer that is not the service's JSON (a gateway's HTML page)."""
+    exc = error_from(status, body)
+    assert type(exc) is cls and (exc.code, exc.field, exc.status) == (code, field, status) and str(exc)
