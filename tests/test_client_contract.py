@@ -60,16 +60,6 @@ class TestClientContract(MemoryContract):
     def open_memory(self, store: Any, **options: Any) -> Any:
         return ServedClient(store, **options)
 
-    def test_unknown_thread_and_unknown_layer(self, mem: Any) -> None:
-        """As Memory's, but an unknown layer is the service's 422: InvalidInput naming the strategy
-        (the server's registry knows the layers, not the client's)."""
-        assert mem.history(user_id="nobody", thread_id="none") == []
-        assert mem.threads(user_id="nobody") == []
-        assert [m.text for m in mem.context(user_id="nobody", thread_id="none", query="你好").messages] == ["你好"]
-        with pytest.raises(InvalidInput, match="nope") as bad:
-            mem.context(user_id="u", thread_id="t", strategy="window,nope")
-        assert bad.value.field == "strategy"
-
     def test_a_conditional_add_stores_only_on_the_tail_it_read(self, mem: Any) -> None:
         """The REST API adds without a condition: the client refuses expect_last and stores nothing."""
         with pytest.raises(InvalidInput) as refused:

@@ -292,7 +292,7 @@ def test_errors_are_json_with_a_stable_code_and_the_field(service, acme):
     fails(acme.post(path, content=b"{not json", headers={"content-type": "application/json"}), 422, "invalid_input", "body")
     fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_000_001}]}), 422, "invalid_input", "content")
     fails(acme.post(path, json={"messages": [{"role": "user", "content": "x" * 1_100_000}]}), 413, "body_too_large", "body")
-    fails(acme.post("/v1/users/err/threads/t/context", json={"strategy": "window,nope"}), 422, "invalid_input", "strategy")
+    fails(acme.post("/v1/users/err/threads/t/context", json={"strategy": "window,nope"}), 422, "unknown_name", "strategy")
     fails(acme.post("/v1/users/err/threads/t/context", json={"k": -1}), 422, "invalid_input", "k")
     fails(
         acme.post("/v1/users/err/threads/t/context", json={"max_tokens": 5, "query": "一个很长很长很长很长很长很长很长的问题"}),

@@ -116,6 +116,14 @@ def _library_field(error: dict[str, Any]) -> str | None:
     return cause.field if isinstance(cause, InvalidInput) else None
 
 
+def _library_code(error: dict[str, Any]) -> str:
+    """The code of the library's error behind a schema's validator (``unknown_name`` for an
+    unknown layer in a strategy, as ``Memory.context`` raises it), else ``invalid_input``."""
+    cause = (error.get("ctx") or {}).get("error")
+    library = cause if isinstance(cause, MemstackError) else getattr(cause, "__cause__", None)
+    return library.code if isinstance(library, (BudgetError, UnknownName)) else InvalidInput.code
+
+
 def body_error(exc: StarletteHTTPException) -> str | None:
     """Why a JSON body could not be read, for the 400 FastAPI raises when decoding it fails other
     than as malformed JSON (which is a 422 already): bytes that are not UTF-8, a number of more
@@ -155,7 +163,7 @@ def install(app: FastAPI) -> None:
         inner = _library_field(first)
         field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()), inner)
         message = str(first.get("msg", "invalid")).removeprefix("Value error, ").removeprefix(f"{inner}: " if inner else "")
-        return error_response(422, InvalidInput.code, f"{field}: {message}", field)
+        return error_response(422, _library_code(first), f"{field}: {message}", field)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
