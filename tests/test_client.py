@@ -194,6 +194,12 @@ def test_state_edits_tools_and_forgetting_through_the_client(service, client):
     memory_id = saved.split()[2].rstrip(":")
     assert "跑步" in client.call_tool("recall_memory", {"query": "我喜欢什么运动？"}, user_id=user)
     assert client.call_tool("no_such_tool", {}, user_id=user).startswith("error")
+    tools = client.tools(user, "t1", form="key-value")  # memory_tools(...)'s interface, for a tool-calling loop
+    assert [t["function"]["name"] for t in tools.openai_tools()] == list(tools.NAMES)
+    assert tools.call("save_memory", '{"key": "项目", "value": "知识中台"}').startswith("saved memory")
+    assert tools.call("recall_memory", '{"key": "项目"}') == "知识中台"
+    assert tools.call("recall_memory", "{not json").startswith("error: invalid arguments for recall_memory")
+    assert client.forget_saved(tools.call("save_memory", {"key": "临时", "value": "x"}).split()[2], user_id=user).text == "临时: x"
     note = client.forget_saved(memory_id, user_id=user)
     assert (note.id, note.text, note.kind) == (memory_id, "我喜欢在早上跑步", "note")
     with pytest.raises(InvalidInput) as again:

@@ -4,6 +4,7 @@
     errors.py      the service's error JSON, and a failed connection, as the library's error tree
     values.py      the service's JSON answers as the library's values (Message, Context, Hit, ...)
     steps.py       every method: Memory's signature -> its route(s) -> its value, sans-IO
+    tools.py       one user's memory tools (openai_tools, call) for a tool-calling loop
     sync.py        Client: the steps over httpx.Client
     aio.py         AsyncClient: the same steps over httpx.AsyncClient, awaited
 

@@ -19,6 +19,7 @@ from ..errors import MemstackError, require
 from . import steps
 from .errors import unavailable
 from .sync import DEFAULT_TIMEOUT, options
+from .tools import AsyncClientTools
 from .transport import REPLAYED, Request, Retries, Step, answer, idempotency_key, keyed
 
 P = ParamSpec("P")
@@ -127,6 +128,11 @@ class AsyncClient:
         """``Client.export`` as an async iterator (the records arrive in one answer)."""
         for record in await self.run(steps.export(user_id=user_id, tenant=tenant)):
             yield record
+
+    def tools(self, user_id: str, thread_id: str | None = None, *, form: str = "notes") -> AsyncClientTools:
+        """The memory tools bound to a user (and thread): ``memory_tools(memory, user_id, thread_id, form=)``'s
+        ``openai_tools()`` and ``call(name, arguments)``, run by the server."""
+        return AsyncClientTools(self, user_id, thread_id, form=form)
 
     async def tenant(self) -> str:
         """The tenant the API key names (asked of the service once)."""

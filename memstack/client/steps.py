@@ -21,6 +21,7 @@ What differs from ``Memory``, by decision:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -458,10 +459,18 @@ def openai_tools(*, form: str = "notes") -> Step[list[dict[str, Any]]]:
 
 
 def call_tool(
-    name: str, arguments: Mapping[str, Any] | None = None, *, user_id: str, thread_id: str | None = None, form: str = "notes"
+    name: str, arguments: str | Mapping[str, Any] | None = None, *, user_id: str, thread_id: str | None = None, form: str = "notes"
 ) -> Step[str]:
     """Run one memory tool for the user (``MemoryTools.call``): its text for the model; a model's
-    mistake comes back as "error: ..."."""
+    mistake (an unknown tool, arguments that are not one JSON object or do not fit) comes back as
+    "error: ...". ``arguments``: a mapping, or a model's JSON text."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            return f"error: invalid arguments for {name}: not valid JSON ({exc})"
+    if arguments is not None and not isinstance(arguments, Mapping):
+        return f"error: invalid arguments for {name}: arguments must be a JSON object, got {type(arguments).__name__}"
     path = f"{_user_path(user_id)}/tools/{quote(name, safe='')}"
     answer = yield Request("POST", path, params={"thread_id": thread_id, "form": form}, json={"arguments": dict(arguments or {})})
     return str(answer["result"])

@@ -20,6 +20,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from ..errors import InvalidInput, require
 from . import steps
 from .errors import unavailable
+from .tools import ClientTools
 from .transport import REPLAYED, Request, Retries, Step, answer, idempotency_key, keyed, run_step
 
 P = ParamSpec("P")
@@ -132,6 +133,11 @@ class Client:
     openai_tools = _blocking(steps.openai_tools)
     call_tool = _blocking(steps.call_tool)
     health = _blocking(steps.health)
+
+    def tools(self, user_id: str, thread_id: str | None = None, *, form: str = "notes") -> ClientTools:
+        """The memory tools bound to a user (and thread): ``memory_tools(memory, user_id, thread_id, form=)``'s
+        ``openai_tools()`` and ``call(name, arguments)``, run by the server."""
+        return ClientTools(self, user_id, thread_id, form=form)
 
     @property
     def tenant(self) -> str:
