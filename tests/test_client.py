@@ -261,9 +261,10 @@ class Relay:
     .../messages``), forwards the request and then closes the client's connection as soon as the
     server's answer starts, without passing it on: the server committed, the client saw nothing."""
 
-    def __init__(self, upstream: str, drops: int) -> None:
+    def __init__(self, upstream: str, drops: int, path: bytes = b"/messages ") -> None:
         self.upstream = httpx.URL(upstream)
         self.drops = drops
+        self.path = path
         self.dropped = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -283,7 +284,7 @@ class Relay:
     def _requests(self, source: socket.socket, sink: socket.socket, doomed: threading.Event) -> None:
         while data := _recv(source):
             line = data.split(b"\r\n", 1)[0]
-            if line.startswith(b"POST ") and b"/messages " in line and self.drops > 0:
+            if line.startswith(b"POST ") and self.path in line and self.drops > 0:
                 self.drops -= 1
                 doomed.set()
             try:
@@ -345,6 +346,10 @@ def test_a_retried_add_whose_answer_was_lost_is_stored_once(service):
                 return await ac.history(user_id="重试", thread_id="async")
 
         assert [m.text for m in asyncio.run(twice())] == ["异步的一条"] and relay.dropped == 3
+        relay.path, relay.drops = b"/tools/", 1  # a tool call is not repeated once sent: it ran once
+        with Client(relay.url, api_key="key-acme") as c, pytest.raises(Unavailable, match="may have been carried out"):
+            c.call_tool("set_state", {"key": "计数", "value": 1}, user_id="重试")
+        assert relay.dropped == 4 and [e.action for e in service.memory.audit(user_id="重试", tenant="acme")] == ["add"]
     finally:
         relay.close()
 
@@ -429,3 +434,22 @@ def test_every_error_answer_maps_to_a_class_of_the_tree(status, body, cls, code,
     and an answer that is not the service's JSON (a gateway's HTML page)."""
     exc = error_from(status, body)
     assert type(exc) is cls and (exc.code, exc.field, exc.status) == (code, field, status) and str(exc)
+
+
+def test_the_retry_policy():
+    from memstack.client import Retries
+    from memstack.client.transport import Request
+
+    assert list(Retries(attempts=5, backoff=0.5, max_backoff=3).pauses()) == [0.5, 1.0, 2.0, 3, 3]
+    assert list(Retries(attempts=0).pauses()) == []
+    with pytest.raises(InvalidInput) as bad:
+        Retries(attempts=-1)
+    assert bad.value.field == "retries"
+    add, tool, read = Request("POST", "/m", keyed=True), Request("POST", "/t"), Request("GET", "/r")
+    assert [Retries.after_status(r, 503) for r in (add, tool, read)] == [True, False, True]
+    assert [Retries.after_status(r, 500) for r in (add, tool, read)] == [False, False, False]
+    assert [Retries.after_error(r, httpx.ReadTimeout("slow")) for r in (add, tool, read)] == [True, False, True]
+    assert Retries.after_error(tool, httpx.ConnectError("refused"))  # nothing was sent
+    with pytest.raises(InvalidInput) as nan:
+        Request("POST", "/m", json={"x": float("nan")}).body()
+    assert nan.value.field == "body"

@@ -110,7 +110,18 @@ def make(cls: type[errors.MemstackError], message: str, *, code: str | None, fie
     return exc
 
 
+#: httpx's errors of a connection that was never made: the request was not sent
+NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"})
+
+
 def unavailable(url: str, cause: BaseException, tries: int) -> errors.Unavailable:
-    """``Unavailable`` for a request that got no answer (``tries`` times)."""
-    what = "did not answer in time" if "Timeout" in type(cause).__name__ else f"could not be reached ({type(cause).__name__}: {cause})"
+    """``Unavailable`` for a request that got no answer (``tries`` times): whether it was sent at
+    all, so that the caller of a request that is not repeated knows it may have been carried out."""
+    name = type(cause).__name__
+    if name in NOT_SENT:
+        what = f"could not be reached ({name}: {cause})"
+    elif "Timeout" in name:
+        what = "did not answer in time (the request may have been carried out)"
+    else:
+        what = f"broke the connection before answering ({name}: {cause}; the request may have been carried out)"
     return errors.Unavailable(f"the memstack service at {url} {what}" + (f", {tries} tries" if tries > 1 else ""))

@@ -28,15 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput, MemstackError
-from .errors import error_from
+from .errors import NOT_SENT, error_from
 
 R = TypeVar("R")
 
 IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE", "HEAD"})
 #: answers after which an idempotent request is tried again (the store, or a gateway, failed)
 RETRY_STATUSES = frozenset({502, 503, 504})
-#: the connection was never made: nothing was sent (httpx's exception class names)
-NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol"})
 
 
 @dataclass(frozen=True)
