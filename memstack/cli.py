@@ -473,7 +473,7 @@ def _parser() -> argparse.ArgumentParser:
         "--upstream-timeout",
         type=float,
         default=60.0,
-        help="seconds to wait for the upstream model before answering 504 (default: %(default)s)",
+        help="seconds the upstream model may go silent (before its first byte, between chunks, and for the in-process model between tokens of any answer) before a 504 (default: %(default)s)",
     )
     p.add_argument(
         "--double-submit-window",
@@ -498,7 +498,7 @@ def _parser() -> argparse.ArgumentParser:
         "--upstream-total-timeout",
         type=float,
         default=600.0,
-        help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)",
+        help="seconds an answer may take in all (streamed, or the in-process model's); then a stream ends with a timeout error event, a plain answer with a 504 (default: %(default)s)",
     )
     p.add_argument(
         "--answer-max-tokens",
