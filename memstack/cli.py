@@ -763,7 +763,7 @@ def cmd_retention(args: argparse.Namespace) -> None:
     from . import expiry
 
     with _memory(args) as mem:
-        done = expiry.run(mem.store, args.tenant) if args.action == "run" else None
+        done = expiry.run(mem.store, args.tenant, index=mem.vectors) if args.action == "run" else None
         policy, last = expiry.policy_of(mem.store, args.tenant), expiry.last_run(mem.store, args.tenant)
     if args.action == "run" and done is None:
         note = "the tenant keeps everything (no retention policy: `memstack init --reconfigure --retain ...`); nothing deleted"
