@@ -76,6 +76,7 @@ async def test_a_run_with_a_tool_call_is_stored_as_chat_and_resumed_by_a_new_ses
 @pytest.mark.parametrize(
     ("said", "asked", "answer"),
     [(PROJECT, "我的后端使用什么技术？", "好的，记住了。"), (PROJECT_EN, "What does my backend use?", "Noted.")],
+    ids=["zh", "en"],
 )
 async def test_memory_from_an_earlier_session_reaches_the_model_in_its_instructions(memory, said, asked, answer):
     first = MemstackSession("s1", memory, user_id="u1")
@@ -182,7 +183,11 @@ async def test_items_without_text_are_kept_whole_and_a_thread_from_another_door_
     memory.add(
         [
             {"role": "user", "content": "北京天气？"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "北京"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "北京"}'}}],
+            },
             {"role": "tool", "tool_call_id": "c9", "content": "北京: 晴"},
             {"role": "assistant", "content": "北京晴。"},
         ],
@@ -212,7 +217,10 @@ def test_the_sdk_through_memstacks_proxy_on_a_real_server_remembers_across_threa
     from memstack.testing import ScriptedModel
 
     upstream = ScriptedModel(["好的，记住了。", "你的后端使用 SpringBoot。"])
-    with Memory("memory://", layers="window,retrieval") as memory, BackgroundServer(create_app(memory, ServerConfig(model=upstream, worker=False))) as server:
+    with (
+        Memory("memory://", layers="window,retrieval") as memory,
+        BackgroundServer(create_app(memory, ServerConfig(model=upstream, worker=False))) as server,
+    ):
 
         async def ask(thread: str, text: str) -> str:
             client = AsyncOpenAI(base_url=server.url + "/v1", api_key="not-needed")

@@ -75,9 +75,7 @@ def chat_items(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "", "output": text}]
     items: list[dict[str, Any]] = [{"role": message.role, "content": text}] if text.strip() else []
-    items += [
-        {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments} for call in message.tool_calls
-    ]
+    items += [{"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments} for call in message.tool_calls]
     return items
 
 
