@@ -46,7 +46,7 @@ from typing import Any
 from ..errors import InvalidInput, MissingDependency
 from ..retrieval.units import language
 from ..saved import NOTES_THREAD, index_notes, note_id
-from ..types import Hit, Message, Scope, ToolCall, Unit, check_message, check_text, utcnow
+from ..types import Hit, Message, Role, Scope, ToolCall, Unit, check_message, check_text, utcnow
 from .awaiting import Awaiting, MemoryLike
 
 try:
@@ -227,7 +227,7 @@ def _to_memstack(message: Any, at: Any) -> list[Message]:
     if isinstance(message, FunctionExecutionResultMessage):
         return [_result(r, at) for r in message.content]
     if hasattr(message, "to_model_message") and isinstance(getattr(message, "source", None), str):  # agentchat's chat messages
-        role = "user" if message.source == "user" else "assistant"
+        role: Role = "user" if message.source == "user" else "assistant"
         kept = {KEPT: {"source": message.source, "type": type(message).__name__}}
         return [Message(role=role, content=message.to_model_text(), timestamp=at, metadata=kept)]
     if hasattr(message, "to_text") and isinstance(getattr(message, "source", None), str):  # agentchat's events

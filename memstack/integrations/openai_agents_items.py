@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInput
-from ..types import Message, ToolCall, new_id
+from ..types import Message, Role, ToolCall, new_id
 
 #: the key of a memstack Message's metadata under which the SDK's item is kept
 KEPT = "openai_agents"
@@ -50,7 +50,7 @@ def to_message(item: Mapping[str, Any], *, at: datetime, field: str = "items[0]"
     common: dict[str, Any] = {"id": new_id(), "timestamp": at, "metadata": {KEPT: {"item": kept}}}
     if kind in (None, "message") and role in ("user", "system", "developer", "assistant"):
         text = content_text(item.get("content"))
-        stored_role = "system" if role == "developer" else role
+        stored_role: Role = "system" if role == "developer" else role
         return Message(role=stored_role, content=text if text.strip() else _opaque(item), **common)
     if kind == "function_call" and _ids(item, "call_id", "name"):
         call = ToolCall(id=item["call_id"], name=item["name"], arguments=_arguments(item.get("arguments")))

@@ -101,8 +101,8 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         return max(0, self.context_window - self.count_tokens(messages, tools=tools))
 
     @property
-    def capabilities(self) -> ModelCapabilities:  # type: ignore[override]  # deprecated in autogen-core, still abstract
-        return {"vision": False, "function_calling": True, "json_output": False}  # type: ignore[typeddict-item]
+    def capabilities(self) -> ModelCapabilities:  # deprecated in autogen-core, still abstract
+        return {"vision": False, "function_calling": True, "json_output": False}
 
     @property
     def model_info(self) -> ModelInfo:
