@@ -171,3 +171,22 @@ async def test_a_memory_opened_from_a_url_is_closed_with_the_adapter(tmp_path):
 
 #: a 1x1 PNG
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+@pytest.mark.parametrize("module", ["integrations.autogen", "testing.autogen"])
+def test_without_autogen_the_import_names_the_extra_and_the_core_never_imports_it(module):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['autogen_core'] = None\n"
+        "from memstack.errors import MissingDependency\n"
+        "try:\n"
+        f"    import memstack.{module}\n"
+        "except MissingDependency as exc:\n"
+        "    print(exc.install)\n"
+        "import memstack, memstack.testing, memstack.integrations\n"
+        "print(sys.modules.get('autogen_core') is not None or 'autogen_agentchat' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ['pip install "memstack[autogen]"', "False"], out.stderr

@@ -236,3 +236,71 @@ def test_the_sdk_through_memstacks_proxy_on_a_real_server_remembers_across_threa
     assert sent[0] == {"role": "system", "content": "You are helpful."}
     assert sent[1]["role"] == "system" and PROJECT in sent[1]["content"]  # the proxy's memory of thread s1
     assert sent[-1] == {"role": "user", "content": "我的后端使用什么技术？"}
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_run_gets_the_memory_for_its_own_question_and_is_stored(memory):
+    memory.add([PROJECT, {"role": "assistant", "content": "好的。"}], user_id="u1", thread_id="s1")
+    memory.flush()
+    session = MemstackSession("s2", memory, user_id="u1")
+    model = ScriptedAgentModel([tool_call("get_weather", {"city": "杭州"}), "SpringBoot；杭州晴。"])
+    streamed = Runner.run_streamed(
+        agent(model, session.instructions("Be brief.")), "我的后端用什么？杭州天气呢？", session=session, run_config=RUN
+    )
+    async for _ in streamed.stream_events():
+        pass
+    assert streamed.final_output == "SpringBoot；杭州晴。"
+    # in a streamed run the SDK asks for the instructions before it stores the input: the
+    # question comes from the run's input, not from the thread
+    assert all(PROJECT in call.instructions for call in model.calls) and len(model.calls) == 2
+    assert [i.get("type", "message") for i in await session.get_items()] == ["message", "function_call", "function_call_output", "message"]
+
+
+@pytest.mark.postgres
+def test_a_session_on_postgres_through_async_memory_resumes_in_a_new_event_loop(schema):
+    import asyncio
+
+    from pgsupport import require_dsn
+
+    from memstack import AsyncMemory
+    from memstack.backends.postgres import PostgresStore
+
+    memory = AsyncMemory(PostgresStore(require_dsn("OpenAI Agents session"), schema=schema, max_size=2), layers="window,retrieval")
+    assert memory.native  # the session's reads and writes await psycopg's async pool
+
+    async def first() -> None:
+        model = ScriptedAgentModel([tool_call("get_weather", {"city": "上海"}, call_id="call_pg"), "上海晴。"])
+        await Runner.run(agent(model), "上海天气？", session=MemstackSession("s1", memory, user_id="u1"), run_config=RUN)
+
+    async def later() -> list:
+        session = MemstackSession("s1", memory, user_id="u1")  # another loop: an app restarted
+        assert (await session.pop_item())["content"][0]["text"] == "上海晴。"
+        return await session.get_items()
+
+    try:
+        asyncio.run(first())
+        items = asyncio.run(later())
+        assert [i.get("type", "message") for i in items] == ["message", "function_call", "function_call_output"]
+        assert items[1]["call_id"] == "call_pg" and items[2]["output"] == "上海: 晴, 25°C"
+        assert asyncio.run(MemstackSession("s1", memory, user_id="u2").get_items()) == []  # another user: nothing
+    finally:
+        asyncio.run(memory.close())
+
+
+@pytest.mark.parametrize("module", ["integrations.openai_agents", "testing.openai_agents"])
+def test_without_the_sdk_the_import_names_the_extra_and_the_core_never_imports_it(module):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['agents'] = None\n"
+        "from memstack.errors import MissingDependency\n"
+        "try:\n"
+        f"    import memstack.{module}\n"
+        "except MissingDependency as exc:\n"
+        "    print(exc.install)\n"
+        "import memstack, memstack.testing, memstack.integrations\n"
+        "print('agents' in sys.modules and sys.modules['agents'] is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ['pip install "memstack[openai-agents]"', "False"], out.stderr

@@ -31,7 +31,13 @@ try:
     from agents.model_settings import ModelSettings
     from agents.models.interface import Model, ModelTracing
     from agents.tool import Tool
-    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingDependency("openai-agents", "openai-agents") from exc
@@ -86,12 +92,7 @@ class ScriptedAgentModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
-        items = [{"role": "user", "content": input}] if isinstance(input, str) else copy.deepcopy(list(input))
-        self.calls.append(ModelCall(system_instructions, items, tuple(getattr(t, "name", type(t).__name__) for t in tools)))
-        if not self._script:
-            raise AssertionError("ScriptedAgentModel: no output left")
-        step = self._script.popleft()
-        return ModelResponse(output=[_output(s) for s in (step if isinstance(step, list) else [step])], usage=Usage(), response_id=None)
+        return ModelResponse(output=self._answer(system_instructions, input, tools), usage=Usage(), response_id=None)
 
     async def stream_response(
         self,
@@ -107,8 +108,27 @@ class ScriptedAgentModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("ScriptedAgentModel answers Runner.run, not Runner.run_streamed")
-        yield  # pragma: no cover - makes this an async generator
+        """The same answer as one ``response.completed`` event (no deltas)."""
+        output = self._answer(system_instructions, input, tools)
+        response = Response(
+            id=f"resp_{new_id()[:12]}",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=output,  # type: ignore[arg-type]  # the output items Response takes
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)
+
+    def _answer(self, instructions: str | None, input: str | list[TResponseInputItem], tools: list[Tool]) -> list[TResponseOutputItem]:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else copy.deepcopy(list(input))
+        self.calls.append(ModelCall(instructions, items, tuple(getattr(t, "name", type(t).__name__) for t in tools)))
+        if not self._script:
+            raise AssertionError("ScriptedAgentModel: no output left")
+        step = self._script.popleft()
+        return [_output(s) for s in (step if isinstance(step, list) else [step])]
 
 
 def _output(step: str | TResponseOutputItem) -> TResponseOutputItem:
