@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("agents", reason="needs: pip install 'memstack[openai-agents]'")
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, SessionSettings, function_tool  # noqa: E402
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, Session, SessionSettings, function_tool  # noqa: E402
 
 from memstack import Memory  # noqa: E402
 from memstack.errors import InvalidInput  # noqa: E402
@@ -42,6 +42,7 @@ def memory():
 @pytest.mark.asyncio
 async def test_a_run_with_a_tool_call_is_stored_as_chat_and_resumed_by_a_new_session(memory):
     session = MemstackSession("s1", memory, user_id="u1")
+    assert isinstance(session, Session)  # the SDK's runtime-checkable session protocol
     model = ScriptedAgentModel([tool_call("get_weather", {"city": "杭州"}, call_id="call_1"), "杭州今天晴，25°C。"])
     result = await Runner.run(agent(model), "杭州今天天气怎么样？", session=session, run_config=RUN)
     assert result.final_output == "杭州今天晴，25°C。"
@@ -256,16 +257,21 @@ async def test_a_streamed_run_gets_the_memory_for_its_own_question_and_is_stored
     assert [i.get("type", "message") for i in await session.get_items()] == ["message", "function_call", "function_call_output", "message"]
 
 
-@pytest.mark.postgres
-def test_a_session_on_postgres_through_async_memory_resumes_in_a_new_event_loop(schema):
-    import asyncio
-
+@pytest.fixture
+def dsn():
     from pgsupport import require_dsn
+
+    return require_dsn("OpenAI Agents session")
+
+
+@pytest.mark.postgres
+def test_a_session_on_postgres_through_async_memory_resumes_in_a_new_event_loop(dsn, schema):
+    import asyncio
 
     from memstack import AsyncMemory
     from memstack.backends.postgres import PostgresStore
 
-    memory = AsyncMemory(PostgresStore(require_dsn("OpenAI Agents session"), schema=schema, max_size=2), layers="window,retrieval")
+    memory = AsyncMemory(PostgresStore(dsn, schema=schema, max_size=2), layers="window,retrieval")
     assert memory.native  # the session's reads and writes await psycopg's async pool
 
     async def first() -> None:

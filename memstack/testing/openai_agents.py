@@ -115,7 +115,7 @@ class ScriptedAgentModel(Model):
             created_at=0,
             model="scripted",
             object="response",
-            output=output,  # type: ignore[arg-type]  # the output items Response takes
+            output=output,
             parallel_tool_calls=False,
             tool_choice="auto",
             tools=[],
