@@ -2,6 +2,7 @@
 
     memstack.integrations.langchain    chat message history, VectorStore, retriever   memstack[langchain]
     memstack.integrations.langgraph    checkpointer (BaseCheckpointSaver), BaseStore   memstack[langgraph]
+    memstack.integrations.llamaindex   agents' memory (BaseMemory), a memory block     memstack[llamaindex]
 
 Nothing here is imported by ``memstack`` itself: the core runs without these frameworks.
 """
