@@ -90,8 +90,12 @@ class _Thread:
     def context(self, query: str | None, max_tokens: int | None) -> list[Message]:
         """memstack's context for the thread: ``query`` (the question, not stored) is read with
         and not returned; None reads with the thread's last user message, as stored."""
-        budget = {} if max_tokens is None else {"max_tokens": max_tokens}
-        ctx = self.memory.context(**self._where(), query=query, **budget)
+        where = self._where()
+        ctx = (
+            self.memory.context(**where, query=query)
+            if max_tokens is None
+            else self.memory.context(**where, query=query, max_tokens=max_tokens)
+        )
         messages = list(ctx.messages)
         return messages[:-1] if query is not None and query.strip() else messages
 
@@ -144,11 +148,10 @@ class MemstackMemory(BaseMemory):
         max_tokens: int | None = None,
         insert: Literal["system", "user"] = "system",
     ) -> None:
-        memory = _memory(memory)
-        super().__init__(
-            memory=memory, user_id=user_id, thread_id=thread_id, tenant=tenant, agent_id=agent_id, max_tokens=max_tokens, insert=insert
-        )
-        self._thread = _Thread(memory, user_id, thread_id, tenant, agent_id)
+        fields: dict[str, Any] = {"user_id": user_id, "thread_id": thread_id, "tenant": tenant, "agent_id": agent_id}
+        fields.update(memory=_memory(memory), max_tokens=max_tokens, insert=insert)
+        super().__init__(**fields)
+        self._thread = _Thread(self.memory, user_id, thread_id, tenant, agent_id)
 
     @classmethod
     def class_name(cls) -> str:
@@ -224,7 +227,8 @@ class MemstackMemoryBlock(BaseMemoryBlock[str]):
     memory: Any = Field(default=None, exclude=True, description="the memstack Memory")
 
     def __init__(self, memory: Memory | Any = None, **data: Any) -> None:
-        super().__init__(memory=_memory(memory), **data)
+        data["memory"] = _memory(memory)
+        super().__init__(**data)
 
     def _thread(self, session_id: str | None) -> _Thread:
         thread = self.thread_id or session_id

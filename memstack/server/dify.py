@@ -163,7 +163,7 @@ class DifyRoute(APIRoute):
 def _validation_error(exc: RequestValidationError) -> DifyError:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
-    field = "body" if first.get("type") == "json_invalid" else field_of(first.get("loc", ()))
+    field = "body" if first.get("type") == "json_invalid" else field_of(tuple(first.get("loc", ())))
     return _invalid(field, f"{field}: {str(first.get('msg', 'invalid')).removeprefix('Value error, ')}")
 
 
