@@ -183,6 +183,7 @@ def test_metadata_conditions_filter_the_records(service):
         ({"name": "time", "comparison_operator": "after", "value": "last week"}, "value"),
         ({"name": "time", "comparison_operator": "before", "value": 1e300}, "value"),
         ({"name": "thread_id", "comparison_operator": "is", "value": ["s1", "s2"]}, "value"),
+        ({"name": "thread_id", "comparison_operator": "in", "value": " , ,"}, "value"),
     ],
 )
 def test_a_condition_memstack_cannot_apply_is_refused_by_name(service, condition, field):
@@ -223,13 +224,25 @@ def test_no_body_gets_a_server_error(service):
         assert response.status_code in (200, 422), (body, response.text)
         if response.status_code == 422:
             assert response.json()["error_code"] == 422 and response.json()["error"]["field"], response.text
-    nan = b'{"knowledge_id": "lisi", "query": "q", "retrieval_setting": {"top_k": 2, "score_threshold": NaN}}'
-    for raw, field in (
+    setting = b'"retrieval_setting": {"top_k": 2, "score_threshold": 0}'
+    when = b'"metadata_condition": {"conditions": [{"name": "timestamp", "comparison_operator": "after", "value": "9999-12-31T23:59:59-12:00"}]}'
+    raw_bodies = [
         (b"{not json", "body"),
         (b"\xff\xfe\x00", "body"),
         (b"[" * 5000, "body"),
-        (nan, "retrieval_setting.score_threshold"),
-    ):
+        (
+            b'{"knowledge_id": "lisi", "query": "q", "retrieval_setting": {"top_k": 2, "score_threshold": NaN}}',
+            "retrieval_setting.score_threshold",
+        ),
+        (b'{"knowledge_id": "lisi", "query": "\\ud800", ' + setting + b"}", "query"),  # a lone surrogate: no UTF-8 for the embedder
+        (b'{"knowledge_id": "lisi", "query": "a\\u0000b", ' + setting + b"}", "query"),
+        (b'{"knowledge_id": "\\udfff", "query": "q", ' + setting + b"}", "knowledge_id"),
+        (
+            b'{"knowledge_id": "lisi", "query": "q", ' + setting + b", " + when + b"}",
+            "metadata_condition.conditions[0].value",
+        ),  # year 10000 UTC
+    ]
+    for raw, field in raw_bodies:
         response = service.http.post(
             "/dify/retrieval", content=raw, headers={"Authorization": "Bearer key-acme", "Content-Type": "application/json"}
         )

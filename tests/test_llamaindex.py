@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -241,3 +243,10 @@ def test_the_local_model_answers_from_an_earlier_session(memory):
     memory.flush()
     reply = run(agent, "我的后端使用什么技术？", memory=MemstackMemory(memory, user_id="lisi", thread_id="s2"))
     assert "SpringBoot" in reply.replace(" ", ""), reply
+
+
+def test_without_llama_index_the_error_names_the_extra_to_install():
+    code = "import sys; sys.modules['llama_index'] = None\nimport memstack.integrations.llamaindex"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert 'MissingDependency: llama-index-core is not installed; install it with: pip install "memstack[llamaindex]"' in done.stderr

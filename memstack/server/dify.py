@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import InvalidInput, MemstackError
-from ..types import Hit, Scope
+from ..types import Hit, Scope, check_text
 from ..views import known_user
 from .deps import AsyncMem
 from .dify_filter import MetadataFilter, parse_filter, record_metadata
@@ -207,6 +207,7 @@ async def retrieval(body: RetrievalRequest, tenant: Annotated[str, Depends(dify_
     scope = _knowledge(body.knowledge_id, tenant)
     if not body.query.strip():
         raise _invalid("query", "query: must not be empty")
+    check_text(body.query, "query")  # a lone surrogate: 422 here, not an error deep in the embedder
     if not await memory.run_sync(known_user, memory.store, scope):
         raise DifyError(
             404, NO_KNOWLEDGE, "knowledge_not_found", f"The knowledge does not exist: no user {body.knowledge_id!r}", "knowledge_id"

@@ -190,7 +190,10 @@ def _value(name: str, op: str, value: Any, at: str) -> Any:
         return _number(value, at)
     if op in ("in", "not in"):
         items = value.split(",") if isinstance(value, str) else value if isinstance(value, list) else [value]
-        return tuple(str(v).strip() for v in items if str(v).strip())
+        values = tuple(str(v).strip() for v in items if str(v).strip())
+        if not values:
+            raise InvalidInput(f"{op!r} needs at least one value", field=at)
+        return values
     if isinstance(value, (list, bool)):
         raise InvalidInput(f"{op!r} compares with one value, not {type(value).__name__}", field=at)
     return str(value)
@@ -213,12 +216,13 @@ def _seconds(value: Any, at: str) -> float:
     if isinstance(value, str) and not _is_number(value):
         try:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError as exc:
+            seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        except (ValueError, OverflowError) as exc:
             raise InvalidInput(f"expected Unix seconds or an ISO 8601 date or time, not {value!r}", field=at) from exc
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
-    seconds = _number(value, at)
-    if not -62_135_596_800 <= seconds <= 253_402_300_799:  # years 1 to 9999
-        raise InvalidInput(f"{value!r} is not a time (Unix seconds of years 1 to 9999)", field=at)
+    else:
+        seconds = _number(value, at)
+    if not -62_135_596_800 <= seconds <= 253_402_300_799:  # years 1 to 9999, UTC
+        raise InvalidInput(f"{value!r} is not a time of the years 1 to 9999 (UTC)", field=at)
     return seconds
 
 
