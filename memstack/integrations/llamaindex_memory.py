@@ -116,14 +116,16 @@ class MemstackMemory(BaseMemory):
 
     ``memory``: a Memory (its layers get their jobs after each add), or a store URL or path
     (wrapped in a plain Memory), or None for the default SQLite file. ``max_tokens``: the
-    context's budget (None: the Memory's). ``get`` returns memstack's context for the thread, the
-    memory sections in a system message first, or with ``insert="user"`` before the text of the
-    last user message (LlamaIndex's ``InsertMethod.USER``: a ``ReActAgent`` without a
-    ``system_prompt`` takes the first system message it gets for its own prompt and drops it);
-    ``get_all`` the thread as stored; ``put`` and
-    ``put_messages`` store; ``set`` stores those of the messages the thread does not end with
-    already (an agent run with ``chat_history`` sets it on every run: each message is stored once,
-    and nothing stored is deleted); ``reset`` forgets the thread and what the layers keyed to it.
+    context's budget (None: the Memory's).
+
+    ``get`` returns memstack's context for the thread: the memory sections in a system message
+    first, or with ``insert="user"`` before the text of the last user message (LlamaIndex's
+    ``InsertMethod.USER``; a ``ReActAgent`` without a ``system_prompt`` takes the first system
+    message it gets for its own prompt and drops it). ``get_all`` is the thread as stored;
+    ``put`` and ``put_messages`` store; ``set`` stores those of the messages the thread does not
+    end with already (an agent run with ``chat_history`` sets it on every run: each message is
+    stored once, and nothing stored is deleted); ``reset`` forgets the thread and what the layers
+    keyed to it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
