@@ -84,6 +84,19 @@ def test_a_function_agent_remembers_an_earlier_session(memory):
     assert [(m.role, m.text) for m in stored] == [("user", "我的后端使用什么技术？"), ("assistant", "你的后端使用SpringBoot。")]
 
 
+def test_another_user_or_tenant_recalls_nothing_of_it(memory):
+    model = Scripted("好的，记住了。", "我不知道。", "我不知道。")
+    agent = FunctionAgent(llm=model.llm(), tools=[])
+    run(agent, "我正在开发一个知识中台，后端使用SpringBoot", memory=MemstackMemory(memory, user_id="lisi", thread_id="s1"))
+    memory.flush()
+    for other in (
+        MemstackMemory(memory, user_id="wangwu", thread_id="s2"),
+        MemstackMemory(memory, user_id="lisi", thread_id="s2", tenant="acme"),
+    ):
+        run(agent, "我的后端使用什么技术？", memory=other)
+        assert model.seen() == [("user", "我的后端使用什么技术？")]
+
+
 def weather(city: str) -> str:
     """Today's weather in a city."""
     return f"Sunny in {city}, 22°C"

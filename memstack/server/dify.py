@@ -62,7 +62,11 @@ MIN_CANDIDATES = 20
 
 BAD_HEADER, AUTH_FAILED, NO_KNOWLEDGE = 1001, 1002, 2001
 _BEARER = re.compile(r"^\s*bearer\s+(\S+)\s*$", re.IGNORECASE)
-_bearer = HTTPBearer(auto_error=False, description="a memstack API key (its tenant's users are the knowledge ids)")
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="DifyBearer",
+    description="a memstack API key, as Dify sends it (its tenant's users are the knowledge ids)",
+)
 
 
 # ---- the request and the response, as Dify's documentation has them ---------------------------
