@@ -427,8 +427,15 @@ export class MemstackClient {
   private url(template: string, params: Record<string, string | number> | undefined, query: Query | undefined): string {
     const path = template.replace(/\{(\w+)\}/g, (_, name: string) => {
       const value = params?.[name];
-      if (value === undefined || value === "") {
-        throw new InvalidInput(`${name} is required`, { code: "invalid_input", field: camel(name) });
+      if (value === undefined || value === null || value === "") {
+        throw new InvalidInput(`${camel(name)} is required`, { code: "invalid_input", field: camel(name) });
+      }
+      if (typeof value === "string" && value.includes("/")) {
+        // the server routes on the decoded path: an encoded "/" would split the id (a 404 of no route)
+        throw new InvalidInput(`${camel(name)} ${JSON.stringify(value)}: the REST API cannot address an id with "/"`, {
+          code: "invalid_input",
+          field: camel(name),
+        });
       }
       return encodeURIComponent(String(value));
     });

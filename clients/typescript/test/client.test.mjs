@@ -2,6 +2,7 @@
 // threads, context, search, forget, state, two tenants and a wrong key, invalid input naming its
 // field, an add retried with its Idempotency-Key stored once, and a server that is not there.
 import assert from "node:assert/strict";
+import { createServer, connect } from "node:net";
 import { after, before, describe, test } from "node:test";
 
 import { InvalidInput, MemstackClient, MemstackError, NotFound, Unauthorized, Unavailable, UsageError } from "../dist/index.js";
@@ -53,6 +54,12 @@ describe("a user's memory", () => {
     assert.equal(message.content, "I play tennis every Sunday");
   });
 
+  test("ids are any text but '/': Chinese, spaces, '?', '#' and '%' reach the thread they name", async () => {
+    for (const threadId of ["会话 1", "a?b=c", "a#b", "100%"]) await acme.add("你好", { userId: "张三", threadId });
+    assert.deepEqual((await acme.threads({ userId: "张三" })).map((t) => t.thread_id).sort(), ["100%", "a#b", "a?b=c", "会话 1"]);
+    assert.equal((await acme.history({ userId: "张三", threadId: "a?b=c" })).length, 1);
+  });
+
   test("context in a new thread carries what the user said in another, within the budget", async () => {
     await acme.flush();
     const ctx = await acme.context({ userId: "user_001", threadId: "s2", query: "我的后端使用什么技术？", maxTokens: 1000 });
@@ -94,6 +101,34 @@ describe("a user's memory", () => {
       first.map((m) => m.id),
     );
     assert.equal((await acme.history({ userId: "user_retry", threadId: "t" })).length, 1);
+  });
+
+  test("an add whose answer was lost after the server stored it is retried, and stored once", async () => {
+    // a TCP hop that forwards the first request and drops its connection when the answer comes back
+    const target = new URL(server.url);
+    let connections = 0;
+    const hop = createServer((socket) => {
+      const first = ++connections === 1;
+      const upstream = connect(Number(target.port), target.hostname);
+      socket.pipe(upstream);
+      upstream.on("data", (data) => (first ? socket.destroy() : socket.write(data)));
+      socket.on("error", () => upstream.destroy());
+      socket.on("close", () => upstream.destroy());
+      upstream.on("error", () => socket.destroy());
+    });
+    await new Promise((done) => hop.listen(0, "127.0.0.1", done));
+    try {
+      const client = new MemstackClient(`http://127.0.0.1:${hop.address().port}`, { apiKey: KEYS.acme });
+      const stored = await client.add("这条只存一次", { userId: "user_drop", threadId: "t" });
+      assert.equal(connections, 2); // the first answer was lost: the add was sent again
+      const history = await acme.history({ userId: "user_drop", threadId: "t" });
+      assert.deepEqual(
+        history.map((m) => [m.id, m.content]),
+        stored.map((m) => [m.id, "这条只存一次"]),
+      );
+    } finally {
+      hop.close();
+    }
   });
 
   test("forget deletes a thread, then the whole user; what is gone is NotFound", async () => {
@@ -160,8 +195,9 @@ describe("invalid input", () => {
     await assert.rejects(acme.search("后端", { userId: "u", k: 0 }), (e) => e instanceof InvalidInput && e.field === "k");
   });
 
-  test("an empty id is refused before any request, naming the option", async () => {
-    await assert.rejects(acme.history({ userId: "", threadId: "t" }), (e) => e instanceof InvalidInput && e.field === "userId");
+  test("an empty id, or one the routes cannot carry, is refused before any request, naming the option", async () => {
+    await assert.rejects(acme.history({ userId: "", threadId: "t" }), (e) => e instanceof InvalidInput && e.field === "userId" && e.message === "userId is required");
+    await assert.rejects(acme.add("你好", { userId: "u", threadId: "a/b" }), (e) => e instanceof InvalidInput && e.field === "threadId");
     assert.throws(() => new MemstackClient("127.0.0.1:8000"), (e) => e instanceof InvalidInput && e.field === "baseUrl");
   });
 });
