@@ -4,6 +4,23 @@
  */
 
 export interface paths {
+    "/dify/retrieval": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Dify's External Knowledge API: a user's memories as a knowledge base */
+        post: operations["retrieval_dify_retrieval_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health": {
         parameters: {
             query?: never;
@@ -548,6 +565,24 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /** ConditionIn */
+        ConditionIn: {
+            /**
+             * Comparison Operator
+             * @description contains, is, in, empty, =, >, before, after, ... (see the docs)
+             */
+            comparison_operator: string;
+            /**
+             * Name
+             * @description a field of the records' metadata (thread_id, time, kind, roles, ...)
+             */
+            name: string | string[];
+            /**
+             * Value
+             * @description omitted for empty and not empty
+             */
+            value?: string | number | string[] | null;
+        };
         /** ContextOut */
         ContextOut: {
             /** Counter */
@@ -670,6 +705,17 @@ export interface components {
              * @description a keyed hash of the user id (the store's own key): the same for one user in every note
              */
             user_hash: string;
+        };
+        /** DifyErrorOut */
+        DifyErrorOut: {
+            error: components["schemas"]["ErrorDetail"];
+            /**
+             * Error Code
+             * @description 1001 bad Authorization header, 1002 authorization failed, 2001 no such knowledge; else the HTTP status
+             */
+            error_code: number;
+            /** Error Msg */
+            error_msg: string;
         };
         /** DroppedOut */
         DroppedOut: {
@@ -822,6 +868,17 @@ export interface components {
                 [key: string]: unknown;
             }[] | null;
         };
+        /** MetadataConditionIn */
+        MetadataConditionIn: {
+            /** Conditions */
+            conditions?: components["schemas"]["ConditionIn"][] | null;
+            /**
+             * Logical Operator
+             * @description and (default) or or
+             * @default and
+             */
+            logical_operator?: string | null;
+        };
         /** ModelList */
         ModelList: {
             /** Data */
@@ -867,6 +924,28 @@ export interface components {
              * @example 用户的后端改用Go
              */
             text: string;
+        };
+        /** Record */
+        Record: {
+            /** Content */
+            content: string;
+            /**
+             * Metadata
+             * @description id, thread_id, timestamp, time, kind, round, category, lang, roles, source_ids
+             */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /**
+             * Score
+             * @description in [0, 1]: the record's search score as a share of the best record's
+             */
+            score: number;
+            /**
+             * Title
+             * @description the thread and the day it was said: 's1 · 2026-11-02'
+             */
+            title: string;
         };
         /** RecordOut */
         RecordOut: {
@@ -936,6 +1015,40 @@ export interface components {
              * @description the users it deleted something of
              */
             users: number;
+        };
+        /** RetrievalRequest */
+        RetrievalRequest: {
+            /**
+             * Knowledge Id
+             * @description a user of the API key's tenant: the knowledge base is that user's memory
+             */
+            knowledge_id: string;
+            metadata_condition?: components["schemas"]["MetadataConditionIn"] | null;
+            /**
+             * Query
+             * @description the question to find memories for
+             */
+            query: string;
+            retrieval_setting: components["schemas"]["RetrievalSetting"];
+        };
+        /** RetrievalResponse */
+        RetrievalResponse: {
+            /** Records */
+            records: components["schemas"]["Record"][];
+        };
+        /** RetrievalSetting */
+        RetrievalSetting: {
+            /**
+             * Score Threshold
+             * @description keep records scoring at least this (0.0: all)
+             * @default 0
+             */
+            score_threshold?: number | null;
+            /**
+             * Top K
+             * @description records at most (null: 4)
+             */
+            top_k?: number | null;
         };
         /** SearchRequest */
         SearchRequest: {
@@ -1053,6 +1166,66 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    retrieval_dify_retrieval_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrievalRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrievalResponse"];
+                };
+            };
+            /** @description 1001: not 'Authorization: Bearer KEY'; 1002: unknown key */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DifyErrorOut"];
+                };
+            };
+            /** @description 2001: the knowledge id is no user of the key's tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DifyErrorOut"];
+                };
+            };
+            /** @description invalid input: the field is named */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DifyErrorOut"];
+                };
+            };
+            /** @description the store is unreachable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DifyErrorOut"];
+                };
+            };
+        };
+    };
     health_health_get: {
         parameters: {
             query?: never;
