@@ -33,6 +33,14 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
+class _DefaultTenant(str):
+    """The --tenant no one gave ("default"): ``copy`` and ``verify`` then take every tenant."""
+
+
+def _tenant_given(args: argparse.Namespace) -> bool:
+    return not isinstance(args.tenant, _DefaultTenant)
+
+
 def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     """The options every command takes, before the command (``memstack --home X import f``) or
     after it. Only the top parser holds their defaults: a subcommand's own default would overwrite
@@ -40,7 +48,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
     p.add_argument("--home", default=default(None), help="directory of the SQLite store (default: $MEMSTACK_HOME or the user data dir)")
     p.add_argument("--db", default=default(None), help="store URL: sqlite:///FILE, jsonl:///DIR, postgresql://..., memory://")
-    p.add_argument("--tenant", default=default("default"), help="tenant (default: default)")
+    p.add_argument("--tenant", default=default(_DefaultTenant("default")), help="tenant (default: default)")
     p.add_argument(
         "--vectors",
         default=default(os.environ.get("MEMSTACK_VECTORS") or None),
@@ -243,9 +251,9 @@ def _parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "copy",
-        "copy a tenant's whole store to another store, then verify it",
+        "copy a whole store (every tenant, or one) to another store, then verify it",
         "docs/moving.md",
-        "Every user of --tenant (or --user ones): messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and the tenant's profile. Refuses a destination that holds users of the tenant unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
+        "Every tenant of the source (or only --tenant's, or its --user ones), each user's messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and each tenant's profile. Refuses a destination that holds users of a copied tenant (before copying anything) unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="the store to read: sqlite:///FILE, postgresql://..., jsonl:///DIR")
     p.add_argument("destination", metavar="DST", help="the store to write")
@@ -265,7 +273,7 @@ def _parser() -> argparse.ArgumentParser:
         "verify",
         "compare two stores: per user and kind, counts and a content digest",
         "docs/moving.md",
-        "Exit 0 when every user of --tenant holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units and vectors in both, and the tenant the same profile; else exit 1, one line per user and kind that differ.",
+        "Exit 0 when every user of every tenant (or of --tenant) holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units and vectors in both, and each tenant the same profile; else exit 1, one line per user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="one store")
     p.add_argument("destination", metavar="DST", help="the other")
@@ -473,7 +481,7 @@ def _parser() -> argparse.ArgumentParser:
         "--upstream-timeout",
         type=float,
         default=60.0,
-        help="seconds to wait for the upstream model before answering 504 (default: %(default)s)",
+        help="seconds the upstream model may go silent (before its first byte, between chunks, and for the in-process model between tokens of any answer) before a 504 (default: %(default)s)",
     )
     p.add_argument(
         "--double-submit-window",
@@ -498,7 +506,7 @@ def _parser() -> argparse.ArgumentParser:
         "--upstream-total-timeout",
         type=float,
         default=600.0,
-        help="seconds a streamed answer may take in all; then the stream ends with a timeout error event (default: %(default)s)",
+        help="seconds an answer may take in all (streamed, or the in-process model's); then a stream ends with a timeout error event, a plain answer with a 504 (default: %(default)s)",
     )
     p.add_argument(
         "--answer-max-tokens",
@@ -755,7 +763,7 @@ def cmd_retention(args: argparse.Namespace) -> None:
     from . import expiry
 
     with _memory(args) as mem:
-        done = expiry.run(mem.store, args.tenant) if args.action == "run" else None
+        done = expiry.run(mem.store, args.tenant, index=mem.vectors) if args.action == "run" else None
         policy, last = expiry.policy_of(mem.store, args.tenant), expiry.last_run(mem.store, args.tenant)
     if args.action == "run" and done is None:
         note = "the tenant keeps everything (no retention policy: `memstack init --reconfigure --retain ...`); nothing deleted"
@@ -989,7 +997,10 @@ def _differences(args: argparse.Namespace, differences: Sequence[Any], clean: st
 
 
 def cmd_copy(args: argparse.Namespace) -> None:
-    from .transfer import copy_store
+    """Every tenant of the source, unless --tenant or --user names where to look."""
+    from collections import Counter
+
+    from .transfer import copy_tenants
     from .transfer.progress import Progress
 
     if args.batch < 1:
@@ -997,10 +1008,10 @@ def cmd_copy(args: argparse.Namespace) -> None:
     src, dst, src_index, dst_index = _two_stores(args)
     try:
         progress = Progress(users=len(args.user) if args.user else 0)
-        report = copy_store(
+        reports = copy_tenants(
             src,
             dst,
-            tenant=args.tenant,
+            tenants=[args.tenant] if _tenant_given(args) or args.user else None,
             users=args.user,
             src_index=None if args.reembed else src_index,
             dst_index=None if args.reembed else dst_index,
@@ -1012,27 +1023,32 @@ def cmd_copy(args: argparse.Namespace) -> None:
     finally:
         src.close()
         dst.close()
-    read = ", ".join(f"{n} {kind}" for kind, n in report.read.items())
+    read: Counter[str] = Counter()
+    for report in reports.values():
+        read.update(report.read)
+    said = ", ".join(f"{n} {kind}" for kind, n in read.items())
+    users = sum(r.users for r in reports.values())
+    where = f" of {plural(len(reports), 'tenant')}" if len(reports) != 1 else ""
+    resumed = " (resumed)" if any(r.resumed for r in reports.values()) else ""
     _differences(
         args,
-        report.differences,
-        f"copied {plural(report.users, 'user')} ({read or 'nothing'}){' (resumed)' if report.resumed else ''}; verify: clean",
+        [f"tenant {t!r}: {d}" if len(reports) > 1 else d for t, r in reports.items() for d in r.differences],
+        f"copied {plural(users, 'user')}{where} ({said or 'nothing'}){resumed}; verify: clean",
     )
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
-    from .transfer.copying import verify
+    """Every tenant of either store, unless --tenant or --user names where to look."""
+    from .transfer.copying import verify, verify_tenants
 
     src, dst, src_index, dst_index = _two_stores(args)
+    indexes = {"src_index": None if args.no_vectors else src_index, "dst_index": None if args.no_vectors else dst_index}
     try:
-        found = verify(
-            src,
-            dst,
-            tenant=args.tenant,
-            users=args.user,
-            src_index=None if args.no_vectors else src_index,
-            dst_index=None if args.no_vectors else dst_index,
-        )
+        found: list[Any]
+        if _tenant_given(args) or args.user:
+            found = verify(src, dst, tenant=args.tenant, users=args.user, **indexes)
+        else:
+            found = [f"tenant {t!r}: {d}" for t, d in verify_tenants(src, dst, **indexes)]
     finally:
         src.close()
         dst.close()

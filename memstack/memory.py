@@ -786,7 +786,7 @@ class Memory:
         ]
         for tenant in tenants:
             self._retention_looked[tenant] = clock
-        return expiry.run_due(self.store, tenants, every=timedelta(0) if force else self.retention_every)
+        return expiry.run_due(self.store, tenants, every=timedelta(0) if force else self.retention_every, index=self.vectors)
 
     def start_worker(self, *, poll_seconds: float = 1.0) -> None:
         """Drain the queue in a daemon thread, woken by every ``add`` (and every ``poll_seconds``)."""

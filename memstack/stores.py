@@ -427,6 +427,11 @@ class Store(Protocol):
         user with nothing expired); no other tenant's rows are read or touched."""
         ...
 
+    def tenants(self) -> list[str]:
+        """The tenants that hold anything (messages, state, model-made memory, units, model calls,
+        a profile), sorted: what a whole-store copy or export walks (``memstack.transfer``)."""
+        ...
+
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes, oldest first; with ``user_id`` only that user's (their
         threads and saved memories, and the user itself if it was forgotten before). A note holds

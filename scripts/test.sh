@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
 # 127.0.0.1 through scripts/postgres.sh, and run the whole test suite, the README's tour
-# (scripts/tour.py), the tests against a Milvus server (scripts/milvus-tests.sh) and the dashboard's
-# tests in headless Chromium (scripts/ui-tests.sh). Extra
+# (scripts/tour.py), the tests against a Milvus server (scripts/milvus-tests.sh), the dashboard's
+# tests in headless Chromium (scripts/ui-tests.sh) and the TypeScript client's (scripts/ts-tests.sh). Extra
 # arguments go to one plain pytest run (and leave the tour and the Milvus server out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
@@ -49,7 +49,23 @@ if [ -z "${MEMSTACK_SKIP_BROWSER:-}" ]; then
   bash scripts/ui-tests.sh > "$ui_log" 2>&1 &
   ui_pid=$!
 fi
+# The TypeScript client's build, generated-types check and tests under Node (scripts/ts-tests.sh:
+# npm ci, tsc, node --test against real `memstack serve` processes, ~30 s) run beside them too;
+# MEMSTACK_SKIP_TS=1 leaves them out.
+ts_pid=
+if [ -z "${MEMSTACK_SKIP_TS:-}" ]; then
+  ts_log=$(mktemp)
+  bash scripts/ts-tests.sh > "$ts_log" 2>&1 &
+  ts_pid=$!
+fi
 .venv/bin/python -m pytest -q -m "not local_model and not milvus_server and not browser" || status=$?
+if [ -n "$ts_pid" ]; then
+  if wait "$ts_pid"; then
+    echo "TypeScript client tests: $(grep -E '^# (pass|fail) ' "$ts_log" | tr '\n' ' ')"
+  else
+    tail -n 80 "$ts_log"; echo "TypeScript client tests: FAILED"; status=1
+  fi
+fi
 if [ -n "$ui_pid" ]; then
   if wait "$ui_pid"; then
     echo "Browser tests: $(tail -n 2 "$ui_log" | head -n 1) ($(tail -n 1 "$ui_log"))"

@@ -315,6 +315,34 @@ def test_the_retrieval_layers_units_of_expired_rounds_go_unless_derived_keep(tmp
     mem.close()
 
 
+def test_with_the_vectors_in_milvus_the_expired_units_vectors_go_there_too(tmp_path):
+    pytest.importorskip("milvus_lite", reason="pip install 'memstack[milvus]'")
+    from memstack.backends.milvus import MilvusVectorIndex
+
+    store, index = SQLiteStore(tmp_path / "r.db"), MilvusVectorIndex(str(tmp_path / "vectors.db"), collection="kept")
+    Memory.configure(store, vectors=index, retention="messages=30d")  # window,retrieval: the local embedder
+    mem = Memory(store, vectors=index)
+    try:
+        old = [{"role": "user", "content": "我的病历号是A-7731"}, {"role": "assistant", "content": "好的"}]
+        mem.add(old, user_id="u", thread_id="old", at=utcnow() - timedelta(days=40))
+        mem.add([{"role": "user", "content": "我的后端使用SpringBoot"}], user_id="u", thread_id="new")
+        mem.flush()
+        user = Scope(user_id="u")
+        held = {u.id: u.text for batch in store.units.iterate(user) for u in batch}
+        expired = [i for i, text in held.items() if "A-7731" in text]
+        assert expired and set(index.fetch(user, list(held))) == set(held)
+
+        (done,) = mem.retention_pass(force=True)
+
+        assert done.counts["units"] == len(expired) and done.counts["vectors"] == len(expired)
+        assert index.fetch(user, expired) == {}  # no embedding of the expired message is left in Milvus
+        assert set(index.fetch(user, list(held))) == set(held) - set(expired)
+        assert any("SpringBoot" in h.unit.text for h in mem.search("后端用什么？", user_id="u"))
+    finally:
+        mem.close()
+        index.close()
+
+
 def test_the_services_worker_passes_over_every_tenant_it_serves():
     pytest.importorskip("fastapi", reason="the service needs: pip install 'memstack[server]'")
     from memstack.server import ServerConfig, create_app

@@ -398,6 +398,8 @@ def test_every_route_the_app_declares_is_requested():
         ok(c.post("/v1/users/tour2/import", json={"records": [{k: v for k, v in r.items() if k != "user_id"} for r in records]}))
         ok(c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "你好"}], "user": "tour"}))
         ok(c.get("/v1/models"))
+        dify = {"knowledge_id": "tour", "query": "后端", "retrieval_setting": {"top_k": 2, "score_threshold": 0}}
+        ok(c.post("/dify/retrieval", json=dify))
         assert {t["function"]["name"] for t in ok(c.get("/v1/tools"))} >= {"save_memory", "recall_memory"}
         saved = ok(c.post(f"{u}/tools/save_memory", json={"arguments": {"content": "我的后端使用SpringBoot"}}))
         assert saved["tool"] == "save_memory" and not saved["result"].startswith("error")
@@ -418,7 +420,7 @@ def test_every_route_the_app_declares_is_requested():
             for method in r.methods
             if method != "HEAD"
         }
-        assert len(declared) == 36, sorted(declared)
+        assert len(declared) == 37, sorted(declared)
         deadline = time.monotonic() + 10  # a request is counted just after its response is sent
         while (missing := declared - app.state.metrics.seen_routes()) and time.monotonic() < deadline:
             time.sleep(0.01)

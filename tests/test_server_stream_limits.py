@@ -135,3 +135,66 @@ def _until_closed(conn) -> str:
     while chunk := conn.recv(4096):
         data += chunk
     return data.decode()
+
+
+class Throttled:
+    """An in-process model that decodes one piece every ``gap`` seconds, ``n`` pieces, like the
+    local model on two busy cores; ``stall_after`` pieces in, it stops decoding for ``stall``
+    seconds (a model that hangs)."""
+
+    name = "throttled"
+    context_window = 4096
+    native_schema = False
+
+    def __init__(self, n: int, gap: float, *, stall_after: int | None = None, stall: float = 0.0):
+        self.n, self.gap, self.stall_after, self.stall = n, gap, stall_after, stall
+
+    def stream(self, messages, *, temperature=0.0, max_tokens=None, stop=None, tools=None, tool_choice=None):
+        from memstack.llm.base import Delta
+
+        for i in range(self.n):
+            time.sleep(self.stall if i == self.stall_after else self.gap)
+            yield Delta(text=f"字{i}")
+        yield Delta(finish_reason="stop", prompt_tokens=7, completion_tokens=self.n)
+
+    def complete(self, messages, **kwargs):  # the whole answer at once: what the limit must not time
+        from memstack.llm.base import Completion
+
+        text = "".join(d.text for d in self.stream(messages))
+        return Completion(text=text, model=self.name, prompt_tokens=7, completion_tokens=self.n, latency_ms=0.0)
+
+
+def _answer(model, tmp_path, **config):
+    memory = Memory(f"sqlite:///{tmp_path / 'throttled.db'}", layers="window")
+    app = create_app(memory, ServerConfig(model=model, worker=False, **config))
+    body = {"model": "throttled", "user": "u", "messages": [{"role": "user", "content": "写一篇长文"}]}
+    with BackgroundServer(app) as server, httpx.Client(timeout=60) as client:
+        started = time.monotonic()
+        response = client.post(f"{server.url}/v1/chat/completions", json=body)
+        return response, time.monotonic() - started, memory
+
+
+def test_a_slow_but_steady_in_process_model_answers_whole_past_the_upstream_timeout(tmp_path):
+    # the README's tour on two busy cores, scaled down 60 times: a 3-minute answer under a
+    # 60-second limit is a 3-second answer under a 1-second limit, one piece every 0.1 s
+    response, took, memory = _answer(Throttled(n=30, gap=0.1), tmp_path, upstream_timeout=1.0)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["choices"][0]["message"]["content"] == "".join(f"字{i}" for i in range(30))
+    assert answer["choices"][0]["finish_reason"] == "stop" and answer["usage"]["completion_tokens"] == 30
+    assert took > 3.0  # three times the limit, and still answered
+    assert [m.role for m in memory.history(user_id="u", thread_id=_thread(memory))] == ["user", "assistant"]
+
+
+def test_an_in_process_model_that_stalls_ends_in_a_504_after_the_limit(tmp_path):
+    response, took, memory = _answer(Throttled(n=30, gap=0.05, stall_after=5, stall=6.0), tmp_path, upstream_timeout=1.0)
+    error = response.json()["error"]
+    assert response.status_code == 504 and error["code"] == "upstream_timeout" and "sent nothing for 1 s" in error["message"]
+    assert took < 5  # the stall's limit, not the answer's length
+    assert [m.role for m in memory.history(user_id="u", thread_id=_thread(memory))] == ["user"]
+
+
+def test_the_total_limit_still_bounds_a_steady_in_process_answer(tmp_path):
+    response, took, _ = _answer(Throttled(n=100, gap=0.1), tmp_path, upstream_timeout=1.0, upstream_total_timeout=1.5)
+    assert response.status_code == 504 and "within 1.5 s" in response.json()["error"]["message"]
+    assert took < 4

@@ -177,3 +177,22 @@ def test_verify_names_the_user_and_the_kind_that_differ(filled, tmp_path):
     proc = memstack("--tenant", "acme", "verify", str(filled), f"sqlite:///{dst_path}", check=1)
     assert "user 'user_001': usage: 2 in the source, 3 in the destination" in proc.stderr
     assert "user '用户二': message: 17 in the source, 0 in the destination" in proc.stderr
+
+
+def test_without_a_tenant_copy_and_verify_take_every_tenant(filled, tmp_path):
+    dst_path = tmp_path / "whole.db"
+    out = memstack("copy", str(filled), f"sqlite:///{dst_path}").stdout
+    assert out.startswith("copied 3 users of 2 tenants") and "verify: clean" in out, out
+    src, dst = SQLiteStore(filled), SQLiteStore(dst_path)
+    try:
+        assert dst.tenants() == src.tenants() == ["acme", "other"]
+        for tenant in ("acme", "other"):
+            assert verify(src, dst, tenant=tenant, src_index=src.vectors, dst_index=dst.vectors) == []
+            assert dst.profiles.get(tenant) == src.profiles.get(tenant)
+        dst.usage.record(dst.usage.read(Scope(user_id="user_001", tenant="other"))[:1])
+    finally:
+        src.close()
+        dst.close()
+    assert memstack("verify", str(filled), f"sqlite:///{dst_path}", check=1).stderr.count("tenant 'other': user 'user_001': usage") == 1
+    again = memstack("copy", str(filled), f"sqlite:///{dst_path}", check=2)  # every tenant is refused before anything is written
+    assert "the destination is not empty" in again.stderr

@@ -98,10 +98,16 @@ def stored(current: list[dict[str, Any]], past: list[dict[str, Any]], lang: str)
 def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
     """An entity's attributes by canonical predicate (``supersede.canonical``, normalised): the name
     first written, and the current and past values as ``supersede.settle`` says they stand, the
-    values of attributes written under two spellings of one predicate ("住在", "移居") together."""
+    values of attributes written under two spellings of one predicate ("住在", "移居") together.
+
+    The order is the store's in no way: attributes come by when they were first said, then by name.
+    A stored object's key order is not kept everywhere (PostgreSQL's jsonb reorders keys), and the
+    entities layer keeps the first attributes that fit its share, so the same memory on SQLite and
+    on PostgreSQL must list them alike."""
     groups: dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for key, attribute in attributes.items():
-        current, before = attribute_values(attribute if isinstance(attribute, dict) else {"value": str(attribute)})
+    read = {k: attribute_values(a if isinstance(a, dict) else {"value": str(a)}) for k, a in attributes.items()}
+    for key in sorted(read, key=lambda k: (min((str(v.get("valid_from") or "") for v in (*read[k][0], *read[k][1])), default=""), k)):
+        current, before = read[key]
         _, now, then = groups.setdefault(normalize(canonical(key)), (key, [], []))
         now += [c for c in current if c.get("value") and all(normalize(str(c["value"])) != normalize(str(x["value"])) for x in now)]
         then += before

@@ -29,7 +29,7 @@ from .. import __version__
 from ..aio import AsyncMemory
 from ..memory import Memory
 from ..stores import Store, VectorIndex
-from . import api, errors, proxy, tools_api, ui
+from . import api, dify, errors, proxy, tools_api, ui
 from .auth import Auth, KeyRequired
 from .limits import BodyLimit
 from .metrics import Metrics
@@ -136,6 +136,7 @@ def create_app(memory: Memory | None = None, config: ServerConfig | None = None,
     app.include_router(api.tenant_router)
     app.include_router(tools_api.router)
     app.include_router(proxy.router)
+    app.include_router(dify.router)  # Dify's External Knowledge API (memstack.server.dify)
     ui.install(app)  # the dashboard at /ui (memstack.server.ui)
     app.add_api_route(
         "/health",

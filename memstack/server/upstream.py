@@ -12,6 +12,13 @@
 Both answer in OpenAI's JSON shapes and fail inside the error tree: UpstreamTimeout (504) when no
 answer came within ``timeout`` seconds, ProviderUnavailable (502) when the endpoint is unreachable
 or failed, ProviderRejected (502) when it refused the request.
+
+``timeout`` measures a stall wherever the answer can be watched as it is written: between a
+stream's chunks, and, for an in-process model that streams (the local model), also while a
+non-streamed answer is being written (decoded through ``stream()`` and returned whole). A slow but
+steady model on a busy machine then answers however long it takes, up to ``total_timeout``; one
+that stops decoding ends in a 504 after ``timeout`` seconds. A non-streamed HTTP answer can only be
+timed whole.
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ def upstream_for(
             raise InvalidInput(f"{spec.provider!r} is an embedding model, not a chat model", field="model")
         if spec.model is not None:
             return HTTPUpstream(spec, resolve_api_key(spec), timeout=timeout, total_timeout=total_timeout)
-    return ModelUpstream(get_chat_model(model), timeout=timeout, answer_max_tokens=answer_max_tokens)
+    return ModelUpstream(get_chat_model(model), timeout=timeout, answer_max_tokens=answer_max_tokens, total_timeout=total_timeout)
 
 
 class ModelUpstream:
@@ -79,7 +86,9 @@ class ModelUpstream:
     of an answer. A bounded answer ends with ``finish_reason`` "length", as OpenAI's does.
     """
 
-    def __init__(self, chat: ChatModel, *, timeout: float, answer_max_tokens: int | None = None) -> None:
+    def __init__(
+        self, chat: ChatModel, *, timeout: float, answer_max_tokens: int | None = None, total_timeout: float | None = None
+    ) -> None:
         if answer_max_tokens is not None and answer_max_tokens < 1:
             raise InvalidInput(f"answer_max_tokens must be positive (None: unbounded), got {answer_max_tokens}", field="answer_max_tokens")
         self.chat = chat
@@ -87,8 +96,15 @@ class ModelUpstream:
         self.context_window = chat.context_window
         self.timeout = timeout
         self.answer_max_tokens = answer_max_tokens
+        #: an answer's whole length at most, streamed or not (``timeout`` bounds each wait in it)
+        self.total_timeout = total_timeout
 
     async def complete(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+        """The whole answer. A model with ``stream()`` is read piece by piece, so that ``timeout``
+        measures a stall, not the answer's length (the local model on two busy cores writes a
+        long answer for minutes, steadily); one without it is timed whole."""
+        if callable(getattr(self.chat, "stream", None)):
+            return await self._gathered(messages, params)
         call = functools.partial(
             self.chat.complete, messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params)
         )
@@ -122,13 +138,51 @@ class ModelUpstream:
         first = await self._next(deltas)
         return self._relay(first, deltas, include_usage)
 
-    async def _next(self, deltas: Any) -> Delta | None:
+    async def _gathered(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+        started = time.monotonic()
+        deadline = self._deadline()
+        deltas = iter(
+            self.chat.stream(messages, temperature=params.get("temperature") or 0.0, max_tokens=self._max_tokens(params))  # type: ignore[attr-defined]
+        )
+        text: list[str] = []
+        finish, prompt_tokens, completion_tokens, model = None, 0, 0, self.model
+        while (delta := await self._next(deltas, deadline)) is not None:
+            text.append(delta.text)
+            finish = delta.finish_reason or finish
+            prompt_tokens = delta.prompt_tokens if delta.prompt_tokens is not None else prompt_tokens
+            completion_tokens = delta.completion_tokens if delta.completion_tokens is not None else completion_tokens
+            model = delta.model or model
+        answer = "".join(text)
+        return completion_object(
+            Completion(
+                text=answer,
+                model=model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=(time.monotonic() - started) * 1000,
+                finish_reason=finish,
+            )
+        )
+
+    def _deadline(self) -> float | None:
+        return None if self.total_timeout is None else asyncio.get_running_loop().time() + self.total_timeout
+
+    async def _next(self, deltas: Any, deadline: float | None = None) -> Delta | None:
+        """The next piece, waiting ``timeout`` seconds at most (a stall), and never past ``deadline``."""
+        wait = self.timeout
+        if deadline is not None:
+            wait = min(wait, deadline - asyncio.get_running_loop().time())
         try:
-            return await asyncio.wait_for(anyio.to_thread.run_sync(next, deltas, None, abandon_on_cancel=True), self.timeout)
+            if wait <= 0:
+                raise TimeoutError
+            return await asyncio.wait_for(anyio.to_thread.run_sync(next, deltas, None, abandon_on_cancel=True), wait)
         except TimeoutError as exc:
+            if deadline is not None and asyncio.get_running_loop().time() >= deadline - 1e-3:
+                raise UpstreamTimeout(f"the model {self.model} did not finish its answer within {self.total_timeout:g} s") from exc
             raise UpstreamTimeout(f"the model {self.model} sent nothing for {self.timeout:g} s") from exc
 
     async def _relay(self, delta: Delta | None, deltas: Any, include_usage: bool) -> AsyncIterator[Chunk]:
+        deadline = self._deadline()
         base = {"id": f"chatcmpl-{new_id()}", "object": "chat.completion.chunk", "created": int(time.time()), "model": self.model}
         yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
         finish, usage = None, None
@@ -142,7 +196,7 @@ class ModelUpstream:
                     "completion_tokens": delta.completion_tokens,
                     "total_tokens": delta.prompt_tokens + delta.completion_tokens,
                 }
-            delta = await self._next(deltas)
+            delta = await self._next(deltas, deadline)
         yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish or "stop"}]}
         if include_usage and usage is not None:
             yield {**base, "choices": [], "usage": usage}

@@ -460,6 +460,16 @@ class StoreContract(StoreFixture):
             assert store.jobs.pending(sc) == 1
         assert store.delete_user(A) == 0
 
+    def test_tenants_lists_every_tenant_holding_anything_and_only_those(self, store: Store) -> None:
+        assert store.tenants() == []
+        store.history.append(OTHER_TENANT, [msg("user", "另一家公司")])
+        store.state.put(Scope(user_id="u", tenant="状态"), {"k": 1})
+        store.profiles.put("配置", {"layers": ["window"]})
+        store.history.append(A, [msg("user", "我叫李四")])
+        assert store.tenants() == sorted({OTHER_TENANT.tenant, "状态", "配置", A.tenant})
+        store.delete_user(OTHER_TENANT)  # a forgotten user leaves no tenant behind (a note is no content)
+        assert OTHER_TENANT.tenant not in store.tenants()
+
     # ---- deletion notes: what forgetting leaves (backends.deletions) -------------------------
 
     def test_forgetting_a_thread_leaves_a_note_without_its_content(self, store: Store) -> None:

@@ -5,7 +5,8 @@
     source.py    read one user's items from a store, batch by batch
     sink.py      write a batch of items to a store, idempotently (ids kept, nothing doubled)
     digest.py    per user and kind: a count and a content digest; the differences of two stores
-    copying.py   ``copy_store``: source -> sink for every user of a tenant, resumable, then verify
+    copying.py   ``copy_store``: source -> sink for every user of a tenant, resumable, then verify;
+                 ``copy_tenants``/``verify_tenants``: every tenant of a store
     portable.py  the versioned JSON-lines export of a user's full record (``memstack export --all``)
     progress.py  what a copy says while it runs (a bar on a terminal, plain lines when piped)
 
@@ -15,8 +16,20 @@ and compare the same thing. The format is written down in docs/moving.md.
 
 from __future__ import annotations
 
-from .copying import CopyReport, copy_store
+from .copying import CopyReport, copy_store, copy_tenants, verify_tenants
 from .digest import Difference, compare, digests
 from .portable import FORMAT, VERSION, read_export, write_export
 
-__all__ = ["FORMAT", "VERSION", "CopyReport", "Difference", "compare", "copy_store", "digests", "read_export", "write_export"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "CopyReport",
+    "Difference",
+    "compare",
+    "copy_store",
+    "copy_tenants",
+    "digests",
+    "read_export",
+    "verify_tenants",
+    "write_export",
+]

@@ -1,4 +1,5 @@
-"""``copy_store``: every user of a tenant from one store to another, kind by kind, then a verify.
+"""``copy_store``: every user of a tenant from one store to another, kind by kind, then a verify;
+``copy_tenants``/``verify_tenants``: the same for every tenant the source holds.
 
 Resumable: every write is idempotent (``sink``), so a copy killed anywhere (kill -9 included) is
 finished by running it again. A destination that holds users of the tenant is refused unless
@@ -130,3 +131,26 @@ def verify(
     """The differences between the two stores for the tenant's users (all of either, or ``users``)."""
     chosen = sorted(set(users) if users is not None else set(source.users(src, tenant)) | set(source.users(dst, tenant)))
     return compare(digests(src, tenant, chosen, index=src_index), digests(dst, tenant, chosen, index=dst_index))
+
+
+def copy_tenants(
+    src: Store, dst: Store, *, tenants: Sequence[str] | None = None, progress: Progress | None = None, **options: Any
+) -> dict[str, CopyReport]:
+    """``copy_store`` for each tenant (all that the source holds, ``Store.tenants``, or these),
+    in order; a tenant refused (a non-empty destination) stops the run before it is touched, and
+    the tenants copied before it stay copied (a rerun resumes each from its mark)."""
+    chosen = list(tenants) if tenants is not None else src.tenants()
+    for tenant in chosen:  # refuse before copying anything
+        check_kinds(src, dst, tenant)
+        check_destination(src, dst, tenant, source.users(src, tenant), into_existing=options.get("into_existing", False))
+    return {tenant: copy_store(src, dst, tenant=tenant, progress=progress, **options) for tenant in chosen}
+
+
+def verify_tenants(
+    src: Store, dst: Store, *, src_index: VectorIndex | None = None, dst_index: VectorIndex | None = None
+) -> list[tuple[str, Difference]]:
+    """``verify`` for every tenant either store holds: (tenant, difference) pairs, none when equal."""
+    found = []
+    for tenant in sorted(set(src.tenants()) | set(dst.tenants())):
+        found += [(tenant, d) for d in verify(src, dst, tenant=tenant, src_index=src_index, dst_index=dst_index)]
+    return found

@@ -177,6 +177,14 @@ class JsonlStore:
         with self.locked():
             return deletions.record(self.root, scope, kind, counts, layer=layer, name=name)
 
+    def tenants(self) -> list[str]:
+        """The tenant directories that hold a user (a name starting with '_' or '.' is the store's),
+        and the tenants with a profile."""
+        with self.locked():
+            held = {decode_name(d.name) for d in subdirectories(self.root) if d.name[:1] not in "_." and subdirectories(d)}
+            held |= set(read_document(self.root / "profiles.json") or {})
+        return sorted(held)
+
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
         with self.locked():

@@ -175,6 +175,11 @@ class MemoryRecords:
                 self._audit.pop((tenant, user_id), None)
             return n, len(events) - len(left)
 
+    def tenants(self) -> set[str]:
+        """The tenants with a record version or an audit event."""
+        with self._lock:
+            return {k[0] for k in self._versions} | {k[0] for k in self._audit}
+
     def user_ids(self, tenant: str) -> set[str]:
         """The tenant's users with a record version or an audit event (of any thread)."""
         with self._lock:
@@ -245,3 +250,7 @@ class MemoryUsage:
     def user_ids(self, tenant: str) -> set[str]:
         with self._lock:
             return {k[1] for k in self._rows if k[0] == tenant}
+
+    def tenants(self) -> set[str]:
+        with self._lock:
+            return {k[0] for k in self._rows}

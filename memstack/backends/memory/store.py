@@ -142,6 +142,11 @@ class MemoryStore:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
         return self._note(deletions.note(self._deletion_key, scope, kind, counts, layer=layer, name=name))
 
+    def tenants(self) -> list[str]:
+        with self._lock:
+            held = {k[0] for k in self._messages} | {k[0][0] for k in self._state} | set(self.profiles.tenants())
+        return sorted(held | self.records.tenants() | self.units.tenants() | self.usage.tenants())
+
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
         with self._lock:
@@ -361,6 +366,10 @@ class _Profiles:
     def __init__(self, lock: threading.RLock) -> None:
         self._lock = lock
         self._by_tenant: dict[str, dict[str, Any]] = {}
+
+    def tenants(self) -> list[str]:
+        with self._lock:
+            return list(self._by_tenant)
 
     def get(self, tenant: str) -> dict[str, Any] | None:
         with self._lock:

@@ -80,6 +80,10 @@ class MemoryUnits:
             )
         return [_copy(u) for u in found]
 
+    def tenants(self) -> set[str]:
+        with self._lock:
+            return {t for (t, _), agents in self._users.items() if any(c.units for c in agents.values())}
+
     def users(self, tenant: str, *, thread_id: str | None = None) -> list[str]:
         with self._lock:
             return sorted(

@@ -23,6 +23,7 @@ from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import POSTGRES
 from ..sql.expiry import expire_user, expiring_users
+from ..sql.tenants import tenants_query
 from .aio import AsyncPostgresHistory
 from .database import Database, check_schema_name, load_driver, open_pool, session_setup, translate_errors
 from .deletions import read_deletions, record_deletion
@@ -122,6 +123,10 @@ class PostgresStore:
         """The history's request-path calls on psycopg's async pool (``stores.AsyncHistory``):
         the same database, schema, statements and pool sizes as this store, opened on first use."""
         return AsyncPostgresHistory(self.url, self._db.schema, **self._pool_options)
+
+    def tenants(self) -> list[str]:
+        with self._db.transaction("listing tenants") as cur:
+            return [row[0] for row in cur.execute(tenants_query(POSTGRES)).fetchall()]
 
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""

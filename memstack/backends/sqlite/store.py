@@ -21,6 +21,7 @@ from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.dialect import SQLITE
 from ..sql.expiry import expire_user, expiring_users
+from ..sql.tenants import tenants_query
 from .database import Database
 from .deletions import read_deletions, record_deletion
 from .documents import SQLiteCheckpoints, SQLiteProfiles, SQLiteState
@@ -97,6 +98,9 @@ class SQLiteStore:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
         with self.write() as db:
             return record_deletion(db, scope, kind, counts, layer=layer, name=name)
+
+    def tenants(self) -> list[str]:
+        return [row[0] for row in self._database.query(tenants_query(SQLITE))]
 
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
