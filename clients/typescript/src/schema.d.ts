@@ -208,6 +208,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user_id}/flush": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush) */
+        post: operations["flush_v1_users__user_id__flush_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/import": {
         parameters: {
             query?: never;
@@ -272,6 +289,40 @@ export interface paths {
         post?: never;
         /** Remove an entity's attribute (audited; its values stay in the record's history); answers the entity */
         delete: operations["delete_attribute_v1_users__user_id__memories_entity__key__attributes__attribute__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How many of the user's write-side jobs have not run yet (what a context or search may miss) */
+        get: operations["read_pending_v1_users__user_id__pending_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/saved/{memory_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete one saved memory (a tool's note or key/value memory) by id; answers it */
+        delete: operations["forget_saved_v1_users__user_id__saved__memory_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -772,8 +823,19 @@ export interface components {
         };
         /** HitOut */
         HitOut: {
+            /**
+             * Category
+             * @description a saved memory's label
+             */
+            category?: string | null;
             /** Id */
             id: string;
+            /**
+             * Kind
+             * @description turn, round, chunk, fact, summary or note (a saved memory)
+             * @default round
+             */
+            kind?: string;
             /** Ranks */
             ranks: {
                 [key: string]: number;
@@ -808,6 +870,20 @@ export interface components {
             imported: number;
             /** Records */
             records: number;
+        };
+        /** JobsRun */
+        JobsRun: {
+            /** Errors */
+            errors: string[];
+            /** Failed */
+            failed: number;
+            /** Ran */
+            ran: number;
+            /**
+             * Waited
+             * @description jobs put off because the tenant's (or user's) cost ceiling is spent
+             */
+            waited: number;
         };
         /**
          * MessageIn
@@ -852,6 +928,16 @@ export interface components {
             } | null;
             /** Name */
             name?: string | null;
+            /**
+             * Replaced By
+             * @description with ?replaced=include: the id of the answer that replaced this one
+             */
+            replaced_by?: string | null;
+            /**
+             * Replaces
+             * @description with ?replaced=include: the ids of the earlier answers this one replaces (a regenerate)
+             */
+            replaces?: string[] | null;
             /** Role */
             role: string;
             /** Seq */
@@ -925,6 +1011,14 @@ export interface components {
              */
             text: string;
         };
+        /** Pending */
+        Pending: {
+            /**
+             * Pending
+             * @description the user's write-side jobs with work not done yet (messages not yet indexed or extracted)
+             */
+            pending: number;
+        };
         /** Record */
         Record: {
             /** Content */
@@ -949,6 +1043,8 @@ export interface components {
         };
         /** RecordOut */
         RecordOut: {
+            /** Id */
+            id?: string | null;
             /** Key */
             key: string;
             /** Kind */
@@ -1050,6 +1146,27 @@ export interface components {
              */
             top_k?: number | null;
         };
+        /**
+         * SavedOut
+         * @description A saved memory (the tools' note or key/value memory), as it was deleted.
+         */
+        SavedOut: {
+            /** Category */
+            category: string | null;
+            /** Id */
+            id: string;
+            /** Metadata */
+            metadata: {
+                [key: string]: unknown;
+            };
+            /** Text */
+            text: string;
+            /**
+             * Timestamp
+             * Format: date-time
+             */
+            timestamp: string;
+        };
         /** SearchRequest */
         SearchRequest: {
             /**
@@ -1059,9 +1176,9 @@ export interface components {
             at?: string | null;
             /**
              * K
-             * @default 8
+             * @description at most this many (default: the retrieval layer's top_k, 8 unless configured)
              */
-            k?: number;
+            k?: number | null;
             /** Query */
             query: string;
             /**
@@ -1945,6 +2062,83 @@ export interface operations {
             };
         };
     };
+    flush_v1_users__user_id__flush_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the user's id: 1 to 256 characters, not only spaces, no control characters */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobsRun"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     import_messages_v1_users__user_id__import_post: {
         parameters: {
             query?: never;
@@ -2292,6 +2486,161 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecordOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    read_pending_v1_users__user_id__pending_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the user's id: 1 to 256 characters, not only spaces, no control characters */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Pending"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    forget_saved_v1_users__user_id__saved__memory_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                memory_id: string;
+                /** @description the user's id: 1 to 256 characters, not only spaces, no control characters */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedOut"];
                 };
             };
             /** @description Bad Request */
@@ -2916,6 +3265,10 @@ export interface operations {
                 at?: string | null;
                 /** @description only the last n */
                 last?: number | null;
+                /** @description time: by date, ties as stored; append: as stored (the app's own order) */
+                order?: "time" | "append";
+                /** @description exclude: the thread as the client sees it, without the answers a regenerated one replaced; include: those too, each message naming the ones it replaces and the one that replaced it */
+                replaced?: "exclude" | "include";
             };
             header?: never;
             path: {
