@@ -30,10 +30,12 @@ import type {
   Health,
   Hit,
   Imported,
+  JobsRun,
   MemoryRecord,
   Message,
   MessageLike,
   RecordKind,
+  SavedMemory,
   Thread,
   ToolResult,
   Usage,
@@ -105,6 +107,11 @@ export interface HistoryOptions extends ThreadScope {
   last?: number;
   /** only messages dated at or before this time */
   at?: Time;
+  /**
+   * "include": also the answers a regenerated one replaced, each message naming `replaces` and
+   * `replaced_by`; by default the thread as the user sees it, without them
+   */
+  replaced?: "exclude" | "include";
 }
 
 type Method = "get" | "post" | "put" | "delete";
@@ -181,7 +188,7 @@ export class MemstackClient {
   async history(options: HistoryOptions): Promise<Message[]> {
     return this.call("get", "/v1/users/{user_id}/threads/{thread_id}/messages", {
       path: { user_id: options.userId, thread_id: options.threadId },
-      query: { last: options.last, at: time(options.at) },
+      query: { last: options.last, at: time(options.at), replaced: options.replaced },
       retry: true,
     });
   }
@@ -200,6 +207,13 @@ export class MemstackClient {
             path: { user_id: options.userId, thread_id: options.threadId },
           });
     return answer.deleted;
+  }
+
+  /** Delete one saved memory (a tool's note or key/value memory) by id (`Memory.forget_saved`); returns what was deleted. */
+  async forgetSaved(options: UserScope & { memoryId: string }): Promise<SavedMemory> {
+    return this.call("delete", "/v1/users/{user_id}/saved/{memory_id}", {
+      path: { user_id: options.userId, memory_id: options.memoryId },
+    });
   }
 
   // ---- context and search ----------------------------------------------------------------
@@ -360,8 +374,17 @@ export class MemstackClient {
    * but not yet indexed or extracted, which a context or search may miss. One user's count comes
    * with each context, as `Context.pending`.
    */
-  async pending(): Promise<number> {
+  async pending(options: Partial<UserScope> = {}): Promise<number> {
+    if (options.userId !== undefined) {
+      const answer = await this.call("get", "/v1/users/{user_id}/pending", { path: { user_id: options.userId }, retry: true });
+      return answer.pending;
+    }
     return (await this.health()).pending_jobs;
+  }
+
+  /** Run one user's ready write-side jobs on the server now (`Memory.flush(user_id=...)`). */
+  async flushUser(options: UserScope): Promise<JobsRun> {
+    return this.call("post", "/v1/users/{user_id}/flush", { path: { user_id: options.userId }, retry: true });
   }
 
   /**

@@ -28,6 +28,10 @@ export type Health = Schemas["Health"];
 export type ToolResult = Schemas["ToolResult"];
 export type ContextRequest = Schemas["ContextRequest"];
 export type Dropped = Schemas["DroppedOut"];
+/** A saved memory (a tool's note or key/value memory), as `forgetSaved` deleted it. */
+export type SavedMemory = Schemas["SavedOut"];
+/** What running a user's ready jobs did (`flushUser`). */
+export type JobsRun = Schemas["JobsRun"];
 
 /** A part of a message's content, as OpenAI's chat API takes it. */
 export type ContentPart =

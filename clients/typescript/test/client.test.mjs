@@ -131,6 +131,50 @@ describe("a user's memory", () => {
     }
   });
 
+  test("a saved memory is forgotten by id; a user's pending jobs are counted and run", async () => {
+    const scope = { userId: "user_saved", threadId: "t1" };
+    const saved = await acme.callTool("save_memory", { content: "我喜欢在早上跑步" }, scope);
+    const memoryId = saved.split(" ")[2].replace(/:$/, "");
+    const gone = await acme.forgetSaved({ userId: "user_saved", memoryId });
+    assert.equal(gone.id, memoryId);
+    assert.equal(gone.text, "我喜欢在早上跑步");
+    await assert.rejects(acme.forgetSaved({ userId: "user_saved", memoryId }), (e) => e instanceof InvalidInput && e.field === "memory_id");
+    await acme.add(["I moved to Shenzhen last month", "好的"].map((content, i) => ({ role: i ? "assistant" : "user", content })), scope);
+    assert.ok((await acme.pending({ userId: "user_saved" })) >= 0);
+    const ran = await acme.flushUser({ userId: "user_saved" }); // the server's own worker may be running one of them
+    assert.equal(ran.failed, 0, JSON.stringify(ran));
+    for (let tries = 0; (await acme.pending({ userId: "user_saved" })) > 0; tries++) {
+      assert.ok(tries < 100, "the user's jobs were not done within 10 s");
+      await new Promise((done) => setTimeout(done, 100));
+    }
+    assert.ok((await acme.search("Where did I move?", { userId: "user_saved" })).some((h) => h.text.includes("Shenzhen")));
+  });
+
+  test("history leaves out the answers a regenerated one replaced, unless asked to include them", async () => {
+    const scope = { userId: "user_regen", threadId: "t" };
+    await acme.add(
+      [
+        { id: "q1", role: "user", content: "讲个笑话" },
+        { id: "a1", role: "assistant", content: "第一个笑话" },
+      ],
+      scope,
+    );
+    await acme.add([{ id: "a2", role: "assistant", content: "第二个笑话", metadata: { replaces: ["a1"] } }], scope);
+    assert.deepEqual(
+      (await acme.history(scope)).map((m) => m.id),
+      ["q1", "a2"],
+    );
+    const all = await acme.history({ ...scope, replaced: "include" });
+    assert.deepEqual(
+      all.map((m) => [m.id, m.replaces ?? null, m.replaced_by ?? null]),
+      [
+        ["q1", null, null],
+        ["a1", null, "a2"],
+        ["a2", ["a1"], null],
+      ],
+    );
+  });
+
   test("forget deletes a thread, then the whole user; what is gone is NotFound", async () => {
     await acme.add("临时的话", { userId: "user_gone", threadId: "a" });
     await acme.add("另一个会话", { userId: "user_gone", threadId: "b" });
