@@ -2,7 +2,7 @@
 
 The store comes from ``--db URL``, else ``--home DIR`` (SQLite file inside), else MEMSTACK_HOME,
 else the user's data directory. Every command takes ``--json`` and ``--tenant``; ``--vectors URL``
-(else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``).
+(else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``) or Chroma (``chroma://host:8000``).
 
 Each command's help says in its first line what it does and ends naming the docs page that tells
 the rest; docs/cli.md is generated from this parser (docs/gen_cli.py), so it cannot drift.
@@ -45,7 +45,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
         "--vectors",
         default=default(os.environ.get("MEMSTACK_VECTORS") or None),
         metavar="URL",
-        help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db (default: $MEMSTACK_VECTORS, else the store's own)",
+        help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db, chroma://HOST:PORT, chroma:///ABS/DIR (default: $MEMSTACK_VECTORS, else the store's own)",
     )
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
 
@@ -252,7 +252,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", action="append", help="only this user (repeat for more; default: every user of the tenant)")
     p.add_argument("--into-existing", action="store_true", help="add to a destination that holds other users of the tenant")
     p.add_argument(
-        "--to-vectors", metavar="URL", help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db"
+        "--to-vectors",
+        metavar="URL",
+        help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db, chroma://HOST:PORT, chroma:///ABS/DIR",
     )
     p.add_argument(
         "--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards"
