@@ -49,14 +49,24 @@ def _open(path: str | None, host: str | None, port: int, ssl: bool, timeout: flo
     settings = Settings(anonymized_telemetry=False)
     if path is not None:
         return chromadb.PersistentClient(path=path, settings=settings)
+    _heartbeat(host or "127.0.0.1", port, ssl, timeout)
     client = chromadb.HttpClient(host=host or "127.0.0.1", port=port, ssl=ssl, settings=settings)
     _set_timeout(client, timeout)
     return client
 
 
+def _heartbeat(host: str, port: int, ssl: bool, timeout: float) -> None:
+    """Ask the server's heartbeat within ``timeout`` before chromadb's client makes its first
+    request, which no timeout bounds (a hung server would hang the process)."""
+    import httpx
+
+    netloc = f"[{host}]" if ":" in host else host
+    httpx.get(f"{'https' if ssl else 'http'}://{netloc}:{port}/api/v2/heartbeat", timeout=timeout).raise_for_status()
+
+
 def _set_timeout(client: Any, timeout: float) -> None:
     """chromadb's HTTP client waits forever (httpx ``timeout=None``) and has no setting for it;
-    its session is reached through the client's private ``_server`` (checked by the tests)."""
+    its session is reached through the client's private ``_server`` (the server tests check that it is set)."""
     import httpx
 
     session = getattr(getattr(client, "_server", None), "_session", None)
