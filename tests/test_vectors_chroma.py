@@ -70,9 +70,10 @@ def test_awkward_values_match_only_themselves(shared):
 
 
 def test_the_filter_is_data_with_the_user_in_it():
+    # the tenant is the collection's (one per tenant), not a term
+    assert search_where(Scope(user_id="u", tenant="acme"), None) == {"user_id": {"$eq": "u"}}
     assert search_where(Scope(user_id=INJECTION, agent_id="a"), SearchFilter(categories=('"',), kinds=("fact", "fact"))) == {
         "$and": [
-            {"tenant": {"$eq": "default"}},
             {"user_id": {"$eq": INJECTION}},
             {"agent_id": {"$eq": "a"}},
             {"category": {"$in": ['#"']}},

@@ -1,7 +1,9 @@
 """Chroma ``where`` filters built as data, and the row metadata they filter on.
 
 A Chroma filter is a dict, so no value can change it (``x" or user_id != "`` is a user name like
-any other). A unit's category is stored as ``"#" + category`` and no category as ``""``, as in the
+any other). The tenant is not in the filters: each tenant has its own collection (``collections.py``
+checks a part's tenant before it is used), and each term costs Chroma a pass over its metadata, so
+a filter starts with the user (and the agent). A unit's category is stored as ``"#" + category`` and no category as ``""``, as in the
 Milvus rows, which keeps a category ``""`` apart from none; no agent or thread is ``""`` too.
 """
 
@@ -54,14 +56,14 @@ def _all(terms: list[Where]) -> Where:
 
 
 def user_terms(scope: Scope) -> list[Where]:
-    terms = [_eq("tenant", scope.tenant), _eq("user_id", scope.user_id)]
+    terms = [_eq("user_id", scope.user_id)]
     if scope.agent_id is not None:
         terms.append(_eq("agent_id", scope.agent_id))
     return terms
 
 
 def search_where(scope: Scope, where: SearchFilter | None) -> Where:
-    """The scope's tenant, user (and agent) and the filter, as one Chroma ``where``."""
+    """The scope's user (and agent) and the filter, as one Chroma ``where`` on the tenant's collection."""
     terms = user_terms(scope)
     if where is not None:
         if where.thread_ids:
@@ -83,7 +85,7 @@ def fetch_where(scope: Scope, ids: Sequence[str]) -> Where:
 
 def delete_where(scope: Scope, ids: Sequence[str] | None) -> Where:
     """Ids in the user (and agent), else the scope's exact thread, else the whole user."""
-    terms = [_eq("tenant", scope.tenant), _eq("user_id", scope.user_id)]
+    terms = [_eq("user_id", scope.user_id)]
     if scope.agent_id is not None or (ids is None and scope.thread_id is not None):
         terms.append(_eq("agent_id", scope.agent_id or ""))
     if ids is not None:
