@@ -1190,7 +1190,7 @@ def _switch_line(switch: Any) -> str:
     """What a reindex into a new collection did, for the reader who owns the server."""
     line = f" into collection {switch.serving}, now searched" if switch.serving else "; the index is empty"
     if switch.previous:
-        line += f"; {switch.previous} is kept, no longer searched and released from memory (a way back), until the next reindex drops it"
+        line += f"; {switch.previous} is kept, no longer searched (a way back), until the next reindex drops it"
     if switch.dropped:
         line += f"; dropped older generations {', '.join(switch.dropped)}"
     return line

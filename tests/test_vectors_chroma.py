@@ -9,13 +9,14 @@ Skipped when chromadb cannot be imported, except under CI, where that is a failu
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from memstack.testing import A, B, OTHER_TENANT, VectorIndexContract
+from memstack.testing import OTHER_TENANT, A, B, VectorIndexContract
 from memstack.testing.vectors import MODEL, axis, ids, unit
 from memstack.types import IndexSwitch, Scope, SearchFilter
 
@@ -250,3 +251,31 @@ def test_memory_keeps_vectors_in_chroma_and_the_profile_says_so(tmp_path):
         assert mem.vectors.search(Scope(user_id="u2"), [1.0] * dimension, k=5) != []
     with pytest.raises(ProfileMismatch, match=r"the store's vectors are in chroma:mem .*--vectors chroma://HOST:PORT\?collection=mem"):
         Memory(db)
+
+
+def test_cli_add_search_and_reindex_on_the_embedded_client(tmp_path, capfd):
+    from memstack.cli import main
+
+    db, vectors = f"sqlite:///{tmp_path / 'cli.db'}", f"chroma://{tmp_path / 'chroma_db'}?collection=cli"
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        capfd.readouterr()
+        code = main(["--db", db, "--vectors", vectors, *args])
+        return (code, *capfd.readouterr())
+
+    assert cli("add", "--user", "user_001", "--thread", "s1", "--role", "user", "我喜欢打网球", "--wait")[0] == 0
+    assert cli("add", "--user", "user_002", "--thread", "s1", "--role", "user", "I play chess on Sundays", "--wait")[0] == 0
+    code, out, _ = cli("search", "--user", "user_001", "我喜欢什么运动？")
+    assert code == 0 and "网球" in out and "chess" not in out
+    code, out, err = cli("reindex")
+    assert code == 0 and "into collection cli_g2, now searched; cli_g1 is kept" in out, err
+    code, out, _ = cli("search", "--user", "user_002", "What do I play?", "--json")
+    assert code == 0 and [h["text"] for h in json.loads(out)] == ["User: I play chess on Sundays"]
+
+
+def test_serve_workers_refuse_the_embedded_client(tmp_path):
+    """The embedded client opens its folder in one process: ``serve --workers`` needs a server."""
+    serve = [sys.executable, "-m", "memstack", "--db", f"sqlite:///{tmp_path / 'm.db'}", "--vectors", f"chroma://{tmp_path / 'c'}"]
+    serve += ["serve", "--workers", "2", "--model", "vllm:m@http://127.0.0.1:9/v1"]
+    proc = subprocess.run(serve, env={**os.environ, "MEMSTACK_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Chroma's embedded client opens its folder in one process: use a Chroma server" in proc.stderr

@@ -28,9 +28,8 @@ chromadb = pytest.importorskip("chromadb", reason="pip install 'memstack[chroma]
 from milvus_support import Relay  # noqa: E402
 from ports import free_port  # noqa: E402
 
-from memstack import Memory  # noqa: E402
 from memstack.backends.chroma import ChromaVectorIndex  # noqa: E402
-from memstack.errors import ForeignCollection, StoreError  # noqa: E402
+from memstack.errors import StoreError  # noqa: E402
 
 pytestmark = [pytest.mark.chroma_server, pytest.mark.timeout(180)]
 

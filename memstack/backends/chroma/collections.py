@@ -136,7 +136,7 @@ def held_at(client: Any, base: str, n: int) -> Held:
     return _held(head)
 
 
-def part(client: Any, base: str, held: Held, tenant: str, *, create: bool) -> Any | None:
+def part(client: Any, base: str, held: Held, tenant: str, *, create: bool) -> Any:
     """The tenant's collection in ``held``: None when it has none yet (and ``create`` is false);
     ForeignCollection when a collection of its name is not memstack's part for that tenant."""
     name = part_name(base, held.generation, tenant)

@@ -135,7 +135,8 @@ class ChromaVectorIndex:
         with self._translated("reading the collection"):
             return collections.resolve(self._client, self.collection)
 
-    def _part(self, held: Held, tenant: str, *, create: bool = False) -> Any | None:
+    def _part(self, held: Held, tenant: str, *, create: bool = False) -> Any:
+        """The tenant's collection in ``held`` (None when it has none and ``create`` is false)."""
         return collections.part(self._client, self.collection, held, tenant, create=create)
 
     def _create(self, model: str, dimension: int) -> Held:
