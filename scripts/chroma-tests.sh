@@ -6,6 +6,6 @@
 # that the server dies with pytest. Extra arguments go to pytest (default: that module).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -gt 0 ] || set -- tests/test_vectors_chroma_server.py
+[ $# -gt 0 ] || set -- tests/test_vectors_chroma_server.py tests/test_transfer_chroma.py
 exec unshare --net --map-root-user --pid --fork --mount-proc --kill-child \
   sh -c 'ip link set lo up && exec .venv/bin/python -m pytest -q -m chroma_server "$@"' chroma-tests "$@"
