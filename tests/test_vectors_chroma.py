@@ -279,3 +279,21 @@ def test_serve_workers_refuse_the_embedded_client(tmp_path):
     serve += ["serve", "--workers", "2", "--model", "vllm:m@http://127.0.0.1:9/v1"]
     proc = subprocess.run(serve, env={**os.environ, "MEMSTACK_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Chroma's embedded client opens its folder in one process: use a Chroma server" in proc.stderr
+
+
+def test_chroma_downloads_no_embedding_model(tmp_path):
+    """Chroma's default embedding function fetches a model into ~/.cache/chroma on first use: a
+    whole index's life in a process whose home is empty leaves no such folder."""
+    code = (
+        "import sys; from memstack.backends.chroma import ChromaVectorIndex; from memstack.testing import A; "
+        "from memstack.testing.vectors import axis, unit; ix = ChromaVectorIndex(sys.argv[1]); "
+        "ix.upsert([unit('u1')], [axis(0)], model='m'); assert ix.search(A, axis(0), k=1)[0].id == 'u1'; "
+        "assert list(ix.fetch(A, ['u1'])) == ['u1']; s = ix.stage(); s.upsert([unit('u1')], [axis(1)], model='m'); ix.switch(s); "
+        "assert ix.delete(A.user()) == 1; ix.close()"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "ANONYMIZED_TELEMETRY": "True"}  # memstack turns it off itself
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "db")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not (home / ".cache" / "chroma").exists() and "telemetry" not in done.stderr.lower()
