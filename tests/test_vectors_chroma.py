@@ -297,3 +297,19 @@ def test_chroma_downloads_no_embedding_model(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "db")], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not (home / ".cache" / "chroma").exists() and "telemetry" not in done.stderr.lower()
+
+
+def test_another_process_resetting_and_remaking_the_index_is_followed(shared):
+    """Heads and parts are remembered by generation and nonce: a generation made again under the
+    same number (another process's reset, then its first upsert) is read afresh, never stale."""
+    shared.reset()
+    other = ChromaVectorIndex(_client=shared._client, collection="contract")
+    shared.upsert([unit("u1")], [axis(0)], model=MODEL)
+    assert ids(shared.search(A, axis(0), k=5)) == ["u1"]
+    other.reset()
+    other.upsert([unit("u2")], [axis(1, 4)], model="another-model")
+    assert shared._held().collection == "contract_g1"  # the same name, made again
+    assert shared.info() == ("another-model", 4, 1) and ids(shared.search(A, axis(1, 4), k=5)) == ["u2"]
+    with pytest.raises(InvalidInput, match="memstack reindex"):
+        shared.upsert([unit("u3")], [axis(0)], model=MODEL)
+    shared.reset()

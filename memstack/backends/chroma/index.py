@@ -96,6 +96,10 @@ class ChromaVectorIndex:
         self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else f"the embedded Chroma at {path}"
         self._staged = _staged  # addresses one generation, made by the first upsert
         self._generation: Held | None = None
+        #: heads and parts already opened (by head and nonce: never stale, see collections.Heads),
+        #: so that a search reads the pointer and then queries; emptied on any failure
+        self._heads: collections.Heads = {}
+        self._parts: dict[tuple[str, str, str], Any] = {}
         self._owns_client = _client is None
         if _client is not None:
             self._client = _client
@@ -123,6 +127,7 @@ class ChromaVectorIndex:
         except MemstackError:
             raise
         except Exception as exc:  # chromadb raises ChromaError, httpx's errors, ValueError and bare Exception
+            self._parts.clear()  # a collection dropped behind this process's back is opened again
             raise StoreError(f"Chroma failed while {doing} (collection {self.collection!r} at {self.where}): {exc}") from exc
 
     # ---- which collections -----------------------------------------------------------------
@@ -133,18 +138,24 @@ class ChromaVectorIndex:
         if self._staged:
             return self._generation
         with self._translated("reading the collection"):
-            return collections.resolve(self._client, self.collection)
+            return collections.resolve(self._client, self.collection, self._heads)
 
     def _part(self, held: Held, tenant: str, *, create: bool = False) -> Any:
         """The tenant's collection in ``held`` (None when it has none and ``create`` is false)."""
-        return collections.part(self._client, self.collection, held, tenant, create=create)
+        key = (held.collection, held.made, tenant)
+        found = self._parts.get(key)
+        if found is None:
+            found = collections.part(self._client, self.collection, held, tenant, create=create)
+            if found is not None and held.made:
+                self._parts[key] = found
+        return found
 
     def _create(self, model: str, dimension: int) -> Held:
         made = collections.create_generation(self._client, self.collection, model, dimension)
         if self._staged:
             self._generation = made
             return made
-        if collections.point(self._client, self.collection, made.generation, create_only=True):
+        if collections.point(self._client, self.collection, made, create_only=True):
             return made
         collections.drop_generation(self._client, [made.collection])  # another process made the index first: ours is empty
         held = collections.resolve(self._client, self.collection)
@@ -241,6 +252,8 @@ class ChromaVectorIndex:
             raise InvalidInput("a staged index is switched to or left, not reset", field="vectors")
         with self._translated("dropping the index's collections"):
             collections.drop_all(self._client, self.collection)
+        self._heads.clear()
+        self._parts.clear()
 
     # ---- Rebuildable -----------------------------------------------------------------------
 
@@ -253,6 +266,7 @@ class ChromaVectorIndex:
         staged = ChromaVectorIndex.__new__(ChromaVectorIndex)
         staged.__dict__.update(self.__dict__)
         staged._staged, staged._generation, staged._owns_client = True, None, False
+        staged._heads, staged._parts = self._heads, self._parts
         return staged
 
     def switch(self, staged: Any) -> IndexSwitch:
@@ -266,7 +280,7 @@ class ChromaVectorIndex:
             if staged._generation is None:
                 collections.unpoint(self._client, self.collection)
                 return IndexSwitch(None, old.collection if old else None)
-            collections.point(self._client, self.collection, staged._generation.generation)
+            collections.point(self._client, self.collection, staged._generation)
             if old is None:
                 return IndexSwitch(staged._generation.collection)
             dropped = collections.drop_older(self._client, self.collection, old.generation)
