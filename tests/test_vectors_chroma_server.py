@@ -1,5 +1,5 @@
 """Vectors in a real Chroma server (``chroma run``): the VectorIndex contract over HTTP, the CLI and
-``serve`` with ``--vectors chroma://...``, a reindex into a new generation, a collection memstack
+``serve`` (one process and ``--workers 2``) with ``--vectors chroma://...``, a reindex into a new generation, a collection memstack
 did not make refused and left alone, and a dead, lost or hung server as a clean error.
 
 Run by ``scripts/chroma-tests.sh`` (CI: ``scripts/test.sh``), which puts pytest in a private
@@ -140,10 +140,10 @@ def test_cli_add_search_reindex_and_forget_keep_the_vectors_in_chroma(server, cl
     assert count(client, "cli", "user_001") == 0
 
 
-def serve(db: str, vectors: str, port: int, tmp_path) -> subprocess.Popen:
+def serve(db: str, vectors: str, port: int, tmp_path, *extra: str) -> subprocess.Popen:
     log = open(tmp_path / f"serve-{port}.log", "w")  # noqa: SIM115 (the process's, closed with it)
     command = [sys.executable, "-m", "memstack", "--db", db, "--vectors", vectors, "serve", "--port", str(port)]
-    command += ["--model", "vllm:none@http://127.0.0.1:9/v1", "--log-level", "warning"]
+    command += ["--model", "vllm:none@http://127.0.0.1:9/v1", "--log-level", "warning", *extra]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -199,6 +199,25 @@ def test_serve_searches_chroma_and_a_lost_server_is_503_not_500(server, client, 
         proc.wait(60)
         relay.cut()
     assert "Traceback" not in (tmp_path / f"serve-{port}.log").read_text()
+
+
+def test_serve_workers_share_the_vectors_url(server, client, tmp_path):
+    """``--workers 2``: the URL travels to both processes, which index into and search one index."""
+    db, port = f"sqlite:///{tmp_path / 'workers.db'}", free_port()
+    proc = serve(db, f"{server.url}?collection=workers", port, tmp_path, "--workers", "2")
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            for thread in ("s1", "s2", "s3", "s4"):  # spread over both processes
+                r = http.post(
+                    f"/v1/users/user_001/threads/{thread}/messages", json={"messages": [{"role": r, "content": t} for r, t in LISI]}
+                )
+                assert r.status_code == 201, r.text
+            search_until(http, "我的后端用什么技术？", "SpringBoot")
+        assert count(client, "workers", "user_001") >= 4
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
 def test_a_collection_memstack_did_not_make_is_refused_and_left_alone(server, client, tmp_path, capfd):
