@@ -1,6 +1,7 @@
 """Vectors in a real Chroma server (``chroma run``): the VectorIndex contract over HTTP, the CLI and
-``serve`` (one process and ``--workers 2``) with ``--vectors chroma://...``, a reindex into a new generation, a collection memstack
-did not make refused and left alone, and a dead, lost or hung server as a clean error.
+``serve`` (one process, and ``--workers 2``) with ``--vectors chroma://...``, a reindex into a new
+generation, a collection memstack did not make refused and left alone, and a dead, lost or hung
+server as a clean error.
 
 Run by ``scripts/chroma-tests.sh`` (CI: ``scripts/test.sh``), which puts pytest in a private
 network namespace where only loopback exists; one server serves the whole session. Anywhere else
