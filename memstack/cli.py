@@ -2,7 +2,7 @@
 
 The store comes from ``--db URL``, else ``--home DIR`` (SQLite file inside), else MEMSTACK_HOME,
 else the user's data directory. Every command takes ``--json`` and ``--tenant``; ``--vectors URL``
-(else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``).
+(else MEMSTACK_VECTORS) keeps the vectors outside the store, in Milvus (``milvus://host:19530``) or Chroma (``chroma://host:8000``).
 
 Each command's help says in its first line what it does and ends naming the docs page that tells
 the rest; docs/cli.md is generated from this parser (docs/gen_cli.py), so it cannot drift.
@@ -53,7 +53,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool = False) -> None:
         "--vectors",
         default=default(os.environ.get("MEMSTACK_VECTORS") or None),
         metavar="URL",
-        help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db (default: $MEMSTACK_VECTORS, else the store's own)",
+        help="vector index outside the store: milvus://HOST:PORT[?collection=NAME], milvus:///ABS/FILE.db, chroma://HOST:PORT, chroma:///ABS/DIR (default: $MEMSTACK_VECTORS, else the store's own)",
     )
     p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
 
@@ -260,7 +260,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--user", action="append", help="only this user (repeat for more; default: every user of the tenant)")
     p.add_argument("--into-existing", action="store_true", help="add to a destination that holds other users of the tenant")
     p.add_argument(
-        "--to-vectors", metavar="URL", help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db"
+        "--to-vectors",
+        metavar="URL",
+        help="the destination's vector index outside the store: milvus://HOST:PORT, milvus:///ABS/FILE.db, chroma://HOST:PORT, chroma:///ABS/DIR",
     )
     p.add_argument(
         "--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards"
@@ -1204,7 +1206,7 @@ def _switch_line(switch: Any) -> str:
     """What a reindex into a new collection did, for the reader who owns the server."""
     line = f" into collection {switch.serving}, now searched" if switch.serving else "; the index is empty"
     if switch.previous:
-        line += f"; {switch.previous} is kept, no longer searched and released from memory (a way back), until the next reindex drops it"
+        line += f"; {switch.previous} is kept, no longer searched (a way back), until the next reindex drops it"
     if switch.dropped:
         line += f"; dropped older generations {', '.join(switch.dropped)}"
     return line

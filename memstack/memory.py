@@ -93,9 +93,10 @@ class Memory:
     name ``{"retrieval.share": 0.3}`` one layer only). ``preset``: one of the articles' scenario
     stacks by name (``memstack.presets.PRESETS``), instead of ``layers``.
     ``vectors``: the retrieval layers' vector index outside the store, a VectorIndex or a URL
-    (``milvus://host:19530``, ``milvus:///abs/file.db``; ``backends.open_vectors``), None for the
-    store's own. The profile records where the vectors are: a process naming another place (or
-    none, for a store whose vectors are in Milvus) is refused (``ProfileMismatch``).
+    (``milvus://host:19530``, ``milvus:///abs/file.db``, ``chroma://host:8000``, ``chroma:///abs/dir``;
+    ``backends.open_vectors``), None for the store's own. The profile records where the vectors
+    are: a process naming another place (or none, for a store whose vectors are in Milvus or
+    Chroma) is refused (``ProfileMismatch``).
     ``entity_schema``: the developer's pydantic model of entities (the articles' ``EntityExtraction``:
     a list of models with a ``name``), which the entity and graph layers' extraction asks for
     instead of memstack's own (``memstack.llm.custom``); pass it in every process that runs the

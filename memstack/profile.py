@@ -166,8 +166,8 @@ def vectors_mismatch(stored: Profile, mine: str | None) -> str | None:
     if mine is None:
         kind, _, name = stored.vectors.partition(":")  # type: ignore[union-attr]
         how = (
-            f"--vectors milvus://HOST:PORT?collection={name} (or MEMSTACK_VECTORS, Memory(vectors=...))"
-            if kind == "milvus"
+            f"--vectors {kind}://HOST:PORT?collection={name} (or MEMSTACK_VECTORS, Memory(vectors=...))"
+            if kind in ("milvus", "chroma")
             else "Memory(vectors=...) naming it"
         )
         return f"the store's vectors are in {stored.vectors} (its profile says so); open it with {how}: here every search would miss them and a forget would leave them behind"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install memstack with its test dependencies into .venv, start PostgreSQL (with pgvector) on
 # 127.0.0.1 through scripts/postgres.sh, and run the whole test suite, the README's tour
-# (scripts/tour.py), the tests against a Milvus server (scripts/milvus-tests.sh), the dashboard's
-# tests in headless Chromium (scripts/ui-tests.sh) and the TypeScript client's (scripts/ts-tests.sh). Extra
+# (scripts/tour.py), the tests against a Milvus server (scripts/milvus-tests.sh) and a Chroma server
+# (scripts/chroma-tests.sh), the dashboard's tests in headless Chromium (scripts/ui-tests.sh) and
+# the TypeScript client's (scripts/ts-tests.sh). Extra
 # arguments go to one plain pytest run (and leave the tour and the Milvus server out).
 # Without root (no apt), set MEMSTACK_TEST_PG_DSN to an existing server instead.
 set -euo pipefail
@@ -40,6 +41,14 @@ if [ -z "${MEMSTACK_SKIP_MILVUS:-}" ]; then
   bash scripts/milvus-tests.sh > "$milvus_log" 2>&1 &
   milvus_pid=$!
 fi
+# The tests against a real Chroma server (scripts/chroma-tests.sh: `chroma run` and pytest in a
+# private network namespace, ~15 s) run beside them too; MEMSTACK_SKIP_CHROMA=1 leaves them out.
+chroma_pid=
+if [ -z "${MEMSTACK_SKIP_CHROMA:-}" ]; then
+  chroma_log=$(mktemp)
+  bash scripts/chroma-tests.sh > "$chroma_log" 2>&1 &
+  chroma_pid=$!
+fi
 # The dashboard's tests in headless Chromium (scripts/ui-tests.sh: installs Debian's chromium when
 # missing, ~40 s of tests) run beside them too, leaving this run's screenshots of every view in
 # artifacts/screenshots/ of the clone (the CI's artifacts); MEMSTACK_SKIP_BROWSER=1 leaves them out.
@@ -58,7 +67,7 @@ if [ -z "${MEMSTACK_SKIP_TS:-}" ]; then
   bash scripts/ts-tests.sh > "$ts_log" 2>&1 &
   ts_pid=$!
 fi
-.venv/bin/python -m pytest -q -m "not local_model and not milvus_server and not browser" || status=$?
+.venv/bin/python -m pytest -q -m "not local_model and not milvus_server and not chroma_server and not browser" || status=$?
 if [ -n "$ts_pid" ]; then
   if wait "$ts_pid"; then
     echo "TypeScript client tests: $(grep -E '^# (pass|fail) ' "$ts_log" | tr '\n' ' ')"
@@ -78,6 +87,13 @@ if [ -n "$milvus_pid" ]; then
     echo "Milvus server tests: $(tail -n 1 "$milvus_log")"
   else
     tail -n 80 "$milvus_log"; echo "Milvus server tests: FAILED"; status=1
+  fi
+fi
+if [ -n "$chroma_pid" ]; then
+  if wait "$chroma_pid"; then
+    echo "Chroma server tests: $(tail -n 1 "$chroma_log")"
+  else
+    tail -n 80 "$chroma_log"; echo "Chroma server tests: FAILED"; status=1
   fi
 fi
 if [ -n "$tour_pid" ]; then

@@ -3,4 +3,4 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-pytest_plugins = ["pgsupport", "milvus_support"]  # `schema` (PostgreSQL) and `milvus_server` fixtures
+pytest_plugins = ["pgsupport", "milvus_support", "chroma_support"]  # `schema` (PostgreSQL), `milvus_server`, `chroma_server` fixtures

@@ -1,6 +1,6 @@
 """Storage backends, one package per technology; ``open_store(url)`` picks one by URL.
 
-    memory/ jsonl/ sqlite/ postgres/ milvus/   one backend each, independent of one another
+    memory/ jsonl/ sqlite/ postgres/ milvus/ chroma/   one backend each, independent of one another
     sql/     what the SQLite and PostgreSQL backends share (a Dialect, the WHERE builders)
     rules/   the rules every backend follows, with no I/O (they import nothing else from here)
 
@@ -15,6 +15,8 @@
     None                      the store's own index (SQLite, PostgreSQL + pgvector, memory)
     milvus://host:19530       a Milvus server (pip install "memstack[milvus]"; see backends/milvus)
     milvus:///abs/file.db     a milvus-lite file
+    chroma://host:8000        a Chroma server (pip install "memstack[chroma]"; see backends/chroma)
+    chroma:///abs/dir         Chroma's embedded client on a folder
 """
 
 from __future__ import annotations
@@ -77,4 +79,11 @@ def open_vectors(url: str | None) -> VectorIndex | None:
         from .milvus import MilvusVectorIndex
 
         return MilvusVectorIndex.from_url(text)
-    raise UnknownName(f"no vector index for {text!r}; use milvus://HOST:PORT (a Milvus server) or milvus:///ABSOLUTE/PATH.db (milvus-lite)")
+    if text.startswith("chroma://"):
+        from .chroma import ChromaVectorIndex
+
+        return ChromaVectorIndex.from_url(text)
+    raise UnknownName(
+        f"no vector index for {text!r}; use milvus://HOST:PORT (a Milvus server), milvus:///ABSOLUTE/PATH.db (milvus-lite), "
+        "chroma://HOST:PORT (a Chroma server) or chroma:///ABSOLUTE/DIR (Chroma's embedded client)"
+    )

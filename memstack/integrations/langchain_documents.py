@@ -51,7 +51,8 @@ class MemstackVectorStore(VectorStore):
     ``target``: a Memory (its store and tenant), a Store, a URL or path (sqlite, postgresql,
     memory), or None for the default SQLite file. ``embedding``: a LangChain Embeddings, a
     memstack provider string or Embedder (default "local"). ``vectors``: a vector index outside
-    the store (e.g. Milvus), as the retrieval layer's option of that name.
+    the store (e.g. Milvus), as the retrieval layer's option of that name; default: the Memory's
+    (``Memory(vectors=...)``), else the store's own.
     """
 
     def __init__(
@@ -76,7 +77,9 @@ class MemstackVectorStore(VectorStore):
         )
         self.embedder = as_embedder(embedding)
         self._embeddings = embedding if isinstance(embedding, Embeddings) else MemstackEmbeddings(self.embedder)
-        self.index: VectorIndex = vectors if vectors is not None else self.store.vectors
+        # a Memory's own index outside the store (Milvus, Chroma) unless another is named
+        outside = memory.vectors if memory is not None else None
+        self.index: VectorIndex = vectors if vectors is not None else outside if outside is not None else self.store.vectors
         self.category = category
 
     @property

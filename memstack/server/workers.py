@@ -47,7 +47,7 @@ FACTORY = "memstack.server.workers:app_from_env"
 
 def check_shareable(config: ServerConfig) -> None:
     """UsageError for a store that lives in one process's memory, or vectors in a file that one
-    process opens (milvus-lite)."""
+    process opens (milvus-lite, Chroma's embedded client)."""
     url = config.db
     if not isinstance(url, str):
         raise UsageError("--workers needs the store as a URL, which every worker process opens")
@@ -58,6 +58,10 @@ def check_shareable(config: ServerConfig) -> None:
     if isinstance(config.vectors, str) and config.vectors.startswith("milvus:///"):
         raise UsageError(
             "--workers needs vectors that processes share, and a milvus-lite file is opened by one process: use a Milvus server, milvus://HOST:19530"
+        )
+    if isinstance(config.vectors, str) and config.vectors.startswith("chroma:///"):
+        raise UsageError(
+            "--workers needs vectors that processes share, and Chroma's embedded client opens its folder in one process: use a Chroma server, chroma://HOST:PORT"
         )
 
 
