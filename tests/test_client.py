@@ -10,6 +10,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from importlib import resources
 from types import SimpleNamespace
@@ -453,3 +454,23 @@ def test_the_retry_policy():
     with pytest.raises(InvalidInput) as nan:
         Request("POST", "/m", json={"x": float("nan")}).body()
     assert nan.value.field == "body"
+
+
+def test_a_flush_waits_for_the_users_jobs_the_services_own_worker_is_running():
+    """With the service's worker on (the default), a job of the user may be leased by it when the
+    flush comes: the flush waits for it, so that what the client reads next is up to date."""
+    slow = ScriptedModel(default=lambda messages, schema: time.sleep(0.3) or EXTRACTION)
+    memory = Memory(
+        "memory://", tenant="acme", layers=["summary-buffer", "entities", "retrieval"], options={"model": slow, "batch_messages": 2}
+    )
+    app = create_app(memory, ServerConfig(model=ScriptedModel(default="好的"), api_keys=KEYS))  # its own worker runs
+    with BackgroundServer(app) as server, Client(server.url, api_key="key-acme") as client:
+        for n in range(3):
+            client.add(
+                [{"role": "user", "content": f"第{n}次：我正在开发知识中台"}, {"role": "assistant", "content": "好的"}],
+                user_id="worker_user",
+                thread_id="t",
+            )
+            time.sleep(0.05)  # the worker wakes on the add and leases the job
+            report = client.flush(user_id="worker_user")
+            assert report.failed == 0 and client.pending(user_id="worker_user") == 0, report

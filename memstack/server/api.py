@@ -12,6 +12,7 @@ in its bounded executor, so the event loop keeps serving while the store works.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Response
@@ -369,10 +370,31 @@ async def read_pending(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> Pen
     return Pending(pending=await memory.pending(user_id=user_id, tenant=tenant))
 
 
-@router.post("/flush", summary="Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush)")
+#: how long a flush waits for the user's jobs that another worker is running (the service's own)
+FLUSH_WAIT_SECONDS = 30.0
+
+
+@router.post(
+    "/flush",
+    summary="Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush), "
+    "and wait for those another worker is running",
+)
 async def flush(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> JobsRun:
-    report = await memory.flush(user_id=user_id, tenant=tenant)
-    return JobsRun(ran=report.ran, failed=report.failed, waited=report.waited, errors=list(report.errors))
+    """The service's worker may hold one of the user's jobs when the flush comes (leased, so this
+    run skips it): the flush then waits for it, up to ``FLUSH_WAIT_SECONDS``, so that what the
+    client reads next has the user's messages indexed and extracted. It never waits on a job that
+    failed or that a cost ceiling put off (those are in the answer)."""
+    ran, failed, waited, errors = 0, 0, 0, []
+    deadline = asyncio.get_running_loop().time() + FLUSH_WAIT_SECONDS
+    while True:
+        report = await memory.flush(user_id=user_id, tenant=tenant)
+        ran, failed, waited, errors = ran + report.ran, failed + report.failed, waited + report.waited, errors + list(report.errors)
+        if failed or waited or asyncio.get_running_loop().time() >= deadline:
+            break
+        if not await memory.pending(user_id=user_id, tenant=tenant):
+            break
+        await asyncio.sleep(0.05)
+    return JobsRun(ran=ran, failed=failed, waited=waited, errors=errors)
 
 
 @router.delete("/saved/{memory_id}", summary="Delete one saved memory (a tool's note or key/value memory) by id; answers it")
