@@ -217,7 +217,13 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush) */
+        /**
+         * Run the user's ready write-side jobs now, without waiting for batches to fill (Memory.flush), and wait for those another worker is running
+         * @description The service's worker may hold one of the user's jobs when the flush comes (leased, so this
+         *     run skips it): the flush then waits for it, up to ``FLUSH_WAIT_SECONDS``, so that what the
+         *     client reads next has the user's messages indexed and extracted. It never waits on a job that
+         *     failed or that a cost ceiling put off (those are in the answer).
+         */
         post: operations["flush_v1_users__user_id__flush_post"];
         delete?: never;
         options?: never;
