@@ -438,6 +438,11 @@ class Store(Protocol):
         no content and no id (``types.Deletion``), and outlives what it deleted."""
         ...
 
+    def noted_tenants(self) -> list[str]:
+        """The tenants with deletion notes, sorted: a tenant whose every user was forgotten holds
+        nothing else (``tenants`` leaves it out), and a whole-store copy carries its notes too."""
+        ...
+
     def deletion_key(self) -> bytes | None:
         """The secret key the notes' hashes are made with (``backends.rules.deletions``), made on
         the store's first deletion: None before. What a copy carries with the notes; never shown."""

@@ -550,10 +550,11 @@ class StoreContract(StoreFixture):
         source.delete_user(B, layer="cli")
         notes, key = source.deletions("default"), source.deletion_key()
         assert key is not None and len(notes) == 3
-        assert store.deletion_key() is None and store.deletions("default") == []
+        assert store.deletion_key() is None and store.deletions("default") == [] and store.noted_tenants() == []
         assert store.restore_deletions(key, notes) == 3 and store.deletion_key() == key
         assert store.restore_deletions(key, notes) == 0  # a rerun stores nothing twice
         assert store.deletions("default") == notes and store.deletions("acme") == []
+        assert store.noted_tenants() == ["default"] and store.tenants() == []  # notes only: no tenant holds data
         for user in ("user_001", "user_002", "李四", "nobody"):
             assert store.deletions("default", user_id=user) == source.deletions("default", user_id=user), user
         assert store.restore_deletions(key, [*notes, notes[0]]) == 1  # alike notes are counted, not merged

@@ -190,6 +190,10 @@ class JsonlStore:
         with self.locked():
             return deletions.read(self.root, tenant, user_id)
 
+    def noted_tenants(self) -> list[str]:
+        with self.locked():
+            return sorted(decode_name(path.parent.name) for path in self.root.glob(f"*/{deletions.NOTES_FILE}") if path.stat().st_size)
+
     def deletion_key(self) -> bytes | None:
         """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
         with self.locked():

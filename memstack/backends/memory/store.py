@@ -140,6 +140,10 @@ class MemoryStore:
                 self._deletion_key = new_secret()
             return self._deletion_key
 
+    def noted_tenants(self) -> list[str]:
+        with self._lock:
+            return sorted({d.tenant for d in self._deletions})
+
     def deletion_key(self) -> bytes | None:
         """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
         return self._deletion_key

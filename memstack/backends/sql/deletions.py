@@ -39,6 +39,11 @@ def read_notes(fetch: Fetch, d: Dialect, tenant: str, user_id: str | None = None
     ]
 
 
+def noted_tenants_query(d: Dialect) -> str:
+    """``Store.noted_tenants``: every tenant with a note, sorted."""
+    return f"SELECT DISTINCT tenant FROM {d.table('deletions')} ORDER BY 1"
+
+
 def held_key(run: Run, d: Dialect) -> bytes | None:
     """The store's key (None: no deletion yet), in ``run``'s transaction."""
     row = run(f"SELECT secret FROM {d.table('deletion_key')} WHERE id = 1", ()).fetchone()
