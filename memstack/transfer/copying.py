@@ -7,7 +7,8 @@ finished by running it again. A destination that holds users of the tenant is re
 carries this copy's mark: the mark is written in the destination's state before the first item
 and removed after a clean verify, so a rerun of an interrupted copy is told from a foreign store.
 
-The tenant's deletion notes travel after its users, with the source's key (``notes``): a
+LangGraph's own tables (``langgraph``) travel after the users, thread by thread, when the source
+has them. The tenant's deletion notes travel after its users, with the source's key (``notes``): a
 destination holding notes under another key is refused with the others, before anything is
 written, unless the copy leaves the notes behind (``deletions=False``).
 """
@@ -23,7 +24,7 @@ from typing import Any
 from ..errors import UsageError
 from ..stores import Store, VectorIndex
 from ..types import Scope
-from . import notes, sink, source
+from . import langgraph, notes, sink, source
 from .digest import Difference, compare, digests
 from .items import DELETION
 
@@ -59,13 +60,15 @@ def located(profile: Mapping[str, Any], dst: Store, index: VectorIndex | None) -
 
 def check_kinds(src: Store, dst: Store, tenant: str) -> None:
     """UsageError, before anything is written, when the source holds a kind the destination's
-    backend cannot keep (the JSON-lines backend keeps no model-made records and no units)."""
+    backend cannot keep (the JSON-lines backend keeps no model-made records, no units and no
+    LangGraph tables)."""
     for part, what in (("records", "model-made memory"), ("units", "retrieval units or saved memories")):
         held = getattr(src, part, None)
         if getattr(dst, part, None) is None and held is not None and held.users(tenant):
             raise UsageError(
                 f"the {type(dst).__name__} backend keeps no {what}, which the source holds; copy to sqlite, postgresql or memory"
             )
+    langgraph.check(src, dst, tenant)
 
 
 def check_destination(src: Store, dst: Store, tenant: str, users: Sequence[str], *, into_existing: bool) -> bool:
@@ -125,6 +128,9 @@ def copy_store(
     carried = notes.copy(src, dst, tenant, users) if deletions else 0
     if carried:
         read[DELETION] = carried
+    rows = langgraph.copy(src, dst, tenant, users)
+    if rows:
+        read[langgraph.KIND] = rows
     differences = verify(
         src,
         dst,

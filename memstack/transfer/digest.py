@@ -18,7 +18,7 @@ from typing import Any
 
 from ..stores import Store, VectorIndex
 from ..types import Scope, parse_time
-from . import notes
+from . import langgraph, notes
 from .items import DELETION, KINDS, PROFILE
 from .source import user_items
 
@@ -100,9 +100,10 @@ def digests(
     noted: Sequence[str] | None = None,
     deletions: bool = True,
 ) -> dict[str, dict[str, Summary]]:
-    """{user: {kind: Summary}} for these users, and under "*" the tenant's profile and (unless
-    not ``deletions``) the deletion notes of the ``noted`` users (None: every note of the tenant,
-    the hashes included: a copy keeps the source's key, so equal notes are equal verbatim)."""
+    """{user: {kind: Summary}} for these users, and under "*" the tenant's profile, (unless not
+    ``deletions``) the deletion notes of the ``noted`` users (None: every note of the tenant, the
+    hashes included: a copy keeps the source's key, so equal notes are equal verbatim), and the
+    LangGraph rows of the ``noted`` users' threads (None: all of the tenant's, ``langgraph``)."""
     profile = store.profiles.get(tenant)
     out = {"*": {PROFILE: Summary(int(profile is not None), f"{_fold(0, PROFILE, profile or {}):064x}")}}
     if deletions:
@@ -111,6 +112,10 @@ def digests(
         for item in held:
             total = _fold(total, DELETION, item)
         out["*"][DELETION] = Summary(len(held), f"{total:064x}")
+    count, total = 0, 0
+    for item in langgraph.digest_items(store, tenant, noted):
+        count, total = count + 1, _fold(total, langgraph.KIND, item)
+    out["*"][langgraph.KIND] = Summary(count, f"{total:064x}")
     for user in users:
         out[user] = user_digest(store, Scope(user_id=user, tenant=tenant), index=index)
     return out
@@ -122,7 +127,7 @@ def compare(source: Mapping[str, Mapping[str, Summary]], destination: Mapping[st
     out = []
     for user in sorted(set(source) | set(destination)):
         a, b = source.get(user, {}), destination.get(user, {})
-        for kind in (*KINDS, PROFILE, DELETION):
+        for kind in (*KINDS, PROFILE, DELETION, langgraph.KIND):
             if kind in a or kind in b:
                 x, y = a.get(kind, empty), b.get(kind, empty)
                 if x != y:
