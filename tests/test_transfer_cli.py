@@ -47,7 +47,7 @@ def test_export_all_then_import_gives_identical_records_and_contexts(filled, tmp
     assert main(["--db", str(filled), "--tenant", "acme", "export", "--all", "--user", "user_001"]) == 0
     text = capsys.readouterr().out
     header, *items = [json.loads(line) for line in text.splitlines()]
-    assert header == {"format": "memstack-export", "version": 1, "tenant": "acme", "users": ["user_001"]}
+    assert header == {"format": "memstack-export", "version": 2, "tenant": "acme", "users": ["user_001"]}
     kinds = {item["type"] for item in items}
     assert kinds == {"profile", "message", "checkpoint", "job", "state", "record", "audit", "usage", "unit", "vector"}
     assert {item["user_id"] for item in items if item["type"] != "profile"} == {"user_001"}

@@ -128,3 +128,38 @@ def test_without_langgraph_tables_none_are_made_and_jsonl_is_refused_when_there_
     finally:
         plain.close()
         dst.close()
+
+
+def test_a_users_export_carries_their_langgraph_threads(tmp_path):
+    import json
+
+    from memstack.errors import InvalidInput
+    from memstack.transfer import read_export
+    from memstack.transfer.portable import export_lines
+
+    src, dst = agent_store(SQLiteStore(tmp_path / "src.db")), SQLiteStore(tmp_path / "dst.db")
+    try:
+        lines = [json.loads(line) for line in export_lines(src, TENANT, ["李四"])]
+        assert lines[0]["version"] == 2
+        rows = [line for line in lines if line.get("type") == "langgraph"]
+        assert {r["table"] for r in rows} == {"lg_checkpoints", "lg_blobs", "lg_writes"} and {r["row"]["thread_id"] for r in rows} == {
+            "周报"
+        }
+        stored = read_export(enumerate(lines, 1), dst)
+        assert stored["langgraph"] == len(rows) and read_export(enumerate(lines, 1), dst)["langgraph"] == 0  # twice: nothing doubled
+        resumes_on(dst)
+        header = lines[0]
+        bad = dict(rows[0], row=dict(rows[0]["row"], checkpoint="不是base64"))
+        with pytest.raises(InvalidInput, match="not base64") as caught:
+            read_export(enumerate([header, bad], 1), dst)
+        assert caught.value.field == "checkpoint"
+        with pytest.raises(InvalidInput, match="names one of") as caught:
+            read_export(enumerate([header, dict(rows[0], table="users")], 1), dst)
+        assert caught.value.field == "table"
+        with pytest.raises(InvalidInput, match="has 'user_id'"):
+            read_export(enumerate([header, dict(rows[0], row={k: v for k, v in rows[0]["row"].items() if k != "user_id"})], 1), dst)
+        with pytest.raises(UsageError, match="keeps no LangGraph tables"):
+            read_export(enumerate(lines, 1), JsonlStore(tmp_path / "lines"))
+    finally:
+        src.close()
+        dst.close()

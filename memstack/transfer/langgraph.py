@@ -16,7 +16,9 @@ held already, so a copy killed anywhere is finished by running it again, nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import base64
+import binascii
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,7 +27,7 @@ from ..backends.memory.side import side_database
 from ..backends.postgres import PostgresStore
 from ..backends.sql import adapter_tables as lg
 from ..backends.sqlite import SQLiteStore
-from ..errors import UsageError
+from ..errors import InvalidInput, UsageError
 from ..stores import Store
 
 #: the kind's name in a copy's report and a verify's differences
@@ -126,3 +128,58 @@ def digest_items(store: Store, tenant: str, users: Sequence[str] | None) -> Iter
             yield {"table": table} | {
                 c: (bytes(v).hex() if isinstance(v, (bytes, memoryview)) else v) for c, v in zip(lg.COLUMNS[table], row, strict=True)
             }
+
+
+# ---- the JSON-lines export's form (``portable``) ---------------------------------------------
+
+
+def encode(table: str, row: Sequence[Any]) -> dict[str, Any]:
+    """A row as an export item: ``table``, and ``row`` its columns by name (bytes in base64; the
+    row apart, since LangGraph's columns include a ``type``)."""
+    blobs = lg.BLOBS[table]
+    columns = {
+        c: (base64.b64encode(bytes(v)).decode() if c in blobs and v is not None else v) for c, v in zip(lg.COLUMNS[table], row, strict=True)
+    }
+    return {"table": table, "row": columns}
+
+
+def decode(item: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """(table, row) of an export item; InvalidInput naming what is wrong."""
+    table = item.get("table")
+    if table not in lg.COLUMNS:
+        raise InvalidInput(f"a langgraph item names one of {', '.join(lg.COLUMNS)}, not {table!r}", field="table")
+    given = item.get("row")
+    if not isinstance(given, Mapping):
+        raise InvalidInput(f"a langgraph item's row is an object of {table}'s columns", field="row")
+    row = []
+    for column in lg.COLUMNS[table]:
+        if column not in given:
+            raise InvalidInput(f"a row of {table} has {column!r}", field=column)
+        value = given[column]
+        if column in lg.BLOBS[table] and value is not None:
+            try:
+                value = base64.b64decode(str(value), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise InvalidInput(f"{table}.{column} is not base64: {exc}", field=column) from exc
+        row.append(value)
+    return table, tuple(row)
+
+
+def user_items(store: Store, tenant: str, user: str) -> Iterator[dict[str, Any]]:
+    """The user's LangGraph threads (tagged with the user) as export items."""
+    for table, found in rows(store, tenant, [user]):
+        for row in found:
+            yield encode(table, row)
+
+
+def restore(store: Store, items: Sequence[Mapping[str, Any]]) -> int:
+    """Store export items in the store's tables (made if need be), each row skipped when its key
+    is held; returns the rows stored. UsageError for a backend without the tables."""
+    decoded = [decode(item) for item in items]
+    if not decoded:
+        return 0
+    with _transaction(store, create=True) as opened:
+        if opened is None:
+            raise UsageError(f"the {type(store).__name__} backend keeps no LangGraph tables; import into sqlite, postgresql or memory")
+        lg.migrate(*opened)
+        return sum(lg.insert(opened[0], table, [row]) for table, row in decoded)

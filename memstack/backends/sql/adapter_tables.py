@@ -96,6 +96,14 @@ KEYS: dict[str, tuple[str, ...]] = {
     "lg_items": ("tenant", "prefix", "key"),
     "lg_item_vectors": ("tenant", "prefix", "key", "field"),
 }
+#: the columns that hold bytes (LangGraph's serialised values, a vector's float32)
+BLOBS: dict[str, tuple[str, ...]] = {
+    "lg_checkpoints": ("checkpoint", "metadata"),
+    "lg_blobs": ("blob",),
+    "lg_writes": ("value",),
+    "lg_items": (),
+    "lg_item_vectors": ("vector",),
+}
 THREAD_TABLES = ("lg_checkpoints", "lg_blobs", "lg_writes")
 ITEM_TABLES = ("lg_items", "lg_item_vectors")
 
