@@ -1049,14 +1049,14 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from .transfer.copying import verify, verify_tenants
 
     src, dst, src_index, dst_index = _two_stores(args)
-    indexes = {"src_index": None if args.no_vectors else src_index, "dst_index": None if args.no_vectors else dst_index}
+    indexes: dict[str, Any] = {"src_index": None if args.no_vectors else src_index, "dst_index": None if args.no_vectors else dst_index}
     indexes["deletions"] = not args.no_deletions
     try:
         found: list[Any]
         if _tenant_given(args) or args.user:
             found = verify(src, dst, tenant=args.tenant, users=args.user, **indexes)
         else:
-            found = [f"tenant {t!r}: {d}" for t, d in verify_tenants(src, dst, **indexes)]  # type: ignore[arg-type]
+            found = [f"tenant {t!r}: {d}" for t, d in verify_tenants(src, dst, **indexes)]
     finally:
         src.close()
         dst.close()
