@@ -163,3 +163,19 @@ def test_a_users_export_carries_their_langgraph_threads(tmp_path):
     finally:
         src.close()
         dst.close()
+
+
+def test_a_store_used_as_a_checkpointer_only_is_copied_whole(tmp_path, postgres):
+    from memstack.transfer import copy_tenants, verify_tenants
+
+    src = SQLiteStore(tmp_path / "saver-only.db")
+    try:
+        saver = MemstackSaver(src, tenant=TENANT)  # no Memory, no message: LangGraph's rows only
+        graph(saver).invoke({"notes": ["开始"]}, LI)
+        assert src.tenants() == []
+        reports = copy_tenants(src, postgres)
+        assert sorted(reports) == [TENANT] and reports[TENANT].read["langgraph"] > 0
+        assert verify_tenants(src, postgres) == []
+        resumes_on(postgres)
+    finally:
+        src.close()

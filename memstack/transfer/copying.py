@@ -167,9 +167,11 @@ def verify(
 
 
 def held_tenants(store: Store, *, deletions: bool = True) -> list[str]:
-    """The tenants a whole-store copy walks: those holding data (``Store.tenants``) and, with
-    ``deletions``, those holding deletion notes only (every user forgotten)."""
-    return sorted(set(store.tenants()) | (set(store.noted_tenants()) if deletions else set()))
+    """The tenants a whole-store copy walks: those holding data (``Store.tenants``), LangGraph
+    rows (a store used as a checkpointer only) and, with ``deletions``, deletion notes (a tenant
+    whose every user was forgotten)."""
+    noted = set(store.noted_tenants()) if deletions else set()
+    return sorted(set(store.tenants()) | set(langgraph.tenants(store)) | noted)
 
 
 def copy_tenants(

@@ -56,6 +56,14 @@ def _transaction(store: Store, *, create: bool = False) -> Iterator[tuple[lg.Que
         yield None
 
 
+def tenants(store: Store) -> list[str]:
+    """The tenants with LangGraph rows (a store used as a checkpointer only holds nothing else)."""
+    with _transaction(store) as opened:
+        if opened is None or not lg.present(*opened):
+            return []
+        return lg.tenants(opened[0])
+
+
 def threads(store: Store, tenant: str, users: Sequence[str] | None) -> list[str] | None:
     """The threads a copy of ``users`` (None: the whole tenant) carries; None: no tables."""
     with _transaction(store) as opened:

@@ -149,6 +149,12 @@ def present(query: Query, dialect: str) -> bool:
     return bool(query(sql, ("lg_migrations",)))
 
 
+def tenants(query: Query) -> list[str]:
+    """The tenants with a row in any of the tables, sorted."""
+    union = " UNION ".join(f"SELECT tenant FROM {t}" for t in COLUMNS)
+    return sorted(row[0] for row in query(f"SELECT DISTINCT tenant FROM ({union}) AS t", ()))
+
+
 def threads(query: Query, tenant: str, users: Sequence[str] | None) -> list[str]:
     """The tenant's thread ids (None: all of them, tagged or not), or those of ``users`` (a thread
     with a checkpoint tagged with one of them), sorted."""
