@@ -253,7 +253,7 @@ def _parser() -> argparse.ArgumentParser:
         "copy",
         "copy a whole store (every tenant, or one) to another store, then verify it",
         "docs/moving.md",
-        "Every tenant of the source (or only --tenant's, or its --user ones), each user's messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), and each tenant's profile. Refuses a destination that holds users of a copied tenant (before copying anything) unless --into-existing (then no copied user may exist there). Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
+        "Every tenant of the source (or only --tenant's, or its --user ones), each user's messages with their ids and times, checkpoints, each layer's place in the write queue, every model-made record with its history, the audit trail, usage, retrieval units and saved memories, their vectors (--vectors: the source's index outside the store; --to-vectors: the destination's), LangGraph's own tables, each tenant's profile, and its deletion notes with the key their hashes were made under. Refuses a destination that holds users of a copied tenant (before copying anything) unless --into-existing (then no copied user may exist there), and one that holds deletion notes under a key of its own unless --no-deletions. Killed, it is finished by running it again. Ends with `memstack verify`: exit 1 naming each user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="the store to read: sqlite:///FILE, postgresql://..., jsonl:///DIR")
     p.add_argument("destination", metavar="DST", help="the store to write")
@@ -268,6 +268,9 @@ def _parser() -> argparse.ArgumentParser:
         "--reembed", action="store_true", help="copy no vectors (a new embedder): run `memstack reindex` on the destination afterwards"
     )
     p.add_argument("--batch", type=int, default=500, help="items per write (default: %(default)s)")
+    p.add_argument(
+        "--no-deletions", action="store_true", help="leave the deletion notes in the source (a destination with notes of its own)"
+    )
     p.set_defaults(run=cmd_copy)
 
     p = _command(
@@ -275,13 +278,14 @@ def _parser() -> argparse.ArgumentParser:
         "verify",
         "compare two stores: per user and kind, counts and a content digest",
         "docs/moving.md",
-        "Exit 0 when every user of every tenant (or of --tenant) holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units and vectors in both, and each tenant the same profile; else exit 1, one line per user and kind that differ.",
+        "Exit 0 when every user of every tenant (or of --tenant) holds the same messages, checkpoints, job cursors, state documents, records, audit events, usage, units, vectors and LangGraph rows in both, and each tenant the same profile and deletion notes; else exit 1, one line per user and kind that differ.",
     )
     p.add_argument("source", metavar="SRC", help="one store")
     p.add_argument("destination", metavar="DST", help="the other")
     p.add_argument("--user", action="append", help="only this user (repeat for more)")
     p.add_argument("--to-vectors", metavar="URL", help="the destination's vector index outside the store")
     p.add_argument("--no-vectors", action="store_true", help="leave vectors out (after a copy with --reembed)")
+    p.add_argument("--no-deletions", action="store_true", help="leave deletion notes out (after a copy with --no-deletions)")
     p.set_defaults(run=cmd_verify)
 
     p = _command(
@@ -1020,6 +1024,7 @@ def cmd_copy(args: argparse.Namespace) -> None:
             into_existing=args.into_existing,
             batch=args.batch,
             progress=progress,
+            deletions=not args.no_deletions,
         )
         progress.done()
     finally:
@@ -1044,7 +1049,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from .transfer.copying import verify, verify_tenants
 
     src, dst, src_index, dst_index = _two_stores(args)
-    indexes = {"src_index": None if args.no_vectors else src_index, "dst_index": None if args.no_vectors else dst_index}
+    indexes: dict[str, Any] = {"src_index": None if args.no_vectors else src_index, "dst_index": None if args.no_vectors else dst_index}
+    indexes["deletions"] = not args.no_deletions
     try:
         found: list[Any]
         if _tenant_given(args) or args.user:

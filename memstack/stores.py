@@ -438,6 +438,24 @@ class Store(Protocol):
         no content and no id (``types.Deletion``), and outlives what it deleted."""
         ...
 
+    def noted_tenants(self) -> list[str]:
+        """The tenants with deletion notes, sorted: a tenant whose every user was forgotten holds
+        nothing else (``tenants`` leaves it out), and a whole-store copy carries its notes too."""
+        ...
+
+    def deletion_key(self) -> bytes | None:
+        """The secret key the notes' hashes are made with (``backends.rules.deletions``), made on
+        the store's first deletion: None before. What a copy carries with the notes; never shown."""
+        ...
+
+    def restore_deletions(self, key: bytes, notes: Sequence[Deletion]) -> int:
+        """Store ``notes``, made under ``key``, verbatim (a copy's): the store adopts ``key`` when
+        it has none or holds no note, and refuses (UsageError, nothing written) when it holds notes
+        under another key (``rules.deletions.adopts``: hashes cannot be re-keyed). A note the store
+        holds already is skipped (``rules.deletions.missing``: restoring twice stores nothing the
+        second time). Returns the notes stored."""
+        ...
+
     def close(self) -> None:
         """Release connections; calling it twice is harmless."""
         ...

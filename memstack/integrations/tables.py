@@ -12,6 +12,8 @@ A ``memory://`` store gets a private in-process SQLite database instead, shared 
 over that store object and lost with it, like the store itself (``backends.adapter_rows``, where
 the backends' user deletion reaches the checkpoints). ``jsonl://`` is refused.
 
+The schema (``MIGRATIONS``) lives with the backends (``backends.sql.adapter_tables``), so that
+a copy of a store (``memstack.transfer``) carries these tables without importing the adapters.
 SQL is written once, with ``?`` placeholders and syntax both databases take; PostgreSQL gets
 ``%s``, and its tables BYTEA for BLOB and byte-wise ("C") collation of text, as SQLite orders it.
 """
@@ -19,59 +21,18 @@ SQL is written once, with ``?`` placeholders and syntax both databases take; Pos
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from ..backends.memory.side import SideDatabase, side_database
-from ..errors import SchemaError, UsageError
+from ..backends.sql.adapter_tables import MIGRATIONS
+from ..backends.sql.adapter_tables import migrate as migrate_tables
+from ..errors import UsageError
 from ..stores import Store
-from ..types import utcnow
 
-#: Append-only: never edit or reorder an entry; add a new one at the end.
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "lg_001_checkpoints",
-        """
-        CREATE TABLE lg_checkpoints (
-            tenant TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
-            parent_id TEXT, type TEXT NOT NULL, checkpoint BLOB NOT NULL, metadata_type TEXT NOT NULL, metadata BLOB NOT NULL,
-            run_id TEXT, user_id TEXT,
-            PRIMARY KEY (tenant, thread_id, checkpoint_ns, checkpoint_id)
-        );
-        CREATE INDEX lg_checkpoints_run ON lg_checkpoints (tenant, run_id) WHERE run_id IS NOT NULL;
-        CREATE INDEX lg_checkpoints_user ON lg_checkpoints (tenant, user_id) WHERE user_id IS NOT NULL;
-        CREATE TABLE lg_blobs (
-            tenant TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, channel TEXT NOT NULL, version TEXT NOT NULL,
-            type TEXT NOT NULL, blob BLOB NOT NULL,
-            PRIMARY KEY (tenant, thread_id, checkpoint_ns, channel, version)
-        );
-        CREATE TABLE lg_writes (
-            tenant TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
-            task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT NOT NULL, value BLOB NOT NULL,
-            task_path TEXT NOT NULL DEFAULT '',
-            PRIMARY KEY (tenant, thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-        )
-        """,
-    ),
-    (
-        "lg_002_store",
-        """
-        CREATE TABLE lg_items (
-            tenant TEXT NOT NULL, prefix TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-            created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-            PRIMARY KEY (tenant, prefix, key)
-        );
-        CREATE TABLE lg_item_vectors (
-            tenant TEXT NOT NULL, prefix TEXT NOT NULL, key TEXT NOT NULL, field TEXT NOT NULL,
-            model TEXT NOT NULL, vector BLOB NOT NULL,
-            PRIMARY KEY (tenant, prefix, key, field)
-        )
-        """,
-    ),
-]
+__all__ = ["MIGRATIONS", "Tables", "Tx", "migrate", "open_tables"]
 
 
 class Tx:
@@ -135,38 +96,13 @@ def open_tables(target: Any) -> Tables:
 
 
 def migrate(tables: Tables) -> list[str]:
-    """Apply the ``lg_*`` migrations the database lacks, in one transaction (serialised across
-    processes by SQLite's write lock or a PostgreSQL advisory lock)."""
-    known = [name for name, _ in MIGRATIONS]
+    """Apply the ``lg_*`` migrations the database lacks, in one transaction
+    (``backends.sql.adapter_tables.migrate``, where the schema lives: a copy creates it too)."""
     with tables.write() as tx:
-        if tables.dialect == "postgresql":
-            tx.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))", ("memstack.lg_migrate",))
-        tx.execute("CREATE TABLE IF NOT EXISTS lg_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-        applied = [row[0] for row in tx.execute("SELECT name FROM lg_migrations")]
-        unknown = sorted(name for name in applied if name not in known)
-        if unknown:
-            raise SchemaError(
-                f"database has LangGraph adapter migrations unknown to this memstack version: {', '.join(unknown)}; upgrade memstack"
-            )
-        done = []
-        for name, script in MIGRATIONS:
-            if name not in applied:
-                for statement in script.split(";"):
-                    if statement.strip():
-                        tx.execute(_ddl(statement, tables.dialect))
-                tx.execute("INSERT INTO lg_migrations VALUES (?, ?)", (name, utcnow().isoformat()))
-                done.append(name)
-    return done
+        return migrate_tables(tx.execute, tables.dialect)
 
 
 # ---- the databases ---------------------------------------------------------------------------
-
-
-def _ddl(statement: str, dialect: str) -> str:
-    """PostgreSQL's spelling of a CREATE statement: BYTEA for BLOB, text ordered byte-wise."""
-    if dialect != "postgresql":
-        return statement
-    return re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', re.sub(r"\bBLOB\b", "BYTEA", statement))
 
 
 def _sqlite_tx(db: sqlite3.Connection) -> Tx:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
-from ..errors import Conflict, InvalidInput
+from ..errors import Conflict, InvalidInput, UsageError
 from ..stores import EmbeddingCache, RecordStore, Store, UnitStore, UsageLog, VectorIndex
 from ..types import JobCursor, Message, Scope, StateDocument, ToolCall
 
@@ -534,6 +534,41 @@ class StoreContract(StoreFixture):
             assert reopened.deletions("default", user_id="user_001") == notes[:1]  # the store's key is kept in the store
         finally:
             reopened.close()
+
+    def test_deletion_notes_travel_with_their_key(self, store: Store) -> None:
+        """What a copy relies on (``memstack.transfer``): notes restored verbatim under their key,
+        adopted by a store without notes, never twice, refused by a store with notes of its own;
+        and the store's own notes and key carried out (into a MemoryStore, the reference)."""
+        from ..backends.memory import MemoryStore
+
+        chinese = Scope(user_id="李四", thread_id="会话一")
+        source, foreign, out = MemoryStore(), MemoryStore(), MemoryStore()
+        for scope in (A, B, chinese):
+            source.history.append(scope, [msg("user", "你好")])
+        source.history.delete_thread(chinese, layer="ui")
+        source.delete_user(A, layer="api")
+        source.delete_user(B, layer="cli")
+        notes, key = source.deletions("default"), source.deletion_key()
+        assert key is not None and len(notes) == 3
+        assert store.deletion_key() is None and store.deletions("default") == [] and store.noted_tenants() == []
+        assert store.restore_deletions(key, notes) == 3 and store.deletion_key() == key
+        assert store.restore_deletions(key, notes) == 0  # a rerun stores nothing twice
+        assert store.deletions("default") == notes and store.deletions("acme") == []
+        assert store.noted_tenants() == ["default"] and store.tenants() == []  # notes only: no tenant holds data
+        for user in ("user_001", "user_002", "李四", "nobody"):
+            assert store.deletions("default", user_id=user) == source.deletions("default", user_id=user), user
+        assert store.restore_deletions(key, [*notes, notes[0]]) == 1  # alike notes are counted, not merged
+        store.history.append(chinese, [msg("user", "又来了")])
+        store.delete_user(chinese, layer="ui")  # later notes use the adopted key
+        assert [d.kind for d in store.deletions("default", user_id="李四")] == ["thread", "thread", "user"]
+        foreign.history.append(A, [msg("user", "别的库")])
+        foreign.delete_user(A)
+        held = store.deletions("default")
+        with pytest.raises(UsageError, match="cannot be re-keyed"):
+            store.restore_deletions(present(foreign.deletion_key()), foreign.deletions("default"))
+        assert store.deletions("default") == held and store.deletion_key() == key
+        assert out.restore_deletions(present(store.deletion_key()), held) == 5  # and out of this store
+        assert out.deletions("default", user_id="李四") == store.deletions("default", user_id="李四")
 
     # ---- profiles and users ----------------------------------------------------------------
 

@@ -7,6 +7,8 @@
     digest.py    per user and kind: a count and a content digest; the differences of two stores
     copying.py   ``copy_store``: source -> sink for every user of a tenant, resumable, then verify;
                  ``copy_tenants``/``verify_tenants``: every tenant of a store
+    notes.py     the tenant's deletion notes, carried with the key their hashes were made under
+    langgraph.py LangGraph's own ``lg_*`` tables, row for row, when the source has them
     portable.py  the versioned JSON-lines export of a user's full record (``memstack export --all``)
     progress.py  what a copy says while it runs (a bar on a terminal, plain lines when piped)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..stores import Store, VectorIndex
 from ..types import Scope, parse_time
-from .items import KINDS, PROFILE
+from . import langgraph, notes
+from .items import DELETION, KINDS, PROFILE
 from .source import user_items
 
 #: the fields that hold a time, per kind
@@ -29,6 +30,7 @@ TIMES = {
     "audit": ("at",),
     "usage": ("at",),
     "unit": ("timestamp",),
+    "deletion": ("at",),
 }
 MODULUS = 2**256
 
@@ -43,7 +45,8 @@ class Summary:
 
 @dataclass(frozen=True)
 class Difference:
-    """One kind of one user that two stores hold differently (``user`` "*" for the tenant's profile)."""
+    """One kind of one user that two stores hold differently (``user`` "*" for the tenant's
+    profile and deletion notes)."""
 
     user: str
     kind: str
@@ -51,9 +54,10 @@ class Difference:
     destination: Summary
 
     def __str__(self) -> str:
+        who = "the tenant's" if self.user == "*" else f"user {self.user!r}:"
         if self.source.count != self.destination.count:
-            return f"user {self.user!r}: {self.kind}: {self.source.count} in the source, {self.destination.count} in the destination"
-        return f"user {self.user!r}: {self.kind}: the same count ({self.source.count}) but different content"
+            return f"{who} {self.kind}: {self.source.count} in the source, {self.destination.count} in the destination"
+        return f"{who} {self.kind}: the same count ({self.source.count}) but different content"
 
 
 def canonical(kind: str, item: Mapping[str, Any]) -> str:
@@ -87,10 +91,31 @@ def user_digest(store: Store, user: Scope, *, index: VectorIndex | None = None) 
     return {k: Summary(counts[k], f"{sums[k]:064x}") for k in KINDS}
 
 
-def digests(store: Store, tenant: str, users: Sequence[str], *, index: VectorIndex | None = None) -> dict[str, dict[str, Summary]]:
-    """{user: {kind: Summary}} for these users, and the tenant's profile under "*"."""
+def digests(
+    store: Store,
+    tenant: str,
+    users: Sequence[str],
+    *,
+    index: VectorIndex | None = None,
+    noted: Sequence[str] | None = None,
+    deletions: bool = True,
+) -> dict[str, dict[str, Summary]]:
+    """{user: {kind: Summary}} for these users, and under "*" the tenant's profile, (unless not
+    ``deletions``) the deletion notes of the ``noted`` users (None: every note of the tenant, the
+    hashes included: a copy keeps the source's key, so equal notes are equal verbatim), and the
+    LangGraph rows of the ``noted`` users' threads (None: all of the tenant's, ``langgraph``)."""
     profile = store.profiles.get(tenant)
     out = {"*": {PROFILE: Summary(int(profile is not None), f"{_fold(0, PROFILE, profile or {}):064x}")}}
+    if deletions:
+        held = notes.items(store, tenant, noted)
+        total = 0
+        for item in held:
+            total = _fold(total, DELETION, item)
+        out["*"][DELETION] = Summary(len(held), f"{total:064x}")
+    count, total = 0, 0
+    for item in langgraph.digest_items(store, tenant, noted):
+        count, total = count + 1, _fold(total, langgraph.KIND, item)
+    out["*"][langgraph.KIND] = Summary(count, f"{total:064x}")
     for user in users:
         out[user] = user_digest(store, Scope(user_id=user, tenant=tenant), index=index)
     return out
@@ -102,7 +127,7 @@ def compare(source: Mapping[str, Mapping[str, Summary]], destination: Mapping[st
     out = []
     for user in sorted(set(source) | set(destination)):
         a, b = source.get(user, {}), destination.get(user, {})
-        for kind in (*KINDS, PROFILE):
+        for kind in (*KINDS, PROFILE, DELETION, langgraph.KIND):
             if kind in a or kind in b:
                 x, y = a.get(kind, empty), b.get(kind, empty)
                 if x != y:

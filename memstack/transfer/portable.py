@@ -1,10 +1,15 @@
 """The full record of users as JSON lines: ``memstack export --all`` writes it, ``memstack import``
 reads it (docs/moving.md describes the format).
 
-The first line is the header ``{"format": "memstack-export", "version": 1, "tenant": ...,
+The first line is the header ``{"format": "memstack-export", "version": 2, "tenant": ...,
 "users": [...]}``; then the tenant's profile (``{"type": "profile", "value": {...}}``) if it has
 one; then every item of each user as ``{"type": KIND, ...}`` in ``items.KINDS`` order, the item's
-fields as ``codec`` writes them. A reader refuses a newer version, never guessing at it.
+fields as ``codec`` writes them, and the rows of the user's LangGraph threads (``{"type":
+"langgraph", "table": ..., columns...}``, bytes in base64; version 2). A reader refuses a newer
+version, never guessing at it.
+
+Deletion notes do not travel in an export (``notes`` says why): it is handed to a person, and the
+key of the notes' hashes never leaves the store.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from typing import IO, Any
 from ..errors import InvalidInput
 from ..stores import Store, VectorIndex
 from ..types import Scope
-from . import sink
+from . import langgraph, sink
 from .items import KINDS, PROFILE
 from .source import user_items
 
 FORMAT = "memstack-export"
-VERSION = 1
+#: 2: LangGraph rows (``langgraph`` items) after each user's items; a version-1 export reads as it always did
+VERSION = 2
 
 
 def is_header(record: Any) -> bool:
@@ -40,6 +46,8 @@ def export_lines(store: Store, tenant: str, users: Iterable[str], *, index: Vect
         for kind, batch in user_items(store, Scope(user_id=user, tenant=tenant), index=index):
             for item in batch:
                 yield json.dumps({"type": kind} | item, ensure_ascii=False)
+        for item in langgraph.user_items(store, tenant, user):
+            yield json.dumps({"type": langgraph.KIND} | item, ensure_ascii=False)
 
 
 def write_export(store: Store, tenant: str, users: Iterable[str], out: IO[str], *, index: VectorIndex | None = None) -> int:
@@ -77,8 +85,10 @@ def read_export(
             store.profiles.put(tenant, record["value"])  # a tenant's own profile is kept
             stored[PROFILE] = stored.get(PROFILE, 0) + int(held is None)
             continue
-        if item_type not in KINDS:
-            raise InvalidInput(f"line {number}: unknown type {item_type!r}; expected one of {', '.join((PROFILE, *KINDS))}", field="type")
+        if item_type not in (*KINDS, langgraph.KIND):
+            raise InvalidInput(
+                f"line {number}: unknown type {item_type!r}; expected one of {', '.join((PROFILE, *KINDS, langgraph.KIND))}", field="type"
+            )
         if item_type != kind or len(pending) >= batch:
             flush()
             kind = str(item_type)

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import InvalidInput, UsageError
 from ..stores import Store, VectorIndex, records_of, usage_of
 from ..types import JobCursor, Scope, Unit, parse_time
-from . import codec
+from . import codec, langgraph
 
 
 def _units_of(store: Store) -> Any:
@@ -51,6 +51,8 @@ def write(store: Store, kind: str, items: Sequence[Mapping[str, Any]], *, index:
         return _checkpoints(store, items)
     if kind == "job":
         return _jobs(store, items)
+    if kind == langgraph.KIND:
+        return langgraph.restore(store, items)
     if kind == "state":
         return _state(store, items)
     if kind == "record":

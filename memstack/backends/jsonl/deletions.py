@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ...errors import SchemaError
 from ...types import Deletion, Scope
 from ..rules import deletions
-from .files import append_lines, dump_json, make_directories, read_bytes, sync_directory
+from .files import append_lines, dump_json, make_directories, read_bytes, sync_directory, write_atomically
 from .names import encode_name
 
 KEY_FILE = "_deletion_key"
@@ -60,3 +60,25 @@ def read(root: Path, tenant: str, user_id: str | None) -> list[Deletion]:
         except (ValueError, KeyError, TypeError) as exc:
             raise SchemaError(f"{path}:{number}: not a deletion note: {exc}") from exc
     return deletions.of_user(notes, secret(root, make=False), tenant, user_id)
+
+
+def holds_notes(root: Path) -> bool:
+    """Whether any tenant of the root has a note."""
+    return any(path.stat().st_size for path in root.glob(f"*/{NOTES_FILE}"))
+
+
+def restore(root: Path, key: bytes, notes: Sequence[Deletion]) -> int:
+    """``Store.restore_deletions``: adopt ``key`` (``deletions.adopts``; the key file replaced at
+    once), then append the notes each tenant lacks; returns the notes appended."""
+    if deletions.adopts(secret(root, make=False), key, holds_notes=holds_notes(root)):
+        write_atomically(root / KEY_FILE, key)  # a temp file made readable by the owner only
+    n = 0
+    for tenant in sorted({d.tenant for d in notes}):
+        new = deletions.missing(read(root, tenant, None), [d for d in notes if d.tenant == tenant])
+        if new:
+            path = notes_path(root, tenant)
+            make_directories(path.parent)
+            data = read_bytes(path)
+            append_lines(path, b"".join(dump_json(deletions.as_row(d)) + b"\n" for d in new), keep=data.rfind(b"\n") + 1)
+            n += len(new)
+    return n

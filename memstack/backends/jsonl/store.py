@@ -190,6 +190,20 @@ class JsonlStore:
         with self.locked():
             return deletions.read(self.root, tenant, user_id)
 
+    def noted_tenants(self) -> list[str]:
+        with self.locked():
+            return sorted(decode_name(path.parent.name) for path in self.root.glob(f"*/{deletions.NOTES_FILE}") if path.stat().st_size)
+
+    def deletion_key(self) -> bytes | None:
+        """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
+        with self.locked():
+            return deletions.secret(self.root, make=False)
+
+    def restore_deletions(self, key: bytes, notes: Sequence[Deletion]) -> int:
+        """Store notes made under ``key`` verbatim, adopting it (``rules.deletions.adopts``)."""
+        with self.locked():
+            return deletions.restore(self.root, key, notes)
+
     def close(self) -> None:
         """Nothing to release: files are opened per operation and the lock is held only inside one."""
 

@@ -70,8 +70,9 @@ class MemoryStore:
         self.records = MemoryRecords()
         self.usage = MemoryUsage()
         self._deletions: list[Deletion] = []
-        #: the key of the deletion notes' user hash (rules.deletions), this store's own
-        self._deletion_key = new_secret()
+        #: the key of the deletion notes' user hash (rules.deletions), this store's own, made on
+        #: the first deletion (None before, as the other backends keep it)
+        self._deletion_key: bytes | None = None
 
     def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self._lock:
@@ -89,7 +90,7 @@ class MemoryStore:
             records, events = self.records.forget(user)
             counts += [("memories", records), ("audit", events), ("usage", self.usage.forget(user))]
             counts.append(("other", delete_side_checkpoints(self, scope)))  # the LangGraph saver's, if any
-            return self._note(deletions.note(self._deletion_key, user, "user", tally(counts), layer=layer)).rows
+            return self._note(deletions.note(self._key(), user, "user", tally(counts), layer=layer)).rows
 
     def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
         """Delete what of the tenant ``expiry`` says is too old, user by user (``stores.Store``)."""
@@ -101,7 +102,7 @@ class MemoryStore:
                 user = Scope(user_id=user_id, tenant=tenant)
                 counts = tally(self._expire_user(user, expiry))
                 if counts:
-                    notes.append(self._note(deletions.note(self._deletion_key, user, "expired", counts, layer=layer)))
+                    notes.append(self._note(deletions.note(self._key(), user, "expired", counts, layer=layer)))
         return notes
 
     def _expire_user(self, user: Scope, expiry: Expiry) -> list[tuple[str, int]]:
@@ -133,6 +134,30 @@ class MemoryStore:
             counts.append(("usage", self.usage.expire(user.tenant, user.user_id, expiry.usage)))
         return counts
 
+    def _key(self) -> bytes:
+        with self._lock:
+            if self._deletion_key is None:
+                self._deletion_key = new_secret()
+            return self._deletion_key
+
+    def noted_tenants(self) -> list[str]:
+        with self._lock:
+            return sorted({d.tenant for d in self._deletions})
+
+    def deletion_key(self) -> bytes | None:
+        """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
+        return self._deletion_key
+
+    def restore_deletions(self, key: bytes, notes: Sequence[Deletion]) -> int:
+        """Store notes made under ``key`` verbatim, adopting it (``rules.deletions.adopts``)."""
+        with self._lock:
+            if deletions.adopts(self._deletion_key, key, holds_notes=bool(self._deletions)):
+                self._deletion_key = key
+            tenants = {d.tenant for d in notes}
+            new = deletions.missing([d for d in self._deletions if d.tenant in tenants], notes)
+            self._deletions += new
+            return len(new)
+
     def _note(self, d: Deletion) -> Deletion:
         with self._lock:
             self._deletions.append(d)
@@ -140,7 +165,7 @@ class MemoryStore:
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
-        return self._note(deletions.note(self._deletion_key, scope, kind, counts, layer=layer, name=name))
+        return self._note(deletions.note(self._key(), scope, kind, counts, layer=layer, name=name))
 
     def tenants(self) -> list[str]:
         with self._lock:
@@ -221,7 +246,7 @@ class _History:
                     del table[k]
                     counts.append(("other", 1))
             counts.append(("other", delete_side_checkpoints(s, scope, thread_id=scope.thread_id)))
-            s._note(deletions.note(s._deletion_key, scope, "thread", tally(counts), layer=layer))
+            s._note(deletions.note(s._key(), scope, "thread", tally(counts), layer=layer))
             return n
 
 

@@ -15,12 +15,13 @@ user across all of their tables in one transaction and keeps the notes of deleti
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
 from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
+from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import POSTGRES
 from ..sql.expiry import expire_user, expiring_users
 from ..sql.tenants import tenants_query
@@ -131,6 +132,21 @@ class PostgresStore:
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
         return read_deletions(self._db, tenant, user_id)
+
+    def noted_tenants(self) -> list[str]:
+        with self._db.transaction("listing tenants with deletion notes") as cur:
+            return [row[0] for row in cur.execute(noted_tenants_query(POSTGRES)).fetchall()]
+
+    def deletion_key(self) -> bytes | None:
+        """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
+        with self._db.transaction("reading the deletion key") as cur:
+            return held_key(cur.execute, POSTGRES)
+
+    def restore_deletions(self, key: bytes, notes: Sequence[Deletion]) -> int:
+        """Store notes made under ``key`` verbatim, adopting it (``rules.deletions.adopts``), in one transaction."""
+        with self._db.transaction("restoring deletion notes") as cur:
+            cur.execute("LOCK TABLE memstack_deletion_key IN EXCLUSIVE MODE")
+            return restore_notes(cur.execute, POSTGRES, key, notes)
 
     def close(self) -> None:
         self._db.pool.close()

@@ -18,6 +18,12 @@ the sha256 of the user id, the kind and its name), so that the user's own deleti
 in their audit timeline (``Store.deletions(tenant, user_id=...)``) while the note says nothing to
 whoever lacks the store.
 
+A copy (``memstack.transfer``) carries the notes with the key they were made under
+(``Store.deletion_key``, ``Store.restore_deletions``): a keyed hash cannot be re-keyed, so the
+destination adopts the source's key when it holds no note of its own (``adopts``), and refuses
+otherwise. Notes have no id: a note's identity is the whole of it (``identity``), and restoring
+stores only what the destination lacks, counted (``missing``), so a rerun stores nothing twice.
+
 Notes written before the key existed held the bare sha256; the migration that adds the key
 rehashes them in place (the HMAC is taken over that digest), so none is left behind.
 """
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, UsageError
 from ...types import DELETION_KINDS, Deletion, Scope, user_digest, utcnow
 
 SECRET_BYTES = 32
@@ -154,4 +162,46 @@ def from_row(row: Mapping[str, Any]) -> Deletion:
         rows=int(row["rows"]),
         counts=dict(row.get("counts") or {}),
         layer=row.get("layer"),
+    )
+
+
+def identity(d: Deletion) -> str:
+    """What tells one note from another: all of it (tenant, kind, both hashes, the time in UTC to
+    the microsecond, rows, counts, layer), since a note has no id. Two notes alike in all of that
+    are told apart by how many there are (``missing``)."""
+    row = as_row(d) | {"at": d.at.astimezone(UTC).isoformat()}
+    return json.dumps(row, sort_keys=True, ensure_ascii=False)
+
+
+def missing(held: Iterable[Deletion], notes: Sequence[Deletion]) -> list[Deletion]:
+    """The ``notes`` a store holding ``held`` lacks, in their order: each identity as many times
+    as ``notes`` has it more than ``held`` (restoring twice stores nothing the second time)."""
+    have = Counter(identity(d) for d in held)
+    out = []
+    for d in notes:
+        key = identity(d)
+        if have[key]:
+            have[key] -= 1
+        else:
+            out.append(d)
+    return out
+
+
+def adopts(held_key: bytes | None, key: bytes, *, holds_notes: bool) -> bool:
+    """Whether a store whose key is ``held_key`` takes ``key`` as its own before restoring notes
+    made under it: yes when it has no key or holds no note (no hash of its own to keep valid), no
+    when the keys are the same. UsageError when it holds notes under another key.
+
+    A demanding user wants every note to keep answering "was this user deleted?" on the store
+    that holds it. Neither store's notes can be re-keyed (an HMAC is one-way, and a thread's or
+    saved memory's name is not kept), so merging two keyed sets would leave one of them mute:
+    refused, before anything is written, rather than carried unreadable or dropped in silence."""
+    if held_key == key:
+        return False
+    if held_key is None or not holds_notes:
+        return True
+    raise UsageError(
+        "the destination keeps deletion notes under a key of its own, and the source's notes were made under another: "
+        "a keyed hash cannot be re-keyed, so they cannot be carried into it; copy into a store without deletion notes "
+        "(a fresh one), or leave the notes in the source with --no-deletions"
     )

@@ -5,6 +5,7 @@ on first use (and the transactions) stays each backend's own."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ...types import Deletion
@@ -36,3 +37,32 @@ def read_notes(fetch: Fetch, d: Dialect, tenant: str, user_id: str | None = None
     return [
         Deletion(t, kind, u, target, d.time_of(at), n, dict(d.json_of(counts)), layer) for t, u, at, n, kind, target, counts, layer in rows
     ]
+
+
+def noted_tenants_query(d: Dialect) -> str:
+    """``Store.noted_tenants``: every tenant with a note, sorted."""
+    return f"SELECT DISTINCT tenant FROM {d.table('deletions')} ORDER BY 1"
+
+
+def held_key(run: Run, d: Dialect) -> bytes | None:
+    """The store's key (None: no deletion yet), in ``run``'s transaction."""
+    row = run(f"SELECT secret FROM {d.table('deletion_key')} WHERE id = 1", ()).fetchone()
+    return bytes(row[0]) if row is not None else None
+
+
+def restore_notes(run: Run, d: Dialect, key: bytes, notes: Sequence[Deletion]) -> int:
+    """``Store.restore_deletions`` in ``run``'s transaction: adopt ``key`` (``deletions.adopts``),
+    then insert the notes the store lacks, in their order; returns the notes inserted."""
+    holds = run(f"SELECT 1 FROM {d.table('deletions')} LIMIT 1", ()).fetchone() is not None
+    if deletions.adopts(held_key(run, d), key, holds_notes=holds):
+        run(
+            f"INSERT INTO {d.table('deletion_key')} (id, secret) VALUES (1, {d.mark}) "
+            "ON CONFLICT (id) DO UPDATE SET secret = excluded.secret",
+            (key,),
+        )
+    fetch = lambda sql, params: run(sql, params).fetchall()  # noqa: E731
+    held = [n for tenant in sorted({n.tenant for n in notes}) for n in read_notes(fetch, d, tenant)]
+    new = deletions.missing(held, notes)
+    for note in new:
+        insert_note(run, d, note)
+    return len(new)

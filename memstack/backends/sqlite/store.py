@@ -19,6 +19,7 @@ from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
 from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
+from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import SQLITE
 from ..sql.expiry import expire_user, expiring_users
 from ..sql.tenants import tenants_query
@@ -105,6 +106,19 @@ class SQLiteStore:
     def deletions(self, tenant: str, *, user_id: str | None = None) -> list[Deletion]:
         """The tenant's deletion notes (of one user: ``user_id``), oldest first."""
         return read_deletions(self._database, tenant, user_id)
+
+    def noted_tenants(self) -> list[str]:
+        return [row[0] for row in self._database.query(noted_tenants_query(SQLITE))]
+
+    def deletion_key(self) -> bytes | None:
+        """The key of the deletion notes' hashes (None: nothing deleted yet); a secret."""
+        with self.write() as db:
+            return held_key(db.execute, SQLITE)
+
+    def restore_deletions(self, key: bytes, notes: Sequence[Deletion]) -> int:
+        """Store notes made under ``key`` verbatim, adopting it (``rules.deletions.adopts``), in one transaction."""
+        with self.write() as db:
+            return restore_notes(db.execute, SQLITE, key, notes)
 
     def close(self) -> None:
         self._database.close()
