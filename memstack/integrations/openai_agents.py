@@ -164,9 +164,7 @@ class MemstackSession:
         return {"user_id": s.user_id, "thread_id": s.thread_id, "tenant": s.tenant, "agent_id": s.agent_id}
 
     async def _read(self, last: int | None) -> list[Message]:
-        return await self._calls(
-            "history", **self._ids(), last=last, order="append", replaced="include"
-        )  # type: ignore[no-any-return]
+        return await self._calls("history", **self._ids(), last=last, order="append", replaced="include")  # type: ignore[no-any-return]
 
     async def _newest(self) -> tuple[Message, int | None] | None:
         """The newest visible message and the seq of the thread's last message, read together."""

@@ -384,7 +384,8 @@ async def flush(user_id: UserId, tenant: Tenant, memory: AsyncMem) -> JobsRun:
     run skips it): the flush then waits for it, up to ``FLUSH_WAIT_SECONDS``, so that what the
     client reads next has the user's messages indexed and extracted. It never waits on a job that
     failed or that a cost ceiling put off (those are in the answer)."""
-    ran, failed, waited, errors = 0, 0, 0, []
+    ran, failed, waited = 0, 0, 0
+    errors: list[str] = []
     deadline = asyncio.get_running_loop().time() + FLUSH_WAIT_SECONDS
     while True:
         report = await memory.flush(user_id=user_id, tenant=tenant)
