@@ -30,10 +30,10 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ForeignCollection, InvalidInput, StoreError
+from ..rules.indexes import Held, generation_name, next_number
 
 OWNER_KEY = "memstack.owner"
 OWNER = "memstack"
@@ -55,17 +55,6 @@ GENERATION = re.compile(r"(?P<base>.+)_g(?P<n>[1-9][0-9]*)(?:_t[0-9a-f]{16})?")
 HNSW = {"space": "cosine", "ef_search": 200, "ef_construction": 200}
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A generation: its head's name, number, embedder, dimension and nonce."""
-
-    collection: str
-    generation: int
-    model: str
-    dimension: int
-    made: str = ""
-
-
 #: heads already read, by (number, nonce): a head never changes once made, and a head made again
 #: under the same number (after a reset) has another nonce, so a search reads only the pointer
 Heads = dict[tuple[int, str], Held]
@@ -79,10 +68,6 @@ def check_name(name: str) -> str:
             field="collection",
         )
     return name
-
-
-def generation_name(base: str, n: int) -> str:
-    return f"{base}_g{n}"
 
 
 def part_name(base: str, n: int, tenant: str) -> str:
@@ -192,18 +177,12 @@ def generations(client: Any, base: str) -> dict[int, list[str]]:
     return found
 
 
-def _next_number(client: Any, base: str) -> int:
-    """One past every ``base_gN`` there is, memstack's or not: a new generation is a new name."""
-    numbers = [int(m["n"]) for m in (GENERATION.fullmatch(c.name) for c in client.list_collections()) if m and m["base"] == base]
-    return max(numbers, default=0) + 1
-
-
 def create_generation(client: Any, base: str, model: str, dimension: int) -> Held:
     """Make the next generation's head for ``model`` vectors of ``dimension``."""
     import chromadb.errors
 
     for _ in range(5):
-        n, nonce = _next_number(client, base), uuid.uuid4().hex
+        n, nonce = next_number(GENERATION, (c.name for c in client.list_collections()), base), uuid.uuid4().hex
         name = generation_name(base, n)
         metadata = {
             OWNER_KEY: OWNER,

@@ -25,21 +25,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...errors import InvalidInput, MemstackError, StoreError, require
-from ...types import IndexSwitch, Scope, Scored, SearchFilter, Unit
-from ..rules.vectors import best_first, check_model, query_row, score, upsert_batch
+from ...types import Scope, Scored, SearchFilter, Unit
+from ..rules.index_rows import delete_filter, fetch_filter, row_fields, row_id
+from ..rules.indexes import GenerationIndex, Held, reindex_advice
+from ..rules.vectors import best_first, check_model, score
 from . import collections
-from .collections import Held
-from .filters import delete_where, fetch_where, row_id, row_metadata, search_where
+from .filters import WHERE, search_where
 from .url import DEFAULT_COLLECTION, DEFAULT_PORT, DEFAULT_TIMEOUT, parse
 
 TIE_MARGIN = 16
-#: what a model or dimension mismatch advises: a new generation, the live one left alone
-REINDEX = "run `memstack reindex` to embed every unit with the new model into a new Chroma collection, which then replaces this one (nothing is dropped)"
+REINDEX = reindex_advice("chroma")
 
 
 def _open(path: str | None, host: str | None, port: int, ssl: bool, timeout: float) -> Any:
@@ -74,8 +75,11 @@ def _set_timeout(client: Any, timeout: float) -> None:
         session.timeout = httpx.Timeout(timeout)
 
 
-class ChromaVectorIndex:
+class ChromaVectorIndex(GenerationIndex):
     """VectorIndex in Chroma (embedded or a server): one collection per tenant and embedder."""
+
+    kind = "chroma"
+    parse_url = staticmethod(parse)
 
     def __init__(
         self,
@@ -100,25 +104,8 @@ class ChromaVectorIndex:
         #: so that a search reads the pointer and then queries; emptied on any failure
         self._heads: collections.Heads = {}
         self._parts: dict[tuple[str, str, str], Any] = {}
-        self._owns_client = _client is None
-        if _client is not None:
-            self._client = _client
-        else:
-            with self._translated(f"connecting to Chroma at {self.where}" if self.server else "opening the embedded Chroma"):
-                self._client = _open(path, host, port, ssl, timeout)
-        if not self._staged:
-            self._held()  # a foreign collection is refused now, not at the first search
-
-    @classmethod
-    def from_url(cls, url: str) -> ChromaVectorIndex:
-        """The index a ``chroma://`` URL names (see ``url.py``)."""
-        return cls(**parse(url))
-
-    @property
-    def location(self) -> str:
-        """What the store's profile records: the kind and the index's name (no host or folder:
-        another process may reach the same server by another address)."""
-        return f"chroma:{self.collection}"
+        doing = f"connecting to Chroma at {self.where}" if self.server else "opening the embedded Chroma"
+        self._start(_client, doing, partial(_open, path, host, port, ssl, timeout))
 
     @contextmanager
     def _translated(self, doing: str) -> Iterator[None]:
@@ -133,8 +120,6 @@ class ChromaVectorIndex:
     # ---- which collections -----------------------------------------------------------------
 
     def _held(self) -> Held | None:
-        """The generation searched now (None: the index is empty). Resolved on every call: another
-        process's reindex rewrites the pointer, and the next call here follows it."""
         if self._staged:
             return self._generation
         with self._translated("reading the collection"):
@@ -159,132 +144,76 @@ class ChromaVectorIndex:
             return made
         collections.drop_generation(self._client, [made.collection])  # another process made the index first: ours is empty
         held = collections.resolve(self._client, self.collection)
-        check_model(held.model if held else None, held.dimension if held else None, model, dimension, advice=REINDEX)
+        check_model(held.model if held else None, held.dimension if held else None, model, dimension, advice=self.reindex)
         if held is None:
             raise StoreError(f"Chroma collection {self.collection!r} was emptied while this process made it; try again")
         return held
 
-    # ---- VectorIndex -----------------------------------------------------------------------
+    # ---- the hooks of GenerationIndex (rules.indexes): its steps around them -----------------
 
-    def upsert(self, units: Sequence[Unit], vectors: Any, *, model: str) -> None:
-        units, rows = upsert_batch(units, vectors)
-        if not units:
-            return
-        held = self._held()
-        check_model(held.model if held else None, held.dimension if held else None, model, rows.shape[1], advice=REINDEX)
+    def _upsert(self, held: Held | None, units: Sequence[Unit], rows: Any, model: str) -> None:
         by_tenant: dict[str, list[int]] = {}
         for i, u in enumerate(units):
             by_tenant.setdefault(u.scope.tenant, []).append(i)
-        with self._translated("storing vectors"):
-            if held is None:
-                held = self._create(model, rows.shape[1])
-            batch = self._client.get_max_batch_size()
-            for tenant, rows_of in by_tenant.items():
-                part = self._part(held, tenant, create=True)
-                for start in range(0, len(rows_of), batch):
-                    chunk = rows_of[start : start + batch]
-                    part.upsert(
-                        ids=[row_id(units[i]) for i in chunk],
-                        embeddings=rows[chunk],
-                        metadatas=[row_metadata(units[i]) for i in chunk],  # type: ignore[misc]
-                    )
-
-    def search(self, scope: Scope, vector: Any, *, k: int, where: SearchFilter | None = None) -> list[Scored]:
-        if k <= 0:
-            return []
-        held = self._held()
         if held is None:
+            held = self._create(model, rows.shape[1])
+        batch = self._client.get_max_batch_size()
+        for tenant, rows_of in by_tenant.items():
+            part = self._part(held, tenant, create=True)
+            for start in range(0, len(rows_of), batch):
+                chunk = rows_of[start : start + batch]
+                part.upsert(
+                    ids=[row_id(units[i]) for i in chunk],
+                    embeddings=rows[chunk],
+                    metadatas=[row_fields(units[i]) for i in chunk],  # type: ignore[misc]
+                )
+
+    def _search(self, held: Held, scope: Scope, query: Any, k: int, where: SearchFilter | None) -> list[Scored]:
+        part = self._part(held, scope.tenant)
+        if part is None:
             return []
-        query = query_row(vector, held.dimension, advice=REINDEX)
-        with self._translated("searching vectors"):
-            part = self._part(held, scope.tenant)
-            if part is None:
-                return []
-            found = part.query(
-                query_embeddings=[query], n_results=k + TIE_MARGIN, where=search_where(scope, where), include=["metadatas", "distances"]
-            )
+        found = part.query(
+            query_embeddings=[query], n_results=k + TIE_MARGIN, where=search_where(scope, where), include=["metadatas", "distances"]
+        )
         metadatas, distances = found["metadatas"][0], found["distances"][0]
         return best_first(((m["unit_id"], score(1.0 - d)) for m, d in zip(metadatas, distances, strict=True)), k)
 
-    def fetch(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
-        if not ids:
+    def _fetch(self, held: Held, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        part = self._part(held, scope.tenant)
+        if part is None:
             return {}
-        held = self._held()
-        if held is None:
-            return {}
-        with self._translated("reading vectors"):
-            part = self._part(held, scope.tenant)
-            if part is None:
-                return {}
-            found = part.get(where=fetch_where(scope, ids), include=["metadatas", "embeddings"])
+        found = part.get(where=fetch_filter(WHERE, scope, ids), include=["metadatas", "embeddings"])
         return {m["unit_id"]: np.asarray(e, dtype=np.float32) for m, e in zip(found["metadatas"], found["embeddings"], strict=True)}
 
-    def delete(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
-        if ids is not None and not ids:
+    def _delete(self, held: Held, scope: Scope, ids: Sequence[str] | None) -> int:
+        part = self._part(held, scope.tenant)
+        if part is None:
             return 0
-        held = self._held()
-        if held is None:
-            return 0
-        with self._translated("deleting vectors"):
-            part = self._part(held, scope.tenant)
-            if part is None:
-                return 0
-            found = part.get(where=delete_where(scope, ids), include=[])["ids"]
-            if found:
-                part.delete(ids=found)
-            return len(found)
+        found = part.get(where=delete_filter(WHERE, scope, ids), include=[])["ids"]
+        if found:
+            part.delete(ids=found)
+        return len(found)
 
-    def delete_user(self, scope: Scope) -> int:
-        """Delete every vector of the scope's tenant and user (every agent and thread)."""
-        return self.delete(Scope(user_id=scope.user_id, tenant=scope.tenant))
+    def _count(self, held: Held) -> int:
+        return sum(p.count() for p in collections.parts(self._client, self.collection, held.generation))
 
-    def info(self) -> tuple[str | None, int | None, int]:
-        held = self._held()
-        if held is None:
-            return None, None, 0
-        with self._translated("counting vectors"):
-            return held.model, held.dimension, sum(p.count() for p in collections.parts(self._client, self.collection, held.generation))
-
-    def reset(self) -> None:
-        """Drop every vector: the pointer and the generations memstack made for it (a collection it
-        did not make is refused, never dropped). A reindex uses ``stage``/``switch`` instead."""
-        if self._staged:
-            raise InvalidInput("a staged index is switched to or left, not reset", field="vectors")
-        with self._translated("dropping the index's collections"):
-            collections.drop_all(self._client, self.collection)
+    def _drop_all(self) -> None:
+        collections.drop_all(self._client, self.collection)
         self._heads.clear()
         self._parts.clear()
 
     # ---- Rebuildable -----------------------------------------------------------------------
 
-    def stage(self) -> ChromaVectorIndex:
-        """An empty index on the next generation of this one (made by its first upsert, with that
-        upsert's model and dimension), which nothing searches until ``switch``."""
-        if self._staged:
-            raise InvalidInput("a staged index cannot stage another", field="vectors")
-        self._held()  # refuses a foreign collection before anything is made
-        staged = ChromaVectorIndex.__new__(ChromaVectorIndex)
-        staged.__dict__.update(self.__dict__)
-        staged._staged, staged._generation, staged._owns_client = True, None, False
-        staged._heads, staged._parts = self._heads, self._parts
-        return staged
+    def _unpoint(self, old: Held | None) -> None:
+        collections.unpoint(self._client, self.collection)
 
-    def switch(self, staged: Any) -> IndexSwitch:
-        """Make every process search ``staged`` (one write of the pointer's metadata); the
-        generation it replaces is kept, and older generations memstack made for the index are
-        dropped. A staged index that never got a vector leaves the index empty."""
-        if not isinstance(staged, ChromaVectorIndex) or not staged._staged or staged.collection != self.collection:
-            raise InvalidInput(f"switch takes an index staged from this one ({self.collection!r})", field="vectors")
-        old = self._held()
-        with self._translated("switching the index to its new collection"):
-            if staged._generation is None:
-                collections.unpoint(self._client, self.collection)
-                return IndexSwitch(None, old.collection if old else None)
-            collections.point(self._client, self.collection, staged._generation)
-            if old is None:
-                return IndexSwitch(staged._generation.collection)
-            dropped = collections.drop_older(self._client, self.collection, old.generation)
-        return IndexSwitch(staged._generation.collection, old.collection, tuple(dropped))
+    def _point(self, staged: Held) -> str:
+        """One write of the pointer's metadata."""
+        collections.point(self._client, self.collection, staged)
+        return staged.collection
+
+    def _retire(self, old: Held) -> list[str]:
+        return collections.drop_older(self._client, self.collection, old.generation)
 
     def close(self) -> None:
         if self._owns_client:

@@ -2,6 +2,7 @@
 
     url.py           the ``milvus://`` URL: server or file, token, database, collection, options
     expressions.py   boolean expressions from quoted values (no value can change a filter)
+                     (their terms, the rows and the contract's steps: ``rules.index_rows``, ``rules.indexes``)
     collections.py   the collections memstack owns: generations behind an alias, foreign ones refused
     index.py         MilvusVectorIndex: the VectorIndex contract, and stage/switch for a reindex
 

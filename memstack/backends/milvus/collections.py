@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ForeignCollection, InvalidInput, StoreError
+from ..rules.indexes import Held, generation_name, next_number
 
 OWNER_PROPERTY = "memstack.owner"
 OWNER = "memstack"
@@ -41,16 +41,6 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,239}")
 GENERATION = re.compile(r"(?P<base>.+)_g(?P<n>[1-9][0-9]*)")
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """The generation an index name points at: its collection, model and dimension."""
-
-    collection: str
-    generation: int
-    model: str
-    dimension: int
-
-
 def check_name(name: str) -> str:
     """A collection (alias) name memstack can make generations of: Milvus's rules, room for ``_gN``."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
@@ -58,10 +48,6 @@ def check_name(name: str) -> str:
             f"Milvus collection name {name!r}: use 1 to 240 letters, digits and underscores, not starting with a digit", field="collection"
         )
     return name
-
-
-def generation_name(base: str, n: int) -> str:
-    return f"{base}_g{n}"
 
 
 def _foreign(name: str, base: str, why: str) -> ForeignCollection:
@@ -121,12 +107,6 @@ def generations(client: Any, base: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def _next_number(client: Any, base: str) -> int:
-    """One past every ``base_gN`` there is, memstack's or not: a new generation is a new name."""
-    numbers = [int(m["n"]) for m in (GENERATION.fullmatch(n) for n in client.list_collections()) if m and m["base"] == base]
-    return max(numbers, default=0) + 1
-
-
 def create_generation(client: Any, pymilvus: Any, base: str, model: str, dimension: int, index_type: str) -> str:
     """Make the next generation of ``base`` for ``model`` vectors of ``dimension``; its name."""
     DataType = pymilvus.DataType
@@ -141,7 +121,7 @@ def create_generation(client: Any, pymilvus: Any, base: str, model: str, dimensi
     index = client.prepare_index_params()
     index.add_index(field_name="vector", index_type=index_type, metric_type="COSINE")
     for _ in range(5):
-        n, nonce = _next_number(client, base), uuid.uuid4().hex
+        n, nonce = next_number(GENERATION, client.list_collections(), base), uuid.uuid4().hex
         name = generation_name(base, n)
         properties = {
             OWNER_PROPERTY: OWNER,

@@ -1,19 +1,15 @@
-"""Milvus boolean expressions built from quoted values, and the row fields that they filter on.
+"""Milvus boolean expressions built from quoted values, their terms as ``rules.index_rows`` decides them.
 
 Every string goes through ``quote``, so no value can change the expression (``x" or user_id !=
-"`` stays a string). A unit's category is stored as ``"#" + category`` and no category as ``""``:
-Milvus 2.3 servers have no nullable fields, and the prefix keeps a category ``""`` apart from none.
+"`` stays a string). One collection holds every tenant, so each expression names the tenant.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
-from ...types import Scope, SearchFilter, Unit
-from ..rules.time import epoch_us
-
-CATEGORY_MARK = "#"
+from ...types import Scope, SearchFilter
+from ..rules.index_rows import search_filter
 
 
 def quote(value: str) -> str:
@@ -22,51 +18,30 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def one_of(field: str, values: Sequence[str]) -> str:
-    return f"{field} in [{', '.join(quote(v) for v in values)}]"
+class _Expression:
+    """Milvus's boolean expressions: quoted literals, terms joined by ``and``."""
+
+    tenant = True
+
+    def equal(self, field: str, value: str) -> str:
+        return f"{field} == {quote(value)}"
+
+    def one_of(self, field: str, values: Sequence[str]) -> str:
+        return f"{field} in [{', '.join(quote(v) for v in values)}]"
+
+    def at_least(self, field: str, value: int) -> str:
+        return f"{field} >= {value}"
+
+    def below(self, field: str, value: int) -> str:
+        return f"{field} < {value}"
+
+    def all(self, terms: list[str]) -> str:
+        return " and ".join(terms)
 
 
-def stored_category(category: str | None) -> str:
-    """The category field of a row: ``""`` for none, else the category behind ``CATEGORY_MARK``."""
-    return "" if category is None else CATEGORY_MARK + category
-
-
-def user_expression(scope: Scope) -> list[str]:
-    terms = [f"tenant == {quote(scope.tenant)}", f"user_id == {quote(scope.user_id)}"]
-    if scope.agent_id is not None:
-        terms.append(f"agent_id == {quote(scope.agent_id)}")
-    return terms
+EXPRESSION = _Expression()
 
 
 def search_expression(scope: Scope, where: SearchFilter | None) -> str:
     """The scope's tenant, user (and agent) and the filter, as one Milvus boolean expression."""
-    terms = user_expression(scope)
-    if where is not None:
-        if where.thread_ids:
-            terms.append(one_of("thread_id", where.thread_ids))
-        if where.categories:
-            terms.append(one_of("category", [stored_category(c) for c in where.categories]))
-        if where.kinds:
-            terms.append(one_of("kind", where.kinds))
-        if where.since is not None:
-            terms.append(f"ts >= {epoch_us(where.since)}")
-        if where.until is not None:
-            terms.append(f"ts < {epoch_us(where.until)}")
-    return " and ".join(terms)
-
-
-def delete_expression(scope: Scope, ids: Sequence[str] | None) -> str:
-    """Ids in the user (and agent), else the scope's exact thread, else the whole user."""
-    terms = [f"tenant == {quote(scope.tenant)}", f"user_id == {quote(scope.user_id)}"]
-    if scope.agent_id is not None or (ids is None and scope.thread_id is not None):
-        terms.append(f"agent_id == {quote(scope.agent_id or '')}")
-    if ids is not None:
-        terms.append(one_of("unit_id", list(dict.fromkeys(ids))))
-    elif scope.thread_id is not None:
-        terms.append(f"thread_id == {quote(scope.thread_id)}")
-    return " and ".join(terms)
-
-
-def primary_key(unit: Unit) -> str:
-    """A fixed-length key for (tenant, user, agent, unit id); ids cannot hold the separator."""
-    return hashlib.sha256("\x1f".join((*unit.scope.key[:3], unit.id)).encode()).hexdigest()
+    return search_filter(EXPRESSION, scope, where)

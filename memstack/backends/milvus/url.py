@@ -16,9 +16,11 @@ User name and password are percent-decoded; ``redacted`` gives the URL without t
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from ...errors import InvalidInput
+from ..rules import index_urls
+from ..rules.index_urls import query_options, secure_option, split, timeout_option
 from .collections import check_name
 
 DEFAULT_PORT = 19530
@@ -33,36 +35,13 @@ def _bad(url: str, why: str) -> InvalidInput:
     return InvalidInput(f"vectors URL {redacted(url)!r}: {why}; use {FORMS}", field="vectors")
 
 
-def _options(url: str, query: str) -> dict[str, str]:
-    parsed = parse_qs(query, keep_blank_values=True, strict_parsing=False)
-    unknown = sorted(set(parsed) - set(OPTIONS))
-    if unknown:
-        raise _bad(url, f"unknown option {unknown[0]!r} (the options are {', '.join(OPTIONS)})")
-    if any(len(v) > 1 for v in parsed.values()):
-        raise _bad(url, "an option is given twice")
-    return {k: v[0] for k, v in parsed.items()}
-
-
 def parse(url: str) -> dict[str, Any]:
     """The ``MilvusVectorIndex`` arguments a ``milvus://`` URL names: uri, token, db_name,
     collection, timeout, index_type, consistency. InvalidInput (field ``vectors``) for anything else."""
-    if not isinstance(url, str) or not url.startswith("milvus://"):
-        raise _bad(str(url), "not a milvus:// URL")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise _bad(url, str(exc)) from exc
-    options = _options(url, parts.query)
-    try:
-        timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
-    except ValueError:
-        raise _bad(url, "timeout must be a number of seconds") from None
-    if not 0 < timeout <= 3600:
-        raise _bad(url, "timeout must be more than 0 and at most 3600 seconds")
-    secure = options.get("secure", "false").lower()
-    if secure not in ("true", "false", "1", "0"):
-        raise _bad(url, "secure must be true or false")
+    parts, port = split(url, "milvus", _bad)
+    options = query_options(url, parts.query, OPTIONS, _bad)
+    timeout = timeout_option(url, options, DEFAULT_TIMEOUT, _bad)
+    secure = secure_option(url, options, _bad)
     consistency = options.get("consistency", "strong").lower()
     if consistency not in CONSISTENCY:
         raise _bad(url, f"consistency must be one of {', '.join(CONSISTENCY)}")
@@ -75,7 +54,7 @@ def parse(url: str) -> dict[str, Any]:
     if not parts.netloc:  # milvus:///abs/file.db
         if not parts.path.startswith("/") or parts.path.endswith("/") or len(parts.path) < 2:
             raise _bad(url, "a milvus-lite file needs an absolute path")
-        if secure in ("true", "1"):
+        if secure:
             raise _bad(url, "secure applies to a server, not a milvus-lite file")
         return {**found, "uri": unquote(parts.path), "token": None, "db_name": ""}
     if not parts.hostname:
@@ -87,17 +66,11 @@ def parse(url: str) -> dict[str, Any]:
         raise _bad(url, "the path is a database name, one segment")
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
     token = f"{user}:{password}" if user and password else (password or user or None)
-    scheme = "https" if secure in ("true", "1") else "http"
+    scheme = "https" if secure else "http"
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return {**found, "uri": f"{scheme}://{host}:{port or DEFAULT_PORT}", "token": token, "db_name": unquote(db)}
 
 
 def redacted(url: str) -> str:
     """The URL with any user name and password replaced by ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "milvus://***"
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    return index_urls.redacted(url, "milvus")

@@ -9,5 +9,9 @@
     units.py         BM25: the formula every unit store computes, input checks
     vectors.py       the vector index contract: input checks, the held model, scores and order
     matrix.py        one user's vectors as an in-process float32 matrix (exact search)
+    indexes.py       the indexes outside the store (Milvus, Chroma): generations behind a name, and
+                     the contract's steps around each call (the calls are the backend's hooks)
+    index_rows.py    their rows, and which terms a search, fetch or delete filters on
+    index_urls.py    their URLs' shared query options (timeout, secure)
     deletions.py     the notes a deletion leaves: keyed hashes, counts by what they were
 """
