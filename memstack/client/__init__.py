@@ -5,6 +5,7 @@
     values.py      the service's JSON answers as the library's values (Message, Context, Hit, ...)
     steps.py       every method: Memory's signature -> its route(s) -> its value, sans-IO
     tools.py       one user's memory tools (openai_tools, call) for a tool-calling loop
+    connection.py  what both clients hold: the checked options, the httpx client, answers asked once
     sync.py        Client: the steps over httpx.Client
     aio.py         AsyncClient: the same steps over httpx.AsyncClient, awaited
 

@@ -15,12 +15,10 @@ import functools
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..errors import MemstackError, require
 from . import steps
-from .errors import unavailable
-from .sync import DEFAULT_TIMEOUT, options
+from .connection import Connection
 from .tools import AsyncClientTools
-from .transport import REPLAYED, Request, Retries, Step, answer, idempotency_key, keyed
+from .transport import Action, Request, Step, Try, only
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,64 +34,31 @@ def _awaited(step: Callable[P, Step[R]]) -> Callable[Concatenate[AsyncClient, P]
     return call
 
 
-class AsyncClient:
+class AsyncClient(Connection):
     """``Client`` for asyncio: the same arguments, the same methods, awaited."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        retries: int | Retries = 3,
-        transport: Any = None,
-    ) -> None:
-        httpx = require("httpx", extra="client")
-        self.url, headers, self.retries = options(url, api_key, timeout, retries)
-        self._http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
-        self._broken: type[Exception] = httpx.TransportError
-        self._cache: dict[tuple[str, str], Any] = {}
+    HTTP = "AsyncClient"
 
     async def run(self, step: Step[R]) -> R:
-        """Run a step to its value (``transport.run_step``, awaited)."""
+        """Run a step to its value (``Client.run``, awaited)."""
+        exchange = self._exchange(step)
+        while not exchange.done:
+            exchange.resume(await self._do(exchange.action))
+        return exchange.value
+
+    async def _do(self, action: Action) -> Any:
+        """Send a try (its response, or the transport error it raised), or pause."""
+        if not isinstance(action, Try):
+            await asyncio.sleep(action)
+            return None
         try:
-            request = next(step)
-            while True:
-                try:
-                    result = await self.send(request)
-                except MemstackError as exc:
-                    request = step.throw(exc)
-                else:
-                    request = step.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            return await self._request(action)
+        except self._broken as exc:
+            return exc
 
     async def send(self, request: Request) -> Any:
         """One request, tried again as ``retries`` allow; its JSON, or the library's error."""
-        if request.cached and (request.method, request.path) in self._cache:
-            return self._cache[(request.method, request.path)]
-        key, body = idempotency_key(request), request.body()
-        pauses = self.retries.pauses()
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                response = await self._http.request(
-                    request.method, request.path, params=request.query(), content=body, headers=request.headers(key)
-                )
-            except self._broken as exc:
-                pause = next(pauses, None) if self.retries.after_error(request, exc) else None
-                if pause is None:
-                    raise unavailable(self.url, exc, tries) from exc
-                await asyncio.sleep(pause)
-                continue
-            if self.retries.after_status(request, response.status_code) and (pause := next(pauses, None)) is not None:
-                await asyncio.sleep(pause)
-                continue
-            result = answer(response.status_code, response.content, response.headers.get("content-type", ""))
-            if request.cached:
-                self._cache[(request.method, request.path)] = result
-            return keyed(request, result, response.headers.get(REPLAYED) == "true", tries)
+        return await self.run(only(request))
 
     # ---- Memory's methods, and the REST API's others (client.steps) ----------------------------
 
@@ -149,6 +114,3 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    def __repr__(self) -> str:
-        return f"AsyncClient({self.url!r})"

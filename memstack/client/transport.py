@@ -1,5 +1,5 @@
 """What one request to the service is, and when a failed try is tried again: sans-IO, shared by
-the blocking and the asyncio client (which only send and sleep).
+the blocking and the asyncio client (which only send and sleep as an ``Exchange`` says).
 
 A method of the client is a *step*: a generator that yields ``Request``s and gets back each
 answer's JSON (or has the mapped error thrown into it), and returns the method's value. Each
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import InvalidInput, MemstackError
-from .errors import NOT_SENT, error_from
+from .errors import NOT_SENT, error_from, unavailable
 
 R = TypeVar("R")
 
@@ -149,18 +149,90 @@ def answer(status: int, body: bytes, content_type: str) -> Any:
     return parsed
 
 
-def run_step(step: Step[R], send: Any) -> R:
-    """Run ``step`` to its value, answering each request with ``send(request)`` (the blocking client's
-    loop; the asyncio client's is the same with ``await``). An error ``send`` raises is thrown into
-    the step, which may handle it (``forget`` of what is not there: 0)."""
+@dataclass(frozen=True)
+class Try:
+    """One try of a request, as the HTTP client sends it (the same body and key on every try)."""
+
+    method: str
+    path: str
+    params: dict[str, Any]
+    content: bytes | None
+    headers: dict[str, str]
+
+
+#: what a client does next: send a try, or pause that many seconds
+Action = Try | float
+
+
+class Exchange(Generic[R]):
+    """A step run to its value, sans-IO: ``action`` is what the client does next (send a ``Try``,
+    or pause), and ``resume(outcome)`` says how it went: a try's httpx response or the transport
+    error it raised, None after a pause. ``value`` once ``done``. Each of the step's requests is
+    tried as ``retries`` allow; an error (the answer's, a failed connection's) is thrown into the
+    step, which may handle it (``forget`` of what is not there: 0). ``cache``: the answers of
+    ``cached`` requests, asked once per client."""
+
+    def __init__(self, step: Step[R], retries: Retries, url: str, cache: dict[tuple[str, str], Any]) -> None:
+        self._actions = _actions(step, retries, url, cache)
+        self.done = False
+        self.value: R
+        self._advance(lambda: next(self._actions))
+
+    def resume(self, outcome: Any) -> None:
+        if isinstance(outcome, BaseException):
+            self._advance(lambda: self._actions.throw(outcome))
+        else:
+            self._advance(lambda: self._actions.send(outcome))
+
+    def _advance(self, go: Callable[[], Action]) -> None:
+        try:
+            self.action = go()
+        except StopIteration as stop:
+            self.done, self.value = True, stop.value
+
+
+def _actions(step: Step[R], retries: Retries, url: str, cache: dict[tuple[str, str], Any]) -> Generator[Action, Any, R]:
     try:
         request = next(step)
         while True:
             try:
-                result = send(request)
+                result = yield from _tries(request, retries, url, cache)
             except MemstackError as exc:
                 request = step.throw(exc)
             else:
                 request = step.send(result)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def _tries(request: Request, retries: Retries, url: str, cache: dict[tuple[str, str], Any]) -> Generator[Action, Any, Any]:
+    """One request, tried again as ``retries`` allow: what its step is sent (``keyed``), or the
+    library's error raised."""
+    if request.cached and (request.method, request.path) in cache:
+        return cache[(request.method, request.path)]
+    key, body = idempotency_key(request), request.body()
+    attempt = Try(request.method, request.path, request.query(), body, request.headers(key))
+    pauses = retries.pauses()
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            response = yield attempt
+        except Exception as exc:  # the transport error the client's try raised
+            pause = next(pauses, None) if retries.after_error(request, exc) else None
+            if pause is None:
+                raise unavailable(url, exc, tries) from exc
+            yield pause
+            continue
+        if retries.after_status(request, response.status_code) and (pause := next(pauses, None)) is not None:
+            yield pause
+            continue
+        result = answer(response.status_code, response.content, response.headers.get("content-type", ""))
+        if request.cached:
+            cache[(request.method, request.path)] = result
+        return keyed(request, result, response.headers.get(REPLAYED) == "true", tries)
+
+
+def only(request: Request) -> Step[Any]:
+    """The step of one request: its answer."""
+    return (yield request)
