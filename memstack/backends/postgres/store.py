@@ -19,11 +19,10 @@ from collections.abc import Mapping, Sequence
 
 from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
-from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import POSTGRES
-from ..sql.expiry import expire_user, expiring_users
+from ..sql.expiry import expire
 from ..sql.tenants import tenants_query
 from .aio import AsyncPostgresHistory
 from .database import Database, check_schema_name, load_driver, open_pool, session_setup, translate_errors
@@ -103,17 +102,7 @@ class PostgresStore:
 
     def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
         """Delete what of the tenant ``expiry`` says is too old, one transaction and note per user."""
-        check(tenant, expiry)
-        with self._db.transaction("finding expired rows") as cur:
-            users = expiring_users(cur.execute, POSTGRES, tenant, expiry)
-        notes = []
-        for user_id in users:
-            with self._db.transaction("expiring a user's rows") as cur:
-                user = Scope(user_id=user_id, tenant=tenant)
-                counts = tally(expire_user(cur.execute, POSTGRES, user, expiry))
-                if counts:
-                    notes.append(record_deletion(cur, user, "expired", counts, layer=layer))
-        return notes
+        return expire(self._db.transaction, POSTGRES, tenant, expiry, record_deletion, layer=layer)
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""

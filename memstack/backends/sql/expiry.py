@@ -1,16 +1,19 @@
 """A retention pass (``Store.expire``) as both SQL backends run it, for a ``Dialect``: which of a
 tenant's users have rows older than the ``Expiry``, and one user's expired rows deleted in the
 caller's transaction (messages, then the memories that stood on them only, audit events, model
-calls), counted as a deletion note counts them. The transaction and the note stay each
-backend's own."""
+calls), counted as a deletion note counts them; and the whole pass (``expire``), in the
+transactions and with the deletion notes of the backend that runs it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC
 from typing import Any
 
-from ...types import Expiry, Scope
-from ..rules.expiry import stood_on
+from ...types import Deletion, Expiry, Scope
+from ..rules.deletions import tally
+from ..rules.expiry import check, stood_on
 from .adapter_rows import Run
 from .dialect import Dialect
 
@@ -25,6 +28,31 @@ def _cutoffs(d: Dialect, expiry: Expiry) -> list[tuple[str, str, str, Any]]:
     if expiry.usage is not None:
         out.append(("usage", d.table("model_usage"), d.instant_column("at"), d.instant(expiry.usage)))
     return out
+
+
+def expire(
+    transaction: Callable[[str], AbstractContextManager[Any]],
+    d: Dialect,
+    tenant: str,
+    expiry: Expiry,
+    note: Callable[..., Deletion],
+    *,
+    layer: str,
+) -> list[Deletion]:
+    """``Store.expire``: the tenant's users with expired rows found in one transaction, then each
+    user's deleted and noted in one of its own. ``transaction(doing)``: the backend's (its
+    connection or cursor has ``execute``); ``note``: its ``record_deletion`` in that transaction."""
+    check(tenant, expiry)
+    with transaction("finding expired rows") as db:
+        users = expiring_users(db.execute, d, tenant, expiry)
+    notes = []
+    for user_id in users:
+        with transaction("expiring a user's rows") as db:
+            user = Scope(user_id=user_id, tenant=tenant)
+            counts = tally(expire_user(db.execute, d, user, expiry))
+            if counts:
+                notes.append(note(db, user, "expired", counts, layer=layer))
+    return notes
 
 
 def expiring_users(run: Run, d: Dialect, tenant: str, expiry: Expiry) -> list[str]:

@@ -17,11 +17,10 @@ from typing import Any
 from ...errors import StoreError
 from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
-from ..rules.expiry import check
 from ..sql.adapter_rows import delete_checkpoints
 from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import SQLITE
-from ..sql.expiry import expire_user, expiring_users
+from ..sql.expiry import expire
 from ..sql.tenants import tenants_query
 from .database import Database
 from .deletions import read_deletions, record_deletion
@@ -83,17 +82,7 @@ class SQLiteStore:
 
     def expire(self, tenant: str, expiry: Expiry, *, layer: str = "retention") -> list[Deletion]:
         """Delete what of the tenant ``expiry`` says is too old, one transaction and note per user."""
-        check(tenant, expiry)
-        with self.write() as db:
-            users = expiring_users(db.execute, SQLITE, tenant, expiry)
-        notes = []
-        for user_id in users:
-            with self.write() as db:
-                user = Scope(user_id=user_id, tenant=tenant)
-                counts = tally(expire_user(db.execute, SQLITE, user, expiry))
-                if counts:
-                    notes.append(record_deletion(db, user, "expired", counts, layer=layer))
-        return notes
+        return expire(lambda _doing: self.write(), SQLITE, tenant, expiry, record_deletion, layer=layer)
 
     def note_deletion(self, scope: Scope, kind: str, counts: Mapping[str, int], *, layer: str, name: str | None = None) -> Deletion:
         """Note a deletion made outside delete_user and delete_thread (a saved memory's)."""
