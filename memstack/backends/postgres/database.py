@@ -143,6 +143,12 @@ class Database:
         with translate_errors(self.psycopg, doing), self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
+    def fetch(self, doing: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Every row of one statement, in a transaction of its own."""
+        with self.transaction(doing) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
 
 def fetch_with(cur: Cursor[Any]) -> Fetch:
     """The ``sql.dialect.Fetch`` of an open cursor: every row of one statement, in its transaction."""

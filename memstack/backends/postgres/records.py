@@ -1,4 +1,4 @@
-"""PostgreSQL record store and usage log: versioned records, their audit trail and model calls.
+"""PostgreSQL record store: versioned records and their audit trail (the usage log, of model calls: ``sql.records.SQLUsage``).
 
 The rules (what a put or delete does, namespaces, what deleting removes) are ``rules.records``,
 whose ``step`` decides every change here too. Tables (``migrations``):
@@ -91,20 +91,3 @@ class PostgresRecords:
             for scope in {r.scope for r in records}:
                 _lock_namespace(cur, self._db.schema, scope)
             return shared.restore(cur.execute, POSTGRES, RECORD_COLUMNS, records, events)
-
-
-class PostgresUsage(shared.SQLUsage):
-    """The UsageLog of a PostgresStore (``sql.records.SQLUsage``, one transaction per call)."""
-
-    def __init__(self, db: Database) -> None:
-        super().__init__(POSTGRES, self._insert_rows, self._read)
-        self._db = db
-
-    def _insert_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        with self._db.transaction("recording model usage") as cur:
-            cur.executemany(sql, rows)
-
-    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self._db.transaction("reading model usage") as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()

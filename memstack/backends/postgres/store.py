@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from ...types import Deletion, Expiry, Scope
 from ..rules.deletions import counted_as, tally
@@ -23,6 +24,7 @@ from ..sql.adapter_rows import delete_checkpoints
 from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import POSTGRES
 from ..sql.expiry import expire
+from ..sql.records import SQLUsage
 from ..sql.tenants import tenants_query
 from .aio import AsyncPostgresHistory
 from .database import Database, check_schema_name, load_driver, open_pool, session_setup, translate_errors
@@ -31,7 +33,7 @@ from .documents import PostgresCheckpoints, PostgresProfiles, PostgresState
 from .history import PostgresHistory
 from .jobs import PostgresJobs
 from .migrations import USER_TABLES, migrate
-from .records import PostgresRecords, PostgresUsage
+from .records import PostgresRecords
 from .units import PostgresUnits
 from .vectors import PgEmbeddingCache, PgVectorIndex
 
@@ -89,7 +91,7 @@ class PostgresStore:
         self.vectors = PgVectorIndex(self._db)
         self.embeddings = PgEmbeddingCache(self._db)
         self.records = PostgresRecords(self._db)
-        self.usage = PostgresUsage(self._db)
+        self.usage = SQLUsage(POSTGRES, self._db.transaction, partial(self._db.fetch, "reading model usage"))
 
     def delete_user(self, scope: Scope, *, layer: str = "library") -> int:
         with self._db.transaction("deleting a user") as cur:

@@ -12,6 +12,7 @@ psycopg cursor).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -269,15 +270,17 @@ def totals_query(d: Dialect, tenant: str, since: datetime | None, until: datetim
 
 class SQLUsage:
     """The UsageLog both SQL backends share: checks, the statements and the row codec here; the
-    backend's transactions in ``insert`` (an INSERT of many rows) and ``fetch`` (one read)."""
+    backend's ``transaction(doing)`` (its connection or cursor has ``executemany``) for a record,
+    and its ``fetch`` for a read."""
 
-    def __init__(self, d: Dialect, insert: Callable[[str, list[tuple[Any, ...]]], None], fetch: Fetch) -> None:
-        self._dialect, self._insert, self._fetch = d, insert, fetch
+    def __init__(self, d: Dialect, transaction: Callable[[str], AbstractContextManager[Any]], fetch: Fetch) -> None:
+        self._dialect, self._transaction, self._fetch = d, transaction, fetch
 
     def record(self, rows: Sequence[UsageRecord]) -> None:
         checked = check_usage(rows)
         if checked:
-            self._insert(*usage_insert(self._dialect, checked))
+            with self._transaction("recording model usage") as db:
+                db.executemany(*usage_insert(self._dialect, checked))
 
     def read(self, scope: Scope, *, since: datetime | None = None) -> list[UsageRecord]:
         """Oldest first by ``at`` (then in recording order); ``since`` is inclusive."""

@@ -1,4 +1,4 @@
-"""SQLite record store and usage log: versioned records, their audit trail and model calls.
+"""SQLite record store: versioned records and their audit trail (the usage log, of model calls: ``sql.records.SQLUsage``).
 
 The rules (what a put or delete does, namespaces, what deleting removes) are ``rules.records``,
 whose ``step`` decides every change here too. Tables (``migrations``):
@@ -16,7 +16,6 @@ with UTC microseconds beside the usage rows' time for ``since``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ...types import AuditEvent, Change, Record, Scope, utcnow
 from ..rules.records import check_limit, checked
@@ -68,15 +67,3 @@ class SQLiteRecords:
     def restore(self, records: Sequence[Record], events: Sequence[AuditEvent]) -> int:
         with self._s.write() as db:
             return shared.restore(db.execute, SQLITE, RECORD_COLUMNS, records, events)
-
-
-class SQLiteUsage(shared.SQLUsage):
-    """The UsageLog of a SQLiteStore (``sql.records.SQLUsage`` in its write transactions)."""
-
-    def __init__(self, db: Database) -> None:
-        super().__init__(SQLITE, self._insert_rows, db.query)
-        self._s = db
-
-    def _insert_rows(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        with self._s.write() as db:
-            db.executemany(sql, rows)

@@ -21,6 +21,7 @@ from ..sql.adapter_rows import delete_checkpoints
 from ..sql.deletions import held_key, noted_tenants_query, restore_notes
 from ..sql.dialect import SQLITE
 from ..sql.expiry import expire
+from ..sql.records import SQLUsage
 from ..sql.tenants import tenants_query
 from .database import Database
 from .deletions import read_deletions, record_deletion
@@ -28,7 +29,7 @@ from .documents import SQLiteCheckpoints, SQLiteProfiles, SQLiteState
 from .history import SQLiteHistory
 from .jobs import SQLiteJobs
 from .migrations import USER_TABLES, apply_migrations
-from .records import SQLiteRecords, SQLiteUsage
+from .records import SQLiteRecords
 from .units import SQLiteUnits
 from .vectors import SQLiteEmbeddingCache, SQLiteVectorIndex
 
@@ -58,7 +59,7 @@ class SQLiteStore:
         self.vectors = SQLiteVectorIndex(db)
         self.embeddings = SQLiteEmbeddingCache(db)
         self.records = SQLiteRecords(db)
-        self.usage = SQLiteUsage(db)
+        self.usage = SQLUsage(SQLITE, lambda _doing: db.write(), db.query)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
