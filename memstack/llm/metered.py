@@ -21,15 +21,10 @@ class Metered:
         self.native_schema = model.native_schema
         self.calls: list[Completion] = []
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        schema: Mapping[str, Any] | None = None,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        out = self.model.complete(messages, schema=schema, temperature=temperature, max_tokens=max_tokens)
+    def complete(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> Completion:
+        """The wrapped model's ``complete``, its options passed on as given (``ChatModel.complete``'s,
+        or any more the model takes), the completion kept for ``commit``."""
+        out = self.model.complete(messages, **options)
         self.calls.append(out)
         return out
 
