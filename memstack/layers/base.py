@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..reldates import annotate
 from ..tokens import TokenCounter
@@ -87,6 +87,24 @@ class Writer(Protocol):
         """Process ``request.messages``; return the seq of the last message consumed (None: all),
         or Waiting(cursor) to hold them back until the batch fills (never when ``request.final``)."""
         ...
+
+
+@dataclass
+class ExtractedLayer:
+    """The base of the layers that read what the extractor's job wrote (entities, relations,
+    state): records of the user, kept in ``store``; the thread itself is not read."""
+
+    store: Any
+    scope: str = "user"
+    history: str = "none"
+    job: str = "extract"
+
+
+def current_records(store: Any, scope: Scope, kind: str, keys: Sequence[str] | None = None) -> list[Record]:
+    """The store's current records of ``kind`` at ``scope`` (``RecordStore.current``); [] from a
+    store that keeps none (jsonl): a layer that reads records then adds nothing."""
+    records = getattr(store, "records", None)
+    return [] if records is None else records.current(scope, kind, keys)  # type: ignore[no-any-return]
 
 
 def record_lines(

@@ -29,7 +29,7 @@ from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
 from .attributes import attribute_values, settled_attributes
-from .base import LayerOutput, ReadRequest, dated_quote, record_lines
+from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
 from .graph import cite, past, reconcile, same_value
 from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_before, asks_about_change, query_terms, shared_terms
@@ -55,23 +55,17 @@ PRIORITY = 45
 
 
 @dataclass
-class Entities:
-    store: Any
+class Entities(ExtractedLayer):
     share: float = 0.25
     #: only the user's own entity (their attributes and preferences): the profile view
     profile_only: bool = False
     #: cite each attribute's source message (short id) beside its date
     provenance: bool = False
     name: str = "entities"
-    scope: str = "user"
-    history: str = "none"
-    job: str = "extract"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        if not hasattr(self.store, "records"):
-            return LayerOutput(messages)
         user = request.scope.user()
-        everyone = self.store.records.current(user, "entity")
+        everyone = current_records(self.store, user, "entity")
         records = [r for r in everyone if r.key == SELF_KEY] if self.profile_only else everyone
         if not records:
             return LayerOutput(messages)

@@ -28,7 +28,7 @@ from ..llm.grounding import normalize
 from ..types import Message, Record
 from . import register_layer
 from .attributes import settled_attributes
-from .base import LayerOutput, ReadRequest, dated_quote, record_lines
+from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
 from .relevance import IDENTITY, asks_about_change, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
@@ -43,22 +43,18 @@ PRIORITY = 45
 
 
 @dataclass
-class Graph:
-    store: Any
+class Graph(ExtractedLayer):
     hops: int = 3
     share: float = 0.25
     #: cite each relation's source message (short id) beside its evidence and date
     provenance: bool = False
     name: str = "graph"
-    scope: str = "user"
-    history: str = "none"
-    job: str = "extract"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        if not request.query or not hasattr(self.store, "records"):
+        if not request.query:
             return LayerOutput(messages)
         user = request.scope.user()
-        relations = self.store.records.current(user, "relation")
+        relations = current_records(self.store, user, "relation")
         if not relations:
             return LayerOutput(messages)
         entities = self.store.records.current(user, "entity")

@@ -12,7 +12,7 @@ from typing import Any
 from ..stores import records_of
 from ..types import Message, Record, Scope, Section
 from . import register_layer
-from .base import LayerOutput, ReadRequest
+from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records
 
 TITLES = {"zh": "用户当前状态（JSON）", "en": "The user's current state (JSON)"}
 
@@ -30,19 +30,13 @@ def current_state(store: Any, scope: Scope, *, per_thread: bool = False) -> dict
 
 
 @dataclass
-class State:
-    store: Any
+class State(ExtractedLayer):
     #: the state of the thread rather than the user's (set the same option on the extractor)
     state_per_thread: bool = False
     name: str = "state"
-    scope: str = "user"
-    history: str = "none"
-    job: str = "extract"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        if not hasattr(self.store, "records"):
-            return LayerOutput(messages)
-        records = self.store.records.current(request.scope if self.state_per_thread else request.scope.user(), "state")
+        records = current_records(self.store, request.scope if self.state_per_thread else request.scope.user(), "state")
         if not records:
             return LayerOutput(messages)
         state = {r.key: state_value(r) for r in records}

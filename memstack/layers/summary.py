@@ -18,7 +18,7 @@ from ..budget import trim
 from ..tokens import TokenCounter, get_counter
 from ..types import Dropped, Message, Section
 from . import register_layer
-from .base import LayerOutput, ReadRequest, dropped_between
+from .base import LayerOutput, ReadRequest, current_records, dropped_between
 
 TITLES = {"zh": "对话摘要（较早的对话，按日期，最新在前）", "en": "Summary of the earlier conversation (by date, newest first)"}
 
@@ -41,7 +41,7 @@ class Summary:
         self.counter = get_counter(self.counter)
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        found = self.store.records.current(request.scope, "summary", ["summary"]) if hasattr(self.store, "records") else []
+        found = current_records(self.store, request.scope, "summary", ["summary"])
         if not found:
             return LayerOutput(messages)
         value = found[0].value
