@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..backends.memory.side import SideDatabase, side_database
+from ..backends.memory.side import side_database
 from ..backends.sql.adapter_tables import MIGRATIONS
 from ..backends.sql.adapter_tables import migrate as migrate_tables
 from ..errors import UsageError
@@ -113,7 +113,8 @@ def _sqlite_tx(db: sqlite3.Connection) -> Tx:
 
 
 class _SQLite:
-    """A SQLiteStore's connection: its write transactions (BEGIN IMMEDIATE) and its lock."""
+    """A SQLiteStore's connection: its write transactions (BEGIN IMMEDIATE) and its lock
+    (``store``: what has ``write()``, the store or a side database)."""
 
     dialect = "sqlite"
 
@@ -130,22 +131,13 @@ class _SQLite:
         yield Tx(lambda sql, params: self.store.query(sql, params), lambda sql, rows: None)
 
 
-class _PrivateSQLite:
-    """A memory:// store's side database (``backends.adapter_rows``), in the adapters' Tx."""
-
-    dialect = "sqlite"
-
-    def __init__(self, side: SideDatabase) -> None:
-        self.side = side
-
-    @contextmanager
-    def write(self) -> Iterator[Tx]:
-        with self.side.write() as db:
-            yield _sqlite_tx(db)
+class _PrivateSQLite(_SQLite):
+    """A memory:// store's side database (``backends.adapter_rows``), in the adapters' Tx: written
+    as a SQLite store is, read in a transaction of its own."""
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
-        with self.side.read() as db:
+        with self.store.read() as db:
             yield _sqlite_tx(db)
 
 
