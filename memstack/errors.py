@@ -32,6 +32,8 @@ to its HTTP status (422, 404, 409, 400, 501, 502, 503, 504).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 
@@ -186,6 +188,16 @@ class ModelIntegrityError(RuntimeFailure):
     """A local model file's sha256 does not match the pinned one: it is refused, never loaded."""
 
     code = "model_integrity_error"
+
+
+@contextmanager
+def importing(package: str, extra: str) -> Iterator[None]:
+    """A block of imports from an optional dependency: an ImportError in it is raised as
+    MissingDependency naming the extra to install (``require`` does the same for one module)."""
+    try:
+        yield
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise MissingDependency(package, extra) from exc
 
 
 def require(module: str, *, extra: str, package: str | None = None) -> ModuleType:

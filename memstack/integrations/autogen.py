@@ -43,13 +43,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from ..retrieval.units import language
 from ..saved import NOTES_THREAD, index_notes, note_id
 from ..types import Hit, Message, Role, Scope, ToolCall, Unit, check_message, check_text, utcnow
 from .awaiting import Awaiting, MemoryLike
 
-try:
+with importing("autogen-core", "autogen"):
     from autogen_core import CancellationToken, FunctionCall
     from autogen_core.memory import Memory as AutoGenMemory
     from autogen_core.memory import MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
@@ -61,8 +61,6 @@ try:
         SystemMessage,
         UserMessage,
     )
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("autogen-core", "autogen") from exc
 
 __all__ = ["MemstackMemory"]
 

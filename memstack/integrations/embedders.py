@@ -15,13 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from ..providers.embeddings import Embedder, get_embedder
 
-try:
+with importing("langchain-core", "langchain"):
     from langchain_core.embeddings import Embeddings
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langchain-core", "langchain") from exc
 
 
 class LangChainEmbedder:

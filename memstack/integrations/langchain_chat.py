@@ -28,14 +28,14 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidInput, MissingDependency, ModelOutputError, UnknownName
+from ..errors import InvalidInput, MissingDependency, ModelOutputError, UnknownName, importing
 from ..llm import get_chat_model
 from ..llm.base import ChatModel, Completion, Delta
 from ..llm.structured import generate
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, get_counter
 from .langchain_tokens import count_messages, token_counter
 
-try:
+with importing("langchain-core", "langchain"):
     from langchain_core.callbacks import CallbackManagerForLLMRun
     from langchain_core.language_models import BaseChatModel, LanguageModelInput
     from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_openai_messages
@@ -44,8 +44,6 @@ try:
     from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
     from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
     from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, SecretStr
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingDependency("langchain-core", "langchain") from exc
 
 __all__ = ["MemstackChatModel"]
 

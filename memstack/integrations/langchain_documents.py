@@ -25,21 +25,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..backends import open_store
-from ..errors import InvalidInput, MissingDependency, UsageError
+from ..errors import InvalidInput, UsageError, importing
 from ..memory import Memory
 from ..providers.embeddings import CachedEmbedder, Embedder
 from ..stores import VectorIndex
 from ..types import Hit, Scope, SearchFilter, Unit, utcnow
 from .embedders import MemstackEmbeddings, as_embedder
 
-try:
+with importing("langchain-core", "langchain"):
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
     from langchain_core.retrievers import BaseRetriever
     from langchain_core.vectorstores import VectorStore
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langchain-core", "langchain") from exc
 
 #: the key of a unit's metadata under which a Document's metadata is kept
 KEPT = "langchain"

@@ -23,15 +23,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from ..memory import Memory
 from ..types import Message, ToolCall, new_id, parse_time, utcnow
 
-try:
+with importing("langchain-core", "langchain"):
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langchain-core", "langchain") from exc
 
 log = logging.getLogger("memstack.integrations.langchain")
 

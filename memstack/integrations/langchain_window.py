@@ -16,13 +16,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..budget import window
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from .langchain_history import to_memstack
 
-try:
+with importing("langchain-core", "langchain"):
     from langchain_core.messages import BaseMessage
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langchain-core", "langchain") from exc
 
 __all__ = ["window_messages"]
 

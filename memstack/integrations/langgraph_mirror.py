@@ -40,17 +40,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import InvalidInput, UsageError
+from ..errors import InvalidInput, UsageError, importing
 from ..memory import Memory
 from ..types import Message, parse_time
 from .langchain_history import to_memstack
 
-try:
+with importing("langchain-core", "langgraph"):
     from langchain_core.messages import BaseMessage, convert_to_messages
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    from ..errors import MissingDependency
-
-    raise MissingDependency("langchain-core", "langgraph") from exc
 
 log = logging.getLogger("memstack.integrations.langgraph")
 

@@ -29,11 +29,11 @@ import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
-from ..errors import MissingDependency, UsageError
+from ..errors import UsageError, importing
 from ..memory import Memory
 from .tables import Tables, open_tables
 
-try:
+with importing("langgraph-checkpoint", "langgraph"):
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -46,8 +46,6 @@ try:
         get_checkpoint_id,
         get_checkpoint_metadata,
     )
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langgraph-checkpoint", "langgraph") from exc
 
 from .langgraph_mirror import Mirror  # noqa: E402  # after the check: it needs langchain-core
 

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from ..providers.embeddings import Embedder
 from .embedders import aembed_documents, aembed_query, as_embedder
 from .tables import Tables, open_tables
 
-try:
+with importing("langgraph", "langgraph"):
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -47,8 +47,6 @@ try:
         validate_op_namespace,
     )
     from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("langgraph", "langgraph") from exc
 
 Execute = Callable[[str, Sequence[Any]], list[tuple]]
 

@@ -28,18 +28,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..errors import MissingDependency
+from ..errors import importing
 from ..memory import Memory
 from ..types import Message, utcnow
 from .llamaindex_messages import is_empty_reply, to_llamaindex, to_memstack, unseen
 
-try:
+with importing("llama-index-core", "llamaindex"):
     from llama_index.core.base.llms.types import ChatMessage, TextBlock
     from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
     from llama_index.core.memory import BaseMemory
     from llama_index.core.memory.memory import BaseMemoryBlock
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("llama-index-core", "llamaindex") from exc
 
 log = logging.getLogger("memstack.integrations.llamaindex")
 

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import InvalidInput, MissingDependency
+from ..errors import InvalidInput, importing
 from ..types import Message, ToolCall, new_id, utcnow
 
-try:
+with importing("llama-index-core", "llamaindex"):
     from llama_index.core.base.llms.types import (
         CachePoint,
         ChatMessage,
@@ -37,8 +37,6 @@ try:
         ThinkingBlock,
         ToolCallBlock,
     )
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("llama-index-core", "llamaindex") from exc
 
 #: the key of memstack Message.metadata under which LlamaIndex-only fields are kept
 KEPT = "llamaindex"

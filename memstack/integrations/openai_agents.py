@@ -30,19 +30,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import Conflict, InvalidInput, MissingDependency
+from ..errors import Conflict, InvalidInput, importing
 from ..replaced import REPLACES, visible
 from ..types import Message, Scope, check_message, check_text, new_id, utcnow
 from .awaiting import Awaiting, MemoryLike
 from .openai_agents_items import KEPT, last_user_text, to_items, to_message
 
-try:
+with importing("openai-agents", "openai-agents"):
     from agents import Agent, RunContextWrapper
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.memory.session_settings import resolve_session_limit
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("openai-agents", "openai-agents") from exc
 
 __all__ = ["MemstackSession", "memory_instructions"]
 

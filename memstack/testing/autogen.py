@@ -20,15 +20,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..errors import MissingDependency
+from ..errors import importing
 from ..tokens import get_counter
 
-try:
+with importing("autogen-core", "autogen"):
     from autogen_core import CancellationToken, FunctionCall
     from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, ModelCapabilities, ModelInfo, RequestUsage
     from autogen_core.tools import Tool, ToolSchema
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("autogen-core", "autogen") from exc
 
 __all__ = ["ScriptedChatCompletionClient"]
 

@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import MissingDependency
+from ..errors import importing
 from ..types import new_id
 
-try:
+with importing("openai-agents", "openai-agents"):
     from agents import Usage
     from agents.agent_output import AgentOutputSchemaBase
     from agents.handoffs import Handoff
@@ -39,8 +39,6 @@ try:
         ResponseOutputText,
     )
     from openai.types.responses.response_prompt_param import ResponsePromptParam
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingDependency("openai-agents", "openai-agents") from exc
 
 __all__ = ["ModelCall", "ScriptedAgentModel", "tool_call"]
 
