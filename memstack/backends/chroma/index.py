@@ -9,6 +9,8 @@ of that name that memstack did not make is refused (``ForeignCollection``), neve
 dropped. Rows: id (a hash of tenant, user, agent and unit id), the vector, and metadata tenant,
 user_id, agent_id, thread_id, unit_id, kind, category, ts (epoch microseconds), which every search
 filters on (``filters.py``); Chroma's HNSW index with cosine distance.
+The contract's steps around each call (empty input, the held model, a staged index) are
+``rules.indexes.GenerationIndex``'s; this class does the calls, in its hooks.
 
 Decisions:
 - No embedding function, ever: memstack always passes its own vectors, so no collection is opened

@@ -8,6 +8,8 @@ collection of that name that memstack did not make is refused (``ForeignCollecti
 written to or dropped. Rows: id (a hash of tenant, user, agent and unit id), tenant, user_id,
 agent_id, thread_id, unit_id, kind, category, ts (epoch microseconds) and vector, with a FLAT
 (exact) COSINE index by default.
+The contract's steps around each call (empty input, the held model, a staged index) are
+``rules.indexes.GenerationIndex``'s; this class does the calls, in its hooks.
 
 A reindex builds beside the live index: ``stage()`` is an empty index on a new generation that
 nothing searches, ``switch(staged)`` moves the alias to it (``Rebuildable`` in ``stores.py``).

@@ -58,9 +58,10 @@ class GenerationIndex(ABC):
     """The VectorIndex contract's steps that every generation-backed index takes the same way:
     empty input answered without a call, the held model checked before a write, a query checked
     against the held dimension, nothing read from an empty index, a staged index only switched
-    to. A subclass sets ``kind`` and ``parse_url``, and does its
-    calls in ``_held`` and the ``_upsert``, ``_search``, ``_fetch``, ``_delete``, ``_count`` and
-    ``_drop_all`` hooks, each inside ``_translated`` (its errors as ``StoreError``)."""
+    to. A subclass sets ``kind`` and ``parse_url``, opens its client with ``_start``, and does its
+    calls in ``_held`` and the hooks (``_upsert``, ``_search``, ``_fetch``, ``_delete``, ``_count``,
+    ``_drop_all``; ``_unpoint``, ``_point``, ``_retire`` for ``switch``), which run inside its
+    ``_translated`` (its client's errors raised as ``StoreError``)."""
 
     kind: ClassVar[str]
     collection: str
@@ -70,7 +71,7 @@ class GenerationIndex(ABC):
     _owns_client: bool
 
     def _start(self, client: Any, doing: str, connect: Callable[[], Any]) -> None:
-        """Take ``client`` (a test's) or the one ``connect`` opens ; then,
+        """Take ``client`` (a test's; left open by ``close``) or the one ``connect`` opens; then,
         unless staged, refuse a foreign collection now, not at the first search."""
         self._owns_client = client is None
         if client is not None:
@@ -85,6 +86,24 @@ class GenerationIndex(ABC):
     @abstractmethod
     def parse_url(url: str) -> dict[str, Any]:
         """The backend's ``url.py`` parse: a URL of its scheme as the index's arguments."""
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        """The index a URL of the backend's scheme names (``parse_url``)."""
+        return cls(**cls.parse_url(url))
+
+    @property
+    def reindex(self) -> str:
+        """What a model or dimension mismatch advises (``reindex_advice``)."""
+        return reindex_advice(self.kind)
+
+    @property
+    def location(self) -> str:
+        """What the store's profile records: the kind and the index's name (no host, folder or
+        secret: another process may reach the same index by another address)."""
+        return f"{self.kind}:{self.collection}"
+
+    # ---- the hooks -----------------------------------------------------------------------
 
     @abstractmethod
     def _translated(self, doing: str) -> AbstractContextManager[None]:
@@ -119,11 +138,6 @@ class GenerationIndex(ABC):
     def _drop_all(self) -> None:
         """Drop the index's name and every generation memstack made for it."""
 
-    @classmethod
-    def from_url(cls, url: str) -> Self:
-        """The index a URL of the backend's scheme names (``parse_url``)."""
-        return cls(**cls.parse_url(url))
-
     @abstractmethod
     def _unpoint(self, old: Held | None) -> None:
         """Leave the index empty (a staged index that got no vector was switched to)."""
@@ -136,16 +150,6 @@ class GenerationIndex(ABC):
     def _retire(self, old: Held) -> list[str]:
         """After a switch from ``old`` (kept: a way back), drop the generations memstack made for
         the index numbered below it; their names."""
-
-    @property
-    def reindex(self) -> str:
-        return reindex_advice(self.kind)
-
-    @property
-    def location(self) -> str:
-        """What the store's profile records: the kind and the index's name (no host, folder or
-        secret: another process may reach the same index by another address)."""
-        return f"{self.kind}:{self.collection}"
 
     # ---- VectorIndex -----------------------------------------------------------------------
 
