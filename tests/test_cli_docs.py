@@ -111,3 +111,10 @@ def test_the_docs_site_builds_strict_and_a_broken_link_fails_it(tmp_path):
         page.write_text(original + f"\nSee [it]({link}).\n", encoding="utf-8")
         broken = _mkdocs(copy, tmp_path / "broken")
         assert broken.returncode != 0 and link in broken.stdout + broken.stderr, link
+
+
+def test_the_readme_is_a_front_page_of_at_most_150_lines_that_links_into_the_docs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150, "the manual belongs in docs/, the README is a front page"
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / target).is_file(), f"README links to {target}, which does not exist"
