@@ -153,3 +153,39 @@ def test_notes_of_a_batch_the_verification_changed_still_carry_their_statements(
     assert "用户使用Redis（过去的情况" in text, text
     assert "用户使用SpringBoot（过去" not in text, text
     assert [e.after["reason"] for e in mem.store.records.audit(mem.scope("u"), kind="rejected")] == ["the subject is its own object"]
+
+
+def test_a_change_said_in_another_thread_marks_the_old_threads_note_past(tmp_path):
+    # a thread's notes are written by its own jobs only; the profile, written by every thread,
+    # says at read time that 上海 ended in the later thread (the fact set's stale first-day notes)
+    model = ScriptedModel([out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "已经搬到", "深圳"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
+    for thread, text, month in (("t1", "我住在上海", 3), ("t2", "我已经搬到深圳了", 5)):
+        at = datetime(2026, month, 1, 9, tzinfo=timezone.utc).isoformat()
+        mem.add(
+            [{"role": "user", "content": text, "timestamp": at}, {"role": "assistant", "content": "记下了。", "timestamp": at}],
+            user_id="u",
+            thread_id=thread,
+        )
+        assert mem.flush().failed == 0
+    ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
+    line = next(x for x in ctx.messages[0].text.splitlines() if "上海" in x)
+    assert "过去" in line and "2026-05-01" in line and "深圳" in line, line
+    # stored as written: the old thread's record is not rewritten by the read
+    items = mem.store.records.current(mem.scope("u", "t1"), "summary")[0].value["items"]
+    assert not any(i.get("superseded_at") for i in items)
+    # a value the profile still holds stays current
+    mem2 = Memory(
+        f"sqlite:///{tmp_path / 'n.db'}",
+        layers=["summary", "profile"],
+        options={"model": ScriptedModel([out(("用户", "人物", "住在", "上海"))]), "batch_messages": 2},
+    )
+    at = datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat()
+    mem2.add(
+        [{"role": "user", "content": "我住在上海", "timestamp": at}, {"role": "assistant", "content": "记下了。", "timestamp": at}],
+        user_id="u",
+        thread_id="t1",
+    )
+    assert mem2.flush().failed == 0
+    text = mem2.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000).messages[0].text
+    assert "上海" in text and "过去" not in text

@@ -593,9 +593,10 @@ class Item:
 def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list[Item]:
     """What the store holds as model-made memory for the user: the entities' attributes (current
     and past values) and aliases, the relations (superseded ones past), the state, and the summary
-    notes with a statement of the given threads (source "note")."""
+    notes with a statement of the given threads (source "note"), marked as the summary shows them."""
     from ..layers.attributes import attribute_values
     from ..layers.names import SELF_KEY
+    from ..layers.notes import settled_by_profile
 
     records = memory.store.records
     user = memory.scope(user_id)
@@ -653,9 +654,11 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
                 said=quote(r.source_ids),
             )
         )
+    profile = next((dict(r.value.get("attributes") or {}) for r in records.current(user, "entity", [SELF_KEY])), {})
     for thread in threads:
         for r in records.current(memory.scope(user_id, thread), "summary"):
-            for note in r.value.get("items", []):
+            # as the summary shows them: a change said in a later thread ends a note (``settled_by_profile``)
+            for note in settled_by_profile(r.value.get("items", []), profile, r.value.get("lang", "en")):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
                 status = "past" if note.get("superseded_at") else "current"

@@ -8,6 +8,11 @@ comes from a statement). Two promises the read side relies on:
   carry (under half of its words/characters occur in them) gets a note of its own quoting it
   ("用户说：「我叫李四」"), so no turn leaves the context as "covered" while nothing says it; its
   relative dates carry the calendar date ("大后天（2026-02-13）是我生日").
+- **A change said in another thread reaches the notes when they are read.** A thread's notes are
+  written by its own thread's jobs only (rewriting another thread's summary would race its jobs),
+  so the read side weighs each note about the user against the user's profile, which every thread
+  writes (``settled_by_profile``): a value the profile holds as past, ended after the note was
+  written, is shown as past with what replaced it.
 - **A correction supersedes.** A newer statement about the same subject and predicate (in the
   canonical form of ``supersede``: "搬到" is "住在") with another object marks the older note
   superseded when the predicate is single-valued (where one lives or works, a name, an age, a job,
@@ -27,6 +32,7 @@ from ..llm.extract import trivial
 from ..llm.grounding import normalize, sentence_sources
 from ..reldates import annotate
 from ..types import Message
+from .attributes import later, settled_attributes
 from .base import short_quote
 from .supersede import canonical, replaced_items
 
@@ -153,4 +159,44 @@ def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]
         for old in superseded(n, live, said, text):
             old["superseded_at"], old["superseded_by"] = n["at"], n["text"]
             n["replaces"] = [*n.get("replaces", []), old.get("object") or old["text"]]
+    return out
+
+
+#: what a note's value became when the profile ended it without a new one ("不再做数据分析")
+ENDED = {"zh": "已不成立", "en": "no longer so"}
+
+
+def settled_by_profile(items: Sequence[dict[str, Any]], attributes: dict[str, Any], lang: str) -> list[dict[str, Any]]:
+    """``items`` with each current note about the user that the user's profile (``attributes``: the
+    user entity's, written by every thread) says has ended since the note was written marked past,
+    as ``apply_updates`` marks it: ``superseded_at`` the day it ended, ``superseded_by`` the
+    profile's current value of that predicate (or that it no longer holds). A note stays as it was
+    when the profile still holds its value, knows nothing of its predicate, or ended the value
+    before the note was written (the note is then the newer word). The notes are not rewritten."""
+    if not attributes:
+        return list(items)
+    settled = settled_attributes(attributes)
+    out = []
+    for item in items:
+        group = None
+        if item.get("predicate") and item.get("object") and not item.get("superseded_at") and _subject(item) == "user":
+            group = settled.get(normalize(canonical(item["predicate"])))
+        if group is None:
+            out.append(item)
+            continue
+        key, now, then = group
+        value = normalize(item["object"])
+
+        def names(v: dict[str, Any], value: str = value) -> bool:
+            x = normalize(str(v.get("value", "")))
+            return bool(x) and (x in value or value in x)
+
+        ended = [p for p in then if names(p) and later(p.get("until"), item.get("at"))]
+        if any(names(v) for v in now) or not ended:
+            out.append(item)
+            continue
+        until = str(ended[-1]["until"])
+        shown = ("、" if lang == "zh" else ", ").join(str(v["value"]) for v in now)
+        by = (f"用户{key}{shown}" if lang == "zh" else f"the user {key} {shown}") if shown else ENDED.get(lang, ENDED["en"])
+        out.append({**item, "superseded_at": until, "superseded_by": by})
     return out

@@ -5,7 +5,9 @@ The summary of a thread is a list of dated notes written by the shared extractor
 batch of turns, see ``extractor``), each pointing to its source turns; when it grows past
 ``summary_tokens`` the extractor merges it in chunks. The read side shows the notes (newest day
 first, so the current value of something that changed comes first) and the turns the summary
-does not cover yet, plus, for ``summary-buffer``, the last ``buffer_tokens`` of turns raw.
+does not cover yet, plus, for ``summary-buffer``, the last ``buffer_tokens`` of turns raw. A note
+about the user that a change said in another thread has ended is shown as past, from the user's
+profile (``notes.settled_by_profile``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from ..tokens import TokenCounter, get_counter
 from ..types import Dropped, Message, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest, current_records, dropped_between
+from .names import SELF_KEY
+from .notes import settled_by_profile
 
 TITLES = {"zh": "对话摘要（较早的对话，按日期，最新在前）", "en": "Summary of the earlier conversation (by date, newest first)"}
 
@@ -54,7 +58,8 @@ class Summary:
         kept = [m for m in messages if (m.seq or 0) > covered or m.id in recent or m.seq is None]
         shown = {m.id for m in kept}
         # a note is left out only when every turn it draws on is shown raw (a note grounded in no turn stays)
-        items = [i for i in value.get("items", []) if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
+        notes = settled_by_profile(value.get("items", []), _profile(self.store, request), value.get("lang", "en"))
+        items = [i for i in notes if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
         dropped = dropped_between(self.name, messages, kept, "covered by the summary", request.counter)
@@ -73,6 +78,12 @@ class Summary:
             else []
         )
         return LayerOutput(kept, sections, dropped)
+
+
+def _profile(store: Any, request: ReadRequest) -> dict[str, Any]:
+    """The user's own attributes as every thread has written them ({} when no layer keeps a profile)."""
+    found = current_records(store, request.scope.user(), "entity", [SELF_KEY])
+    return dict(found[0].value.get("attributes") or {}) if found else {}
 
 
 def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, counter: TokenCounter) -> tuple[str, list[dict[str, Any]]]:
