@@ -5,7 +5,8 @@
 
 The page is what ``memstack --help`` and ``memstack COMMAND --help`` say: each command's one line,
 its description, its usage and its options, the options every command takes said once. Help
-texts live in memstack/cli.py; change them there and run this script, never edit the page.
+texts live in memstack/cli/ (each command's in its module's ``declare_*``); change them there and
+run this script, never edit the page.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _command(name: str, parser: argparse.ArgumentParser, summary: str, skip: set
 
 
 def render() -> str:
-    """The page, as this checkout's memstack/cli.py gives it."""
+    """The page, as this checkout's memstack/cli/ parser gives it."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
@@ -138,7 +139,7 @@ def main() -> int:
     text = render()
     if args.check:
         same = PAGE.is_file() and PAGE.read_text(encoding="utf-8") == text
-        print(f"docs/cli.md: {'up to date' if same else 'differs from memstack/cli.py: run .venv/bin/python docs/gen_cli.py'}")
+        print(f"docs/cli.md: {'up to date' if same else 'differs from memstack/cli/: run .venv/bin/python docs/gen_cli.py'}")
         return 0 if same else 1
     PAGE.write_text(text, encoding="utf-8")
     print(f"wrote {PAGE}")
