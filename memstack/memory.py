@@ -572,7 +572,10 @@ class Memory:
         **options: Any,
     ) -> list[Hit]:
         """The user's memories most relevant to ``query`` across all threads (the retrieval
-        layer's search), best first; [] when nothing is relevant."""
+        layer's search), best first, with one exception: a round that answers a question the
+        assistant asked comes right before the hit that ends with that question, when it scores at
+        least ``answer_share`` of it (what the user answered is the memory; the question only names
+        its subject), so a score may be higher below it; [] when nothing is relevant."""
         scope = self.scope(user_id, tenant=tenant, agent_id=agent_id)
         layer = self._retrieval(options)
         return layer.search(scope, query, k=k, at=in_range(at, field_name="at") if at is not None else utcnow(), where=where)

@@ -200,3 +200,11 @@ def test_without_a_tenant_copy_and_verify_take_every_tenant(filled, tmp_path):
     assert memstack("verify", str(filled), f"sqlite:///{dst_path}", check=1).stderr.count("tenant 'other': user 'user_001': usage") == 1
     again = memstack("copy", str(filled), f"sqlite:///{dst_path}", check=2)  # every tenant is refused before anything is written
     assert "the destination is not empty" in again.stderr
+
+
+def test_verify_and_copy_refuse_a_source_that_is_not_there_instead_of_creating_it(tmp_path, capsys):
+    missing = tmp_path / "unset-home" / "memstack.db"
+    for command in ("verify", "copy"):
+        assert main([command, f"sqlite:///{missing}", f"sqlite:///{tmp_path / 'dst.db'}"]) == 1
+        assert "no store at" in capsys.readouterr().err
+    assert not missing.exists() and not missing.parent.exists()

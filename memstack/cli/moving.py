@@ -261,10 +261,20 @@ def _two_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The source and destination stores and their vector indexes (None: without one)."""
     from ..backends import open_vectors
 
+    _existing(args.source)
     src, dst = open_store(args.source), open_store(args.destination)
     src_index = open_vectors(args.vectors) or getattr(src, "vectors", None)
     dst_index = open_vectors(args.to_vectors) or getattr(dst, "vectors", None)
     return src, dst, src_index, dst_index
+
+
+def _existing(url: str) -> None:
+    """NotFound for a source URL that names a SQLite file or JSON-lines directory that is not there:
+    opening it would create an empty store and report every user as missing (a mistyped path or an
+    unset $MEMSTACK_HOME)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("sqlite", "jsonl") and rest not in ("", ":memory:", "/:memory:") and not Path(rest).expanduser().exists():
+        raise NotFound(f"no store at {rest}: the source must exist (check the path, or $MEMSTACK_HOME)")
 
 
 def _differences(args: argparse.Namespace, differences: Sequence[Any], clean: str) -> None:
