@@ -213,3 +213,33 @@ def test_serve_loads_an_in_process_model_before_it_reports_ready(monkeypatch, tm
         app = create_app(Memory("memory://"), ServerConfig(worker=False, warm_model=warm), upstream=upstream)
         with BackgroundServer(app) as server:
             assert httpx.get(f"{server.url}/health").status_code == 200 and Loading.loads == loads
+
+
+def test_a_server_whose_local_model_is_not_installed_serves_rest_and_the_proxy_answers_501():
+    # `memstack serve` without the `local` extra: the warm-up fails on the missing package; the
+    # REST API still serves, and a chat completion says what to install instead of a traceback
+    from memstack.errors import MissingDependency
+    from memstack.server import ServerConfig, create_app
+    from memstack.server.run import BackgroundServer
+    from memstack.server.upstream import ModelUpstream
+    from memstack.testing import ScriptedModel
+
+    class NotInstalled(ScriptedModel):
+        def load(self):
+            raise MissingDependency("xllamacpp", "local")
+
+        def complete(self, messages, **kwargs):
+            raise MissingDependency("xllamacpp", "local")
+
+    app = create_app(Memory("memory://"), ServerConfig(worker=False, warm_model=True), upstream=ModelUpstream(NotInstalled(), timeout=5))
+    with BackgroundServer(app) as server:
+        assert httpx.get(f"{server.url}/health").status_code == 200
+        added = httpx.post(f"{server.url}/v1/users/u/threads/t/messages", json={"messages": [{"role": "user", "content": "我叫王五"}]})
+        assert added.status_code in (200, 201), added.text
+        answer = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            json={"model": "local", "messages": [{"role": "user", "content": "你好"}], "user": "u"},
+        )
+        assert answer.status_code == 501, answer.text
+        assert answer.json()["error"]["code"] == "missing_dependency"
+        assert 'pip install "memstack[local]"' in answer.json()["error"]["message"]

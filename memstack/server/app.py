@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request, Response
 
 from .. import __version__
 from ..aio import AsyncMemory
+from ..errors import MissingDependency
 from ..memory import Memory
 from ..stores import Store, VectorIndex
 from . import api, dify, errors, proxy, tools_api, ui
@@ -207,7 +208,12 @@ def _lifespan(memory: Memory, upstream: Upstream, config: ServerConfig, owned: b
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warm = getattr(upstream, "warm", None)
         if config.warm_model and callable(warm):
-            await anyio.to_thread.run_sync(warm)
+            try:
+                await anyio.to_thread.run_sync(warm)
+            except MissingDependency as exc:
+                # the REST API, the dashboard and the tools need no chat model: they serve, and the
+                # proxy answers 501 with the same install command until the model is there
+                log.warning("the proxy's model cannot load: %s; the REST API serves, the proxy answers 501", exc)
         await app.state.async_memory.open()
         if config.worker:
             memory.retention_tenants.update(config.api_keys.values())  # the retention pass covers every tenant served
