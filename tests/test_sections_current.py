@@ -402,3 +402,14 @@ def test_a_relative_date_in_a_facts_quote_carries_its_calendar_date(tmp_path):
     add(mem, turns(("我上周五去医院体检了，结果一切正常。", datetime(2026, 3, 12, 9, tzinfo=timezone.utc))))
     text = context(mem, "entities,graph", "我是哪天去医院体检的？")
     assert "我上周五（2026-03-06）去医院体检了" in text
+
+
+def test_a_question_about_a_day_gets_the_day_it_happened_not_the_day_it_was_said(tmp_path):
+    # LifeAssist-CN: beside "去了=膝盖的核磁共振（说于2026-01-27）" the local model answered 01-27 for
+    # a scan "上周六" (01-24); for a question about a day the lines carry no said-on date
+    mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "去", "医院体检"))])
+    add(mem, turns(("我上周五去医院体检了，结果一切正常。", datetime(2026, 3, 12, 9, tzinfo=timezone.utc))))
+    text = context(mem, "entities,graph", "我是哪天去医院体检的？")
+    assert "2026-03-06" in text and "2026-03-12" not in text and "说于" not in text, text
+    # any other question keeps the dates the facts were said
+    assert "2026-03-12" in context(mem, "entities,graph", "我去医院体检的结果怎么样？")

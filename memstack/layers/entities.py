@@ -32,7 +32,7 @@ from .attributes import attribute_values, settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
 from .graph import cite, past, reconcile, same_value
-from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_before, asks_about_change, query_terms, shared_terms
+from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_before, asks_about_change, asks_for_a_day, query_terms, shared_terms
 from .supersede import canonical
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
@@ -48,6 +48,8 @@ QUOTED_PROFILE_TITLES = {
     "zh": "用户画像（日期是说起的日子，引号内是原话）",
     "en": "User profile (dates: when it was said; quotes: the words it came from)",
 }
+#: the titles for a question about a day (``relevance.asks_for_a_day``): the lines carry no said-on dates
+UNDATED = {False: {"zh": "已知的实体", "en": "Known entities"}, True: {"zh": "用户画像", "en": "User profile"}}
 #: the line of the entities known by name (and type) only
 BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
 #: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
@@ -104,15 +106,20 @@ class Entities(ExtractedLayer):
         # the quotes of the entities the question names (the others' lines are dated, not quoted:
         # a quote costs a dozen tokens, and the graph and retrieval sections hold the turns)
         q, me = normalize(request.query or ""), first_person(request.query or "")
+        day = asks_for_a_day(request.query or "")
         quoted = any(asked_about(r, q, me) and _quotes(r) for r in ordered)
         title = ((QUOTED_TITLES if quoted else TITLES) if not self.profile_only else (QUOTED_PROFILE_TITLES if quoted else PROFILE_TITLES))[
             lang
         ]
+        if day:  # no said-on dates on the lines: the title names none
+            title = UNDATED[self.profile_only][lang] + (
+                ("（引号内是原话）" if lang == "zh" else " (quotes: the words it came from)") if quoted else ""
+            )
         out = record_lines(
             self.name,
             title,
             ordered,
-            lambda r: entity_forms(r, lang, provenance=self.provenance, quotes=asked_about(r, q, me)),
+            lambda r: entity_forms(r, lang, provenance=self.provenance, quotes=asked_about(r, q, me), dated=not day),
             budget,
             request.counter,
             what="entities",
@@ -273,20 +280,21 @@ def with_attributes(record: Record, attributes: dict[str, Any]) -> Record:
     return replace(record, value={**record.value, "attributes": attributes})
 
 
-def entity_forms(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True) -> list[str]:
+def entity_forms(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True, dated: bool = True) -> list[str]:
     """The entity's line with the quotes of its values, then without (for a short budget)."""
-    full = render_entity(record, lang, provenance=provenance, quotes=quotes)
-    bare = render_entity(record, lang, provenance=provenance, quotes=False)
+    full = render_entity(record, lang, provenance=provenance, quotes=quotes, dated=dated)
+    bare = render_entity(record, lang, provenance=provenance, quotes=False, dated=dated)
     return [full, bare] if bare != full else [full]
 
 
-def render_entity(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True) -> str:
+def render_entity(record: Record, lang: str, *, provenance: bool = False, quotes: bool = True, dated: bool = True) -> str:
     """One entity as "- 名（类型，说于D）：键=值（…）；…": the day its unchanged values were said is
-    given once beside its name when they were all said that day (each value dated otherwise)."""
+    given once beside its name when they were all said that day (each value dated otherwise).
+    ``dated`` False: no day it was said anywhere on the line (``relevance.asks_for_a_day``)."""
     v = record.value
     zh = lang == "zh"
     attrs = v.get("attributes", {})
-    day = _common_day(attrs)
+    day = _common_day(attrs) if dated else ""
     head = v.get("name") or record.key
     marks = [x for x in (v.get("type") or "", (f"说于{day}" if zh else f"said {day}") if day else "") if x]
     if marks:
@@ -299,7 +307,8 @@ def render_entity(record: Record, lang: str, *, provenance: bool = False, quotes
         seen: set[str] = set()  # a sentence that states several attributes is quoted once
         details.append(
             ("；" if zh else "; ").join(
-                render_attribute(k, a, lang, provenance=provenance, quotes=quotes, seen=seen, day=day) for k, a in attrs.items()
+                render_attribute(k, a, lang, provenance=provenance, quotes=quotes, seen=seen, day=day, dated=dated)
+                for k, a in attrs.items()
             )
         )
     if not details:
@@ -326,6 +335,7 @@ def render_attribute(
     quotes: bool = True,
     seen: set[str] | None = None,
     day: str = "",
+    dated: bool = True,
 ) -> str:
     """One attribute as "key=value", every value dated by the day it was said: several current
     values joined, each dated when their dates differ; a lone one "说于D" / "said D" (the day it
@@ -345,10 +355,10 @@ def render_attribute(
         quoted.append((f"“{said}”" if zh else f'"{said}"') if said and said not in seen else "")
         seen.add(said)
 
-    dates = {str(c.get("valid_from", ""))[:10] for c in current}
+    dates = {str(c.get("valid_from", ""))[:10] for c in current} if dated else set()
     if len(dates) > 1 or (len(current) > 1 and any(quoted)):
         shown = ("、" if zh else ", ").join(
-            c["value"] + _paren([sep.join(x for x in (str(c.get("valid_from", ""))[:10], q) if x)], lang)
+            c["value"] + _paren([sep.join(x for x in ((str(c.get("valid_from", ""))[:10] if dated else ""), q) if x)], lang)
             for c, q in zip(current, quoted, strict=True)
         )
         notes = []
@@ -369,7 +379,7 @@ def render_attribute(
             p["value"]
             + (
                 ("，" if zh else ", ") + (f"{p['valid_from'][:10]}起" if zh else f"from {p['valid_from'][:10]}")
-                if p.get("valid_from")
+                if p.get("valid_from") and dated
                 else ""
             )
             for p in before

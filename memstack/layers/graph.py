@@ -30,7 +30,7 @@ from . import register_layer
 from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
-from .relevance import IDENTITY, asks_about_change, mentions_terms
+from .relevance import IDENTITY, asks_about_change, asks_for_a_day, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
@@ -71,7 +71,7 @@ class Graph(ExtractedLayer):
             self.name,
             TITLES[lang],
             found,
-            lambda r: relation_forms(r, lang, provenance=self.provenance),
+            lambda r: relation_forms(r, lang, provenance=self.provenance, dated=not asks_for_a_day(request.query or "")),
             budget,
             request.counter,
             what="relations",
@@ -178,33 +178,39 @@ def past(r: Record) -> bool:
     return bool(r.value.get("invalid_at"))
 
 
-def render_relation(r: Record, lang: str, *, provenance: bool = False, quote: bool = True) -> str:
+def render_relation(r: Record, lang: str, *, provenance: bool = False, quote: bool = True, dated: bool = True) -> str:
     """One relation as "- 源 —关系→ 目标（2026-03-01：“原话”）"; a superseded one says it is past and
     when it held ("（此前：2026-03-01 至 2026-05-01，已不成立；“原话”）" / " (before: 2026-03-01 to
-    2026-05-01, no longer true; "words")"). ``quote``: with the short quote of its evidence."""
+    2026-05-01, no longer true; "words")"). ``quote``: with the short quote of its evidence.
+    ``dated`` False: without the days it was said (a question about the day a thing happened,
+    ``relevance.asks_for_a_day``); a past one still says it no longer holds."""
     v = r.value
     zh = lang == "zh"
     date = (r.valid_from or r.created_at).date().isoformat()
-    if past(r):
+    if not dated:
+        date = ("此前，已不成立" if zh else "before, no longer true") if past(r) else ""
+    elif past(r):
         until = str(v["invalid_at"])[:10]
         if until == date:
             date = f"此前，已不成立，截至{until}" if zh else f"before, no longer true as of {until}"
         else:
             date = f"此前：{date} 至 {until}，已不成立" if zh else f"before: {date} to {until}, no longer true"
     if provenance and r.source_ids:
-        date = f"{date}，{cite(r.source_ids, lang)}" if zh else f"{date}, {cite(r.source_ids, lang)}"
+        date = (
+            (f"{date}，{cite(r.source_ids, lang)}" if zh else f"{date}, {cite(r.source_ids, lang)}") if date else cite(r.source_ids, lang)
+        )
     line = f"- {v.get('source')} —{v.get('relation')}→ {v.get('target')}"
     said = dated_quote(v.get("evidence") or "", str(v.get("target") or ""), r.valid_from or r.created_at, lang) if quote else ""
     if not said:
-        return line + (f"（{date}）" if zh else f" ({date})")
-    sep = ("；" if past(r) else "：") if zh else ("; " if past(r) else ": ")
+        return line + ((f"（{date}）" if zh else f" ({date})") if date else "")
+    sep = (("；" if past(r) else "：") if zh else ("; " if past(r) else ": ")) if date else ""
     return line + (f"（{date}{sep}“{said}”）" if zh else f' ({date}{sep}"{said}")')
 
 
-def relation_forms(r: Record, lang: str, *, provenance: bool = False) -> list[str]:
+def relation_forms(r: Record, lang: str, *, provenance: bool = False, dated: bool = True) -> list[str]:
     """The relation's line with its quote, then without (for a budget too short for the quote)."""
-    full = render_relation(r, lang, provenance=provenance)
-    bare = render_relation(r, lang, provenance=provenance, quote=False)
+    full = render_relation(r, lang, provenance=provenance, dated=dated)
+    bare = render_relation(r, lang, provenance=provenance, quote=False, dated=dated)
     return [full, bare] if bare != full else [full]
 
 

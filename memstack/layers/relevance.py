@@ -42,6 +42,22 @@ def asks_about_change(query: str) -> bool:
     return bool(_NOW_OR_BEFORE.search(query))
 
 
+_DAY = re.compile(
+    r"哪一天|哪天|哪一日|几月几[号日]|几号|什么日子|哪个日期|什么日期|具体日期|\b(?:what|which) (?:day|date)\b|\bon what date\b|\bwhen exactly\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_a_day(query: str) -> bool:
+    """Whether the question asks on which day something happened ("我去做膝盖核磁共振是哪一天？",
+    "What date did I ...?"). The model-made sections date each fact by the day it was *said*; beside
+    such a question the local model answered that day ("上周六" said on 01-27 answered 01-27, see
+    BENCHMARKS.md, LifeAssist-CN), so for it they show no said-on dates, only the quotes with their
+    relative dates resolved ("上周六（2026-01-24）"). "什么时候" ("我一般什么时候打网球？") asks a
+    habit as often as a day and is not counted."""
+    return bool(_DAY.search(query))
+
+
 def query_terms(query: str) -> list[str]:
     """The question's words that can name something (not "现在", "now")."""
     return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
