@@ -50,6 +50,7 @@ QUOTED_PROFILE_TITLES = {
 }
 #: the titles for a question about a day (``relevance.asks_for_a_day``): the lines carry no said-on dates
 UNDATED = {False: {"zh": "已知的实体", "en": "Known entities"}, True: {"zh": "用户画像", "en": "User profile"}}
+UNDATED_QUOTES = {"zh": "（引号内是原话）", "en": " (quotes: the words it came from)"}
 #: the line of the entities known by name (and type) only
 BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
 #: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
@@ -112,9 +113,7 @@ class Entities(ExtractedLayer):
             lang
         ]
         if day:  # no said-on dates on the lines: the title names none
-            title = UNDATED[self.profile_only][lang] + (
-                ("（引号内是原话）" if lang == "zh" else " (quotes: the words it came from)") if quoted else ""
-            )
+            title = UNDATED[self.profile_only][lang] + (UNDATED_QUOTES[lang] if quoted else "")
         out = record_lines(
             self.name,
             title,

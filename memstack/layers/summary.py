@@ -58,7 +58,9 @@ class Summary:
         kept = [m for m in messages if (m.seq or 0) > covered or m.id in recent or m.seq is None]
         shown = {m.id for m in kept}
         # a note is left out only when every turn it draws on is shown raw (a note grounded in no turn stays)
-        notes = settled_by_profile(value.get("items", []), _profile(self.store, request), value.get("lang", "en"))
+        notes = value.get("items", [])
+        if any(i.get("predicate") and not i.get("superseded_at") for i in notes):  # else no note the profile could end
+            notes = settled_by_profile(notes, _profile(self.store, request), value.get("lang", "en"))
         items = [i for i in notes if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
