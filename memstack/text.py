@@ -88,6 +88,13 @@ def _jieba() -> Tokenizer:
     return _tokenizer
 
 
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of ``text``'s words as jieba cuts it (dictionary only, no guessing):
+    where a stretch of Chinese text is a word of its own and where it is only part of one ("四" in
+    "下周四")."""
+    return [(start, end) for _word, start, end in _jieba().tokenize(text, HMM=False)]
+
+
 @lru_cache(maxsize=1)
 def _stemmer():
     import snowballstemmer

@@ -161,7 +161,7 @@ def test_an_english_self_introduction_and_a_false_one(tmp_path):
 def test_a_statement_the_model_repeats_until_the_list_is_full_is_kept_once(tmp_path):
     looping = out(("用户", "人物", "教", "语文"), *[("用户", "人物", "教", "语文 ")] * 14, ("用户", "人物", "住在", "绍兴"))
     mem = memory(tmp_path, ["entities", "graph"], [looping])
-    said(mem, (["我在绍兴教语文", "好的"], T0))
+    said(mem, (["我住在绍兴，在一所初中教语文", "好的"], T0))
     attributes = user_entity(mem)["attributes"]
     assert [v["value"] for v in attributes["教"]["values"]] == ["语文"] and "住在" in attributes
     relations = mem.store.records.current(mem.scope("u"), "relation")
@@ -191,7 +191,7 @@ def test_the_profile_shows_what_the_question_names_and_who_the_user_is_not_every
     said(
         mem,
         (["我住在长沙，生日是2月13日，3月15号跑了30公里。", "好的"], T0),
-        (["我在学" + "、".join(hobbies) + "。", "真丰富"], T0 + timedelta(days=3)),
+        (["我" + "，".join(v + h for v, h in zip(verbs, hobbies, strict=True)) + "。", "真丰富"], T0 + timedelta(days=3)),
     )
     asked = system(mem.context(user_id="u", thread_id="t2", strategy="profile", query="我的生日是几月几号？", max_tokens=1000))
     assert "生日=2月13日" in asked and "住在=长沙" in asked and "3月15号" not in asked

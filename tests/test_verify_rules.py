@@ -413,3 +413,36 @@ def test_a_relative_date_the_model_capitalised_is_dated_from_the_turn_that_said_
     said = Message(role="user", content="My haircut is next Friday.", timestamp=T0)  # Monday 2026-09-07
     (got,) = dated([st("User", "haircut", "Next Friday")], [said], "en")
     assert got.object == "Next Friday (2026-09-18)"
+
+
+@pytest.mark.parametrize(
+    ("statement", "text"),
+    [
+        (st("用户", "住在", "西湖"), "我看中的是西湖那边一个门面，三十平，月租八千。"),  # a shop's place is no home
+        (st("用户", "三", "结婚纪念日"), "下周三就是结婚纪念日了，得准备礼物。"),  # "三" is part of "周三"
+        (st("用户", "狗散步", "旺财"), "家里还有只狗叫旺财，五岁了，特别能吃。"),
+        (st("用户", "是", "大三"), "我在南京读计算机，现在大三。"),  # no copula says it
+        (st("用户", "使用", "钓竿"), "周末我就去江边甩两竿，钓竿是朋友送的。"),
+    ],
+)
+def test_a_predicate_the_words_do_not_say_is_dropped_with_its_reason(statement, text):
+    """The extraction prompt asks for the words' own verb or relation: a predicate the clause that
+    says the object does not say is what the small model stored wrongly most often (issue 27)."""
+    (got,) = verify([statement], [user(text)]).rejected
+    assert got.reason == "the words do not say the predicate"
+
+
+@pytest.mark.parametrize(
+    ("statement", "text"),
+    [
+        (st("用户", "住在", "滨江"), "已经在滨江住了两周了，离公司很近。"),  # another spelling, as a word of its own
+        (st("用户", "宠物", "柯基"), "我养了一只柯基，叫团子。"),  # a profile category, unsaid
+        (st("用户", "开", "咖啡馆"), "我在成都开了一家咖啡馆。"),  # "开" inside "开了"
+        (st("用户", "是", "插画师"), "我在杭州做插画师。"),  # 做 says the copula
+        (st("用户", "体检时间", "下周五"), "我体检约在下周五。"),  # a said word and a category
+        (st("用户", "职业", "护士"), "我在医院当护士，干了五年。"),
+    ],
+)
+def test_a_predicate_the_words_say_or_a_profile_category_is_kept(statement, text):
+    got = verify([statement], [user(text)])
+    assert not got.rejected and got.kept, got

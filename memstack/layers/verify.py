@@ -7,6 +7,11 @@ A statement ``subject|predicate|object`` passes when a sentence of the user's ow
 the assistant's: its suggestions and questions are not the user's facts)
 
 - says the object (its words or characters, in the clause that says it);
+- says the predicate: the words' own verb or relation (the extraction prompt asks for it), or
+  another spelling of it (``SYNONYMS``: "搬到" for 住在), as a word of its own ("四" of "下周四" is
+  none), or one of the few category names a profile may use unsaid (职业, 爱好, 宠物...). What
+  the small model wrote instead ("用户|住在|曲江" of "我看中的是曲江那边一个铺面", "用户|猫搬家|麻薯",
+  "用户|是|研二") was most of what it stored wrongly on LifeAssist-CN;
 - says it of the subject: the subject (or a pronoun after it, in the same turn) is the nearest
   name before the object; for the user, the nearest is "我/I/my…" or no name at all (Chinese
   drops the subject), never someone else ("我妹妹住在杭州" is not the user's city, "星图项目使用
@@ -46,6 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
+from ..text import word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS
@@ -212,6 +218,10 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     s = _split_swallowed(s, messages)
     if normalize(s.subject) == normalize(s.object):
         return Rejected(s, "the subject is its own object")
+    if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
+        return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
+    if not s.object.isascii() and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object))) and len(normalize(s.object)) > 2:
+        return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
     p = normalize(s.predicate)
     if _TIME_ONLY.fullmatch(p):
         return Rejected(s, "the predicate is a time word, not a relation")
@@ -448,16 +458,107 @@ def check(
         else:
             reason = _about_subject(s.subject, is_self, earlier, before, names - {obj, normalize(s.subject)}, self_names)
         reason = reason or _asked(clause) or _polarity(s.predicate, clause, before, obj)
-        if reason == "past":
-            return s.model_copy(update={"past": True})
-        if reason is None:
-            reason, plan = _mood(clause, before, s.predicate)
+        if reason in (None, "past"):
+            reason, plan = _mood(clause, before, s.predicate) if reason is None else (reason, "")
+            if reason in (None, "past") and not _CESSATION.search(clause) and not predicate_said(s.predicate, clause, _sentence, obj):
+                reason = "the words do not say the predicate"  # ("戒掉了烟" says 抽|烟 ended, unsaid)
+            if reason == "past":
+                return s.model_copy(update={"past": True})
             if reason is None:
                 if plan:
                     return s.model_copy(update={"predicate": (plan + s.predicate)[:60], "past": past})
                 return s.model_copy(update={"past": past}) if past else s
         reasons.append(reason)
     return Rejected(s, reasons[0], found[0][0].strip()[:120])
+
+
+#: synonym groups whose name is a category a model may give a value said with another verb
+#: ("在腾讯做产品经理" -> 职业=产品经理): their spellings need not be said
+_LABEL_GROUPS = frozenset({"职业", "工作单位", "名字", "年龄", "时间"})
+#: the profile's category names a statement may use though the words do not say them ("我养了一只
+#: 柴犬" -> 宠物=柴犬), also as the tail of a said word ("体检时间" of "我体检定在下周四"); any other
+#: predicate must be said
+_LABELS = frozenset(
+    "爱好 兴趣 宠物 专业 学校 家乡 老家 籍贯 生日 城市 地址 学历 身份 国籍 母语 性别 配偶 妻子 丈夫 孩子 儿子 女儿 "
+    "工作 职务 公司 时间 日期 地点 名称 用途 价格 目标 昵称 品牌 型号 颜色".split()
+)
+#: a copula, and what says one in Chinese ("在厦门做自由译者" is 是|自由译者)
+_COPULAS = frozenset({"是", "就是", "为", "即", "属于"})
+_COPULA_SAID = re.compile(r"是|当|做|作为|担任|成为|成了|叫|属于")
+#: what may stand beside a verb inside one of jieba's words ("开了", "在做", "也是")
+_VERB_BESIDE = set("了过着在正也还都又就")
+
+
+def _word_in(word: str, clause: str) -> bool:
+    """Whether ``clause`` says ``word`` as a word of its own: somewhere not strictly inside one of
+    its words (aspect particles and light adverbs aside: "开" in "开了")."""
+    spans = word_spans(clause) if word in clause else []
+    at = clause.find(word)
+    while at >= 0:
+        end = at + len(word)
+        inside = [
+            (s, e)
+            for s, e in spans
+            if s <= at and end <= e and (s, e) != (at, end) and not set(clause[s:at] + clause[end:e]) <= _VERB_BESIDE
+        ]
+        if not inside:
+            return True
+        at = clause.find(word, at + 1)
+    return False
+
+
+def predicate_said(predicate: str, clause: str, sentence: str = "", obj: str = "") -> bool:
+    """Whether the clause that says the object, or another clause of its ``sentence`` that says it
+    too, says the statement's (Chinese) predicate (see the module's contract). A verb must be said
+    in that clause; a noun that names the attribute ("换教练", "是笔名") anywhere in the sentence.
+    An English predicate is left to the other checks."""
+    if predicate_in_clause(predicate, clause, sentence, obj):
+        return True
+    others = [c for c in _CLAUSE.split(normalize(sentence)) if c.strip() and obj and obj in c and c != clause]
+    return any(predicate_in_clause(predicate, c, sentence, obj) for c in others)
+
+
+def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: str = "") -> bool:
+    """``predicate_said`` for one clause."""
+    from .supersede import canonical, changed_noun
+
+    p = normalize(predicate)
+    if not any("\u3400" <= ch <= "\u9fff" for ch in p) or is_alias(predicate):
+        return True
+    whole = normalize(sentence) or clause
+    core = (_ADVERBS.sub("", p) or p).lstrip("的") or p
+    plan = _PLAN_IN_PREDICATE.match(core)
+    if plan and plan.end() == len(core):  # "计划|搬到杭州": the object holds the verb; the mood check decides
+        return True
+    if plan and plan.end() < len(core) and _PLAN.search(clause):
+        core = _ADVERBS.sub("", core[plan.end() :]) or core[plan.end() :]
+    core = core.rstrip("了过着") or core
+    if len(core) > 1 and core[0] == "是" and core not in SYNONYMS:  # "是笔名" of "莫尔索是小李的笔名"
+        rest = core[1:]
+        return bool(_COPULA_SAID.search(clause)) and (rest in _LABELS or rest in whole)
+    if len(core) > 2 and core[-1] in "是为":  # "职业是", "的名字为"
+        core = core[:-1]
+    name = SYNONYMS.get(core) or canonical(core)
+    group = {k for k, v in SYNONYMS.items() if v == name} if name in SYNONYMS.values() else set()
+    if name in _LABEL_GROUPS or core in _LABELS or name in _LABELS:
+        return True
+    if any(core.endswith(x) and core[: -len(x)] in whole for x in _LABELS if len(core) > len(x)):
+        return True  # "体检时间" of "我体检定在下周四上午"
+    noun = changed_noun(core)
+    if noun and noun in whole:  # "换教练" of "我换教练了"
+        return True
+    if core in _COPULAS:
+        return bool(_COPULA_SAID.search(clause))
+    if any(_word_in(x, clause) for x in group) or (name == "使用" and bool(obj) and "是" + obj in clause):  # "缓存是Redis"
+        return True
+    if "我" in core or "的" in core or len(core) > 6:
+        return False
+    if _word_in(core, clause):
+        return True
+    # "用于" of "缓存使用Redis", "住到" of "住在": the verb without its preposition, or its spellings
+    bare = core[:-1] if len(core) > 1 and core[-1] in "在到于给成为作" else ""
+    bare_name = SYNONYMS.get(bare, "")
+    return bool(bare) and (_word_in(bare, clause) or any(_word_in(k, clause) for k, v in SYNONYMS.items() if bare_name and v == bare_name))
 
 
 #: the object right after "my"/"我的": a thing of the user's ("my dentist appointment"), which only
