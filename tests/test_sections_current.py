@@ -413,3 +413,20 @@ def test_a_question_about_a_day_gets_the_day_it_happened_not_the_day_it_was_said
     assert "2026-03-06" in text and "2026-03-12" not in text and "说于" not in text, text
     # any other question keeps the dates the facts were said
     assert "2026-03-12" in context(mem, "entities,graph", "我去医院体检的结果怎么样？")
+
+
+def test_for_a_question_about_now_the_graph_shows_the_change_not_all_else_said_that_day(tmp_path):
+    # a relation ended on a day brings its successor (the same relation) for a question about now;
+    # the user's other relations of that day stay out: "用户 —四→ 老婆生日" and the like stood
+    # before a question about a price, in place of the turns that held it
+    mem = memory(
+        tmp_path,
+        ["graph"],
+        [out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "搬到", "深圳")), out(("用户", "人物", "养", "柯基"))],
+    )
+    add(mem, turns(("我住在上海。", D1)), turns(("我从上海搬到深圳了。", D2)), turns(("我还养了一只柯基。", D2)))
+    graph = section(context(mem, "graph", "我现在的房租是多少？"), "相关的事实")
+    assert current(line_of(graph, "深圳")) and line_of(graph, "上海") is not None
+    assert line_of(graph, "柯基") is None
+    asked = section(context(mem, "graph", "我现在养的是什么狗？"), "相关的事实")  # named: shown
+    assert line_of(asked, "柯基") is not None

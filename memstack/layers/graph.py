@@ -100,7 +100,8 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     its entities (``named``, the seeds other than the user's own entity); for what is reached
     from the user alone (a question in the first person), those that share a term with the
     question, say who the user is (``IDENTITY``: name, job, home...) or, for a question about now
-    or before, changed (a superseded one and its successors), and the relations that lead to them. The user's other relations ("用户
+    or before, changed (a superseded one and its successors: the same relation, said the day it
+    ended), and the relations that lead to them. The user's other relations ("用户
     —计划→ 聚会" for "我表姐的婚礼是哪一天？") drew the small model to their sentences and dates;
     the retrieval section holds what the question needs of them (``entities.relevant_attributes``
     decides the same for the profile)."""
@@ -108,8 +109,19 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
         return found
     # a superseded relation's successors: the same source's relations said the day it ended
     change = asks_about_change(query)
-    ended = {(r.value.get("source_key"), str(r.value["invalid_at"])[:10]) for r in found if past(r)} if change else set()
-    moved = {r.id for r in found if (r.value.get("source_key"), (r.valid_from or r.created_at).date().isoformat()) in ended}
+    # (of the same relation: "用户 —住在→ 深圳" succeeds "用户 —住在→ 上海", not everything else the
+    # user said that day, which put "用户 —四→ 老婆生日" before a question about a price)
+    ended = (
+        {(r.value.get("source_key"), str(r.value["invalid_at"])[:10], canonical(str(r.value.get("relation", "")))) for r in found if past(r)}
+        if change
+        else set()
+    )
+    moved = {
+        r.id
+        for r in found
+        if (r.value.get("source_key"), (r.valid_from or r.created_at).date().isoformat(), canonical(str(r.value.get("relation", ""))))
+        in ended
+    }
     keep = {
         r.id
         for r in found
