@@ -201,3 +201,13 @@ def test_the_profile_shows_what_the_question_names_and_who_the_user_is_not_every
     assert "会=滑雪" in named and "练=游泳" not in named
     whole = system(mem.context(user_id="u", thread_id="t2", strategy="profile", max_tokens=1000))
     assert "3月15号" in whole  # without a question, the whole profile
+
+
+def test_the_users_name_alone_is_no_line_unless_the_question_asks_for_it(tmp_path):
+    # a user line with nothing but the name above the turns drew the local model away from them
+    mem = memory(tmp_path, ["entities", "retrieval"], [out(("贺小满", "人物", "是", "用户"))])
+    said(mem, (["你好，我叫贺小满。我家狗叫年糕，是只柯基。", "你好贺小满！"], T0))
+    dog = system(mem.context(user_id="u", thread_id="t2", query="我养的那只柯基叫什么名字？", max_tokens=1000))
+    assert "贺小满" in dog and "又名贺小满" not in dog  # the turn says it; no entity line of the name alone
+    me = system(mem.context(user_id="u", thread_id="t2", query="我叫什么名字？", max_tokens=1000))
+    assert "又名贺小满" in me

@@ -21,6 +21,8 @@ so a layer that holds entities never shows nothing.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,6 +59,14 @@ BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
 PRIORITY = 45
 
 
+#: a question about the user's own name, where their other names are worth a line (not "我养的那只
+#: 柴犬叫什么名字？")
+_ASKS_NAME = re.compile(
+    r"我(?:的)?(?:名字|姓名|全名|叫什么|叫啥|姓什么)|(?:怎么|如何)称呼我|\bmy (?:full |real )?name\b|\bwhat am i called\b|\bwho am i\b",
+    re.IGNORECASE,
+)
+
+
 @dataclass
 class Entities(ExtractedLayer):
     share: float = 0.25
@@ -91,14 +101,18 @@ class Entities(ExtractedLayer):
                 with_attributes(r, relevant_attributes(r.value.get("attributes") or {}, request.query)) if r.key == SELF_KEY else r
                 for r in ordered
             ]
-            # left with nothing to say (no attribute, description or other name), the user's line goes
+            # left with nothing to say (no attribute or description), the user's line goes; their
+            # other names only for a question about a name ("我叫什么？"): "- 用户，又名贺晓岚" alone
+            # above the turns was answered "柴犬" for "我养的那只柴犬叫什么名字？" where the same
+            # turns alone were answered 豆豉 (LifeAssist-CN, BENCHMARKS.md)
+            asks_name = bool(_ASKS_NAME.search(request.query))
             ordered = [
                 r
                 for r in ordered
                 if r.key != SELF_KEY
                 or r.value.get("attributes")
                 or r.value.get("description")
-                or [a for a in r.value.get("aliases", []) if a != r.value.get("name")]
+                or (asks_name and [a for a in r.value.get("aliases", []) if a != r.value.get("name")])
             ]
         budget = None if request.budget is None else int(request.budget * self.share)
         # a name that is a value of a shown attribute ("住在=深圳") is said there already

@@ -547,6 +547,10 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     noun = changed_noun(core)
     if noun and noun in whole:  # "换教练" of "我换教练了"
         return True
+    for spelling, group_name in SYNONYMS.items():  # "缓存使用" of "缓存改用Memcached": the noun said, the verb respelt
+        if len(core) > len(spelling) and core.endswith(spelling) and core[: -len(spelling)] in whole:
+            if any(_word_in(k, clause) for k, v in SYNONYMS.items() if v == group_name):
+                return True
     if core in _COPULAS:
         return bool(_COPULA_SAID.search(clause))
     if any(_word_in(x, clause) for x in group) or (name == "使用" and bool(obj) and "是" + obj in clause):  # "缓存是Redis"
