@@ -22,7 +22,6 @@ so a layer that holds entities never shows nothing.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any

@@ -112,7 +112,11 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     # (of the same relation: "用户 —住在→ 深圳" succeeds "用户 —住在→ 上海", not everything else the
     # user said that day, which put "用户 —四→ 老婆生日" before a question about a price)
     ended = (
-        {(r.value.get("source_key"), str(r.value["invalid_at"])[:10], canonical(str(r.value.get("relation", "")))) for r in found if past(r)}
+        {
+            (r.value.get("source_key"), str(r.value["invalid_at"])[:10], canonical(str(r.value.get("relation", ""))))
+            for r in found
+            if past(r)
+        }
         if change
         else set()
     )

@@ -220,7 +220,11 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the subject is its own object")
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
         return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
-    if not s.object.isascii() and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object))) and len(normalize(s.object)) > 2:
+    if (
+        not s.object.isascii()
+        and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object)))
+        and len(normalize(s.object)) > 2
+    ):
         return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
     p = normalize(s.predicate)
     if _TIME_ONLY.fullmatch(p):
@@ -479,8 +483,44 @@ _LABEL_GROUPS = frozenset({"职业", "工作单位", "名字", "年龄", "时间
 #: 柴犬" -> 宠物=柴犬), also as the tail of a said word ("体检时间" of "我体检定在下周四"); any other
 #: predicate must be said
 _LABELS = frozenset(
-    "爱好 兴趣 宠物 专业 学校 家乡 老家 籍贯 生日 城市 地址 学历 身份 国籍 母语 性别 配偶 妻子 丈夫 孩子 儿子 女儿 "
-    "工作 职务 公司 时间 日期 地点 名称 用途 价格 目标 昵称 品牌 型号 颜色".split()
+    [
+        "爱好",
+        "兴趣",
+        "宠物",
+        "专业",
+        "学校",
+        "家乡",
+        "老家",
+        "籍贯",
+        "生日",
+        "城市",
+        "地址",
+        "学历",
+        "身份",
+        "国籍",
+        "母语",
+        "性别",
+        "配偶",
+        "妻子",
+        "丈夫",
+        "孩子",
+        "儿子",
+        "女儿",
+        "工作",
+        "职务",
+        "公司",
+        "时间",
+        "日期",
+        "地点",
+        "名称",
+        "用途",
+        "价格",
+        "目标",
+        "昵称",
+        "品牌",
+        "型号",
+        "颜色",
+    ]
 )
 #: a copula, and what says one in Chinese ("在厦门做自由译者" is 是|自由译者)
 _COPULAS = frozenset({"是", "就是", "为", "即", "属于"})
@@ -548,9 +588,9 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     if noun and noun in whole:  # "换教练" of "我换教练了"
         return True
     for spelling, group_name in SYNONYMS.items():  # "缓存使用" of "缓存改用Memcached": the noun said, the verb respelt
-        if len(core) > len(spelling) and core.endswith(spelling) and core[: -len(spelling)] in whole:
-            if any(_word_in(k, clause) for k, v in SYNONYMS.items() if v == group_name):
-                return True
+        respelt = len(core) > len(spelling) and core.endswith(spelling) and core[: -len(spelling)] in whole
+        if respelt and any(_word_in(k, clause) for k, v in SYNONYMS.items() if v == group_name):
+            return True
     if core in _COPULAS:
         return bool(_COPULA_SAID.search(clause))
     if any(_word_in(x, clause) for x in group) or (name == "使用" and bool(obj) and "是" + obj in clause):  # "缓存是Redis"
