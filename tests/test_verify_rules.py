@@ -441,6 +441,7 @@ def test_a_predicate_the_words_do_not_say_is_dropped_with_its_reason(statement, 
         (st("用户", "是", "插画师"), "我在杭州做插画师。"),  # 做 says the copula
         (st("用户", "体检时间", "下周五"), "我体检约在下周五。"),  # a said word and a category
         (st("用户", "职业", "护士"), "我在医院当护士，干了五年。"),
+        (st("北斗平台", "用的是", "Kafka"), "北斗平台用的是Kafka。"),  # a spelling of 使用 with 的 in it
     ],
 )
 def test_a_predicate_the_words_say_or_a_profile_category_is_kept(statement, text):

@@ -576,7 +576,7 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     if len(core) > 1 and core[0] == "是" and core not in SYNONYMS:  # "是笔名" of "莫尔索是小李的笔名"
         rest = core[1:]
         return bool(_COPULA_SAID.search(clause)) and (rest in _LABELS or rest in whole)
-    if len(core) > 2 and core[-1] in "是为":  # "职业是", "的名字为"
+    if len(core) > 2 and core[-1] in "是为" and core not in SYNONYMS:  # "职业是", "的名字为" (not "用的是")
         core = core[:-1]
     name = SYNONYMS.get(core) or canonical(core)
     group = {k for k, v in SYNONYMS.items() if v == name} if name in SYNONYMS.values() else set()
