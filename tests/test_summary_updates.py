@@ -189,3 +189,20 @@ def test_a_change_said_in_another_thread_marks_the_old_threads_note_past(tmp_pat
     assert mem2.flush().failed == 0
     text = mem2.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000).messages[0].text
     assert "上海" in text and "过去" not in text
+
+
+def test_a_note_that_names_the_user_by_name_is_settled_by_the_profile_too(tmp_path):
+    # "我叫赵敏，住在成都" is noted as 赵敏|住在|成都: the user, by the name the profile knows
+    model = ScriptedModel([out(("赵敏", "人物", "住在", "成都")), out(("用户", "人物", "搬到", "重庆"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
+    for thread, text, month in (("t1", "我叫赵敏，住在成都", 3), ("t2", "我从成都搬到重庆了", 5)):
+        at = datetime(2026, month, 1, 9, tzinfo=timezone.utc).isoformat()
+        mem.add(
+            [{"role": "user", "content": text, "timestamp": at}, {"role": "assistant", "content": "记下了。", "timestamp": at}],
+            user_id="u",
+            thread_id=thread,
+        )
+        assert mem.flush().failed == 0
+    ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
+    line = next(x for x in ctx.messages[0].text.splitlines() if "成都" in x and "赵敏" in x)
+    assert "过去" in line and "重庆" in line, line

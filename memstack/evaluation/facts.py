@@ -654,11 +654,13 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
                 said=quote(r.source_ids),
             )
         )
-    profile = next((dict(r.value.get("attributes") or {}) for r in records.current(user, "entity", [SELF_KEY])), {})
+    me = records.current(user, "entity", [SELF_KEY])
+    profile = dict(me[0].value.get("attributes") or {}) if me else {}
+    names = [str(n) for n in [me[0].value.get("name", ""), *me[0].value.get("aliases", [])] if n] if me else []
     for thread in threads:
         for r in records.current(memory.scope(user_id, thread), "summary"):
             # as the summary shows them: a change said in a later thread ends a note (``settled_by_profile``)
-            for note in settled_by_profile(r.value.get("items", []), profile, r.value.get("lang", "en")):
+            for note in settled_by_profile(r.value.get("items", []), profile, r.value.get("lang", "en"), names):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
                 status = "past" if note.get("superseded_at") else "current"

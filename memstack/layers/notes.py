@@ -166,20 +166,30 @@ def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]
 ENDED = {"zh": "已不成立", "en": "no longer so"}
 
 
-def settled_by_profile(items: Sequence[dict[str, Any]], attributes: dict[str, Any], lang: str) -> list[dict[str, Any]]:
+def settled_by_profile(
+    items: Sequence[dict[str, Any]], attributes: dict[str, Any], lang: str, self_names: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """``items`` with each current note about the user that the user's profile (``attributes``: the
     user entity's, written by every thread) says has ended since the note was written marked past,
     as ``apply_updates`` marks it: ``superseded_at`` the day it ended, ``superseded_by`` the
     profile's current value of that predicate (or that it no longer holds). A note stays as it was
     when the profile still holds its value, knows nothing of its predicate, or ended the value
-    before the note was written (the note is then the newer word). The notes are not rewritten."""
+    before the note was written (the note is then the newer word). A note about the user is one
+    whose subject is 用户/User or one of ``self_names`` (the user entity's name and aliases: "王磊
+    住在上海" of "我叫王磊，住在上海"). The notes are not rewritten."""
     if not attributes:
         return list(items)
     settled = settled_attributes(attributes)
+    mine = {normalize(n) for n in self_names if normalize(n)}
     out = []
     for item in items:
         group = None
-        if item.get("predicate") and item.get("object") and not item.get("superseded_at") and _subject(item) == "user":
+        if (
+            item.get("predicate")
+            and item.get("object")
+            and not item.get("superseded_at")
+            and (_subject(item) == "user" or _subject(item) in mine)
+        ):
             group = settled.get(normalize(canonical(item["predicate"])))
         if group is None:
             out.append(item)

@@ -60,7 +60,8 @@ class Summary:
         # a note is left out only when every turn it draws on is shown raw (a note grounded in no turn stays)
         notes = value.get("items", [])
         if any(i.get("predicate") and not i.get("superseded_at") for i in notes):  # else no note the profile could end
-            notes = settled_by_profile(notes, _profile(self.store, request), value.get("lang", "en"))
+            attributes, names = _profile(self.store, request)
+            notes = settled_by_profile(notes, attributes, value.get("lang", "en"), names)
         items = [i for i in notes if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
@@ -82,10 +83,14 @@ class Summary:
         return LayerOutput(kept, sections, dropped)
 
 
-def _profile(store: Any, request: ReadRequest) -> dict[str, Any]:
-    """The user's own attributes as every thread has written them ({} when no layer keeps a profile)."""
+def _profile(store: Any, request: ReadRequest) -> tuple[dict[str, Any], list[str]]:
+    """The user's own attributes as every thread has written them ({} when no layer keeps a
+    profile), and the user's names (their name and aliases)."""
     found = current_records(store, request.scope.user(), "entity", [SELF_KEY])
-    return dict(found[0].value.get("attributes") or {}) if found else {}
+    if not found:
+        return {}, []
+    v = found[0].value
+    return dict(v.get("attributes") or {}), [str(n) for n in [v.get("name", ""), *v.get("aliases", [])] if n]
 
 
 def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, counter: TokenCounter) -> tuple[str, list[dict[str, Any]]]:
