@@ -423,6 +423,7 @@ def test_a_relative_date_the_model_capitalised_is_dated_from_the_turn_that_said_
         (st("用户", "狗散步", "旺财"), "家里还有只狗叫旺财，五岁了，特别能吃。"),
         (st("用户", "是", "大三"), "我在南京读计算机，现在大三。"),  # no copula says it
         (st("用户", "使用", "钓竿"), "周末我就去江边甩两竿，钓竿是朋友送的。"),
+        (st("用户", "女儿", "发愁"), "我女儿要高考了，我天天都在发愁。"),  # a kin word is no category of any value
     ],
 )
 def test_a_predicate_the_words_do_not_say_is_dropped_with_its_reason(statement, text):

@@ -481,7 +481,7 @@ def check(
 _LABEL_GROUPS = frozenset({"职业", "工作单位", "名字", "年龄", "时间"})
 #: the profile's category names a statement may use though the words do not say them ("我养了一只
 #: 柴犬" -> 宠物=柴犬), also as the tail of a said word ("体检时间" of "我体检定在下周四"); any other
-#: predicate must be said
+#: predicate must be said (not kin: "儿子=愁这个" of "我儿子…，我就愁这个" passed as one)
 _LABELS = frozenset(
     [
         "爱好",
@@ -500,12 +500,6 @@ _LABELS = frozenset(
         "国籍",
         "母语",
         "性别",
-        "配偶",
-        "妻子",
-        "丈夫",
-        "孩子",
-        "儿子",
-        "女儿",
         "工作",
         "职务",
         "公司",
