@@ -155,12 +155,9 @@ def test_notes_of_a_batch_the_verification_changed_still_carry_their_statements(
     assert [e.after["reason"] for e in mem.store.records.audit(mem.scope("u"), kind="rejected")] == ["the subject is its own object"]
 
 
-def test_a_change_said_in_another_thread_marks_the_old_threads_note_past(tmp_path):
-    # a thread's notes are written by its own jobs only; the profile, written by every thread,
-    # says at read time that 上海 ended in the later thread (the fact set's stale first-day notes)
-    model = ScriptedModel([out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "已经搬到", "深圳"))])
-    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
-    for thread, text, month in (("t1", "我住在上海", 3), ("t2", "我已经搬到深圳了", 5)):
+def said_in_threads(mem, *said):
+    """(thread, the user's text, month of 2026) each, answered "记下了。", the queue drained after each."""
+    for thread, text, month in said:
         at = datetime(2026, month, 1, 9, tzinfo=timezone.utc).isoformat()
         mem.add(
             [{"role": "user", "content": text, "timestamp": at}, {"role": "assistant", "content": "记下了。", "timestamp": at}],
@@ -168,6 +165,14 @@ def test_a_change_said_in_another_thread_marks_the_old_threads_note_past(tmp_pat
             thread_id=thread,
         )
         assert mem.flush().failed == 0
+
+
+def test_a_change_said_in_another_thread_marks_the_old_threads_note_past(tmp_path):
+    # a thread's notes are written by its own jobs only; the profile, written by every thread,
+    # says at read time that 上海 ended in the later thread (the fact set's stale first-day notes)
+    model = ScriptedModel([out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "已经搬到", "深圳"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
+    said_in_threads(mem, ("t1", "我住在上海", 3), ("t2", "我已经搬到深圳了", 5))
     ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
     line = next(x for x in ctx.messages[0].text.splitlines() if "上海" in x)
     assert "过去" in line and "2026-05-01" in line and "深圳" in line, line
@@ -195,14 +200,7 @@ def test_a_note_that_names_the_user_by_name_is_settled_by_the_profile_too(tmp_pa
     # "我叫赵敏，住在成都" is noted as 赵敏|住在|成都: the user, by the name the profile knows
     model = ScriptedModel([out(("赵敏", "人物", "住在", "成都")), out(("用户", "人物", "搬到", "重庆"))])
     mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
-    for thread, text, month in (("t1", "我叫赵敏，住在成都", 3), ("t2", "我从成都搬到重庆了", 5)):
-        at = datetime(2026, month, 1, 9, tzinfo=timezone.utc).isoformat()
-        mem.add(
-            [{"role": "user", "content": text, "timestamp": at}, {"role": "assistant", "content": "记下了。", "timestamp": at}],
-            user_id="u",
-            thread_id=thread,
-        )
-        assert mem.flush().failed == 0
+    said_in_threads(mem, ("t1", "我叫赵敏，住在成都", 3), ("t2", "我从成都搬到重庆了", 5))
     ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
     line = next(x for x in ctx.messages[0].text.splitlines() if "成都" in x and "赵敏" in x)
     assert "过去" in line and "重庆" in line, line

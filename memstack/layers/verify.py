@@ -519,6 +519,8 @@ _LABELS = frozenset(
 #: a copula, and what says one in Chinese ("在厦门做自由译者" is 是|自由译者)
 _COPULAS = frozenset({"是", "就是", "为", "即", "属于"})
 _COPULA_SAID = re.compile(r"是|当|做|作为|担任|成为|成了|叫|属于")
+#: each synonym group's spellings, by the group's name ("住在": 住, 搬到, 定居…)
+_SPELLINGS: dict[str, frozenset[str]] = {name: frozenset(k for k, v in SYNONYMS.items() if v == name) for name in set(SYNONYMS.values())}
 #: what may stand beside a verb inside one of jieba's words ("开了", "在做", "也是")
 _VERB_BESIDE = set("了过着在正也还都又就")
 
@@ -573,7 +575,7 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     if len(core) > 2 and core[-1] in "是为" and core not in SYNONYMS:  # "职业是", "的名字为" (not "用的是")
         core = core[:-1]
     name = SYNONYMS.get(core) or canonical(core)
-    group = {k for k, v in SYNONYMS.items() if v == name} if name in SYNONYMS.values() else set()
+    group = _SPELLINGS.get(name, frozenset())
     if name in _LABEL_GROUPS or core in _LABELS or name in _LABELS:
         return True
     if any(core.endswith(x) and core[: -len(x)] in whole for x in _LABELS if len(core) > len(x)):
@@ -583,7 +585,7 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
         return True
     for spelling, group_name in SYNONYMS.items():  # "缓存使用" of "缓存改用Memcached": the noun said, the verb respelt
         respelt = len(core) > len(spelling) and core.endswith(spelling) and core[: -len(spelling)] in whole
-        if respelt and any(_word_in(k, clause) for k, v in SYNONYMS.items() if v == group_name):
+        if respelt and any(_word_in(k, clause) for k in _SPELLINGS[group_name]):
             return True
     if core in _COPULAS:
         return bool(_COPULA_SAID.search(clause))
@@ -596,7 +598,7 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     # "用于" of "缓存使用Redis", "住到" of "住在": the verb without its preposition, or its spellings
     bare = core[:-1] if len(core) > 1 and core[-1] in "在到于给成为作" else ""
     bare_name = SYNONYMS.get(bare, "")
-    return bool(bare) and (_word_in(bare, clause) or any(_word_in(k, clause) for k, v in SYNONYMS.items() if bare_name and v == bare_name))
+    return bool(bare) and (_word_in(bare, clause) or any(_word_in(k, clause) for k in _SPELLINGS.get(bare_name, ())))
 
 
 #: the object right after "my"/"我的": a thing of the user's ("my dentist appointment"), which only
