@@ -1,6 +1,13 @@
 """Running a stack of layers' read sides, and the second pass that gives what the budget's memory
 room holds beyond the first pass to the layers that hit their cap (a layer's ``share`` is a cap,
 not a reservation; see ``Memory``'s docstring for the whole budget).
+
+Raw evidence before model-made facts: in the second pass a searching layer (retrieval) may also
+take the room of the sections that ``pack`` would drop before its own (a higher ``priority``
+number: the entity, profile and graph sections), which are read again smaller, or left out, to
+make it. So a preset that adds model-backed layers to retrieval shows the same passages the plain
+``window,retrieval`` stack shows for the question, and its facts only in the room those leave: a
+wrong fact can sit beside the turns that contradict it, never take their place (issue 27).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from .layers.base import Layer, LayerOutput, ReadRequest
 from .tokens import TokenCounter
-from .types import Message, Section
+from .types import Dropped, Message, Section
 
 #: The memory sections' share of the budget when the conversation needs the rest; what the
 #: conversation leaves unused goes to the memory sections as well.
@@ -74,34 +81,58 @@ def refill(run: Run, request: ReadRequest) -> Run:
     counter = request.counter
     system = counter.count_messages(m for m in run.messages if m.role == "system")
     convo = counter.count_messages(m for m in run.messages if m.role != "system")
-    left = memory_room(request.budget - system, convo, counter) - _sections_cost(run.output().sections, counter)
+    room_all = memory_room(request.budget - system, convo, counter)
     steps = list(run.steps)
+    left = room_all - _sections_cost(run.output().sections, counter)
     if left < 0:
-        return Run(_shrink(steps, request, left), run.messages)
+        steps = _shrink(steps, request, left)
+        left = room_all - _sections_cost([s for st in steps for s in st.out.sections], counter)
     for i in _refill_order(steps):
-        if left < _MIN_LEFTOVER:
-            break
         step = steps[i]
+        yielding = _yielding(steps, i)
+        room = left + sum(_sections_cost(steps[j].out.sections, counter) for j in yielding)
+        if room < _MIN_LEFTOVER:
+            continue
         share = float(step.layer.share)  # type: ignore[attr-defined]
         shown = sum(counter.count(s.text) for s in step.out.sections)
-        cap = shown + left - (0 if step.out.sections else 4)  # a first section costs pack's 4 more
+        cap = shown + room - (0 if step.out.sections else 4)  # a first section costs pack's 4 more
         if cap <= int(request.budget * share):
             continue  # no more room than the first pass had
         again = step.layer.read(replace(request, budget=_budget_for(cap, share)), step.given)
         gain = _sections_cost(again.sections, counter) - _sections_cost(step.out.sections, counter)
-        if 0 < gain <= left:
+        if 0 < gain <= room:
             steps[i] = replace(step, out=LayerOutput(step.out.messages, again.sections, again.dropped))
             left -= gain
+            if left < 0:  # the yielding sections make the room, smaller or left out
+                steps = _shrink(steps, request, left, only=yielding)
+                left = room_all - _sections_cost([s for st in steps for s in st.out.sections], counter)
     return Run(steps, run.messages)
 
 
-def _shrink(steps: list[Step], request: ReadRequest, over: int) -> list[Step]:
+def _yielding(steps: Sequence[Step], i: int) -> list[int]:
+    """The steps whose sections give way to step ``i``'s in the second pass: for a searching
+    layer (the raw evidence), those whose every section ``pack`` would drop before its own."""
+    step = steps[i]
+    own = min((s.priority for s in step.out.sections), default=getattr(step.layer, "priority", None))
+    if not hasattr(step.layer, "search") or own is None:
+        return []
+    return [j for j, st in enumerate(steps) if j != i and st.out.sections and min(s.priority for s in st.out.sections) > own]
+
+
+def _shrink(steps: list[Step], request: ReadRequest, over: int, *, only: Sequence[int] | None = None) -> list[Step]:
     """When the layers' shares add up to more than the memory room (``over`` < 0 tokens left),
     the layers whose sections ``pack`` would drop first are read again with their cap lowered by
-    what is over, so they keep what fits instead of losing their whole section."""
+    what is over, so they keep what fits instead of losing their whole section; one with no room
+    left loses its sections here (reported dropped), and what they cost is free again. ``only``:
+    the steps that may give way (the others stay as they are)."""
     counter = request.counter
+    steps = list(steps)
     order = sorted(
-        (i for i, st in enumerate(steps) if st.out.sections and isinstance(getattr(st.layer, "share", None), (int, float))),
+        (
+            i
+            for i, st in enumerate(steps)
+            if st.out.sections and isinstance(getattr(st.layer, "share", None), (int, float)) and (only is None or i in only)
+        ),
         key=lambda i: (max(s.priority for s in steps[i].out.sections), i),
         reverse=True,
     )
@@ -110,13 +141,17 @@ def _shrink(steps: list[Step], request: ReadRequest, over: int) -> list[Step]:
             break
         step = steps[i]
         cap = sum(counter.count(s.text) for s in step.out.sections) + over
-        if cap <= 0:
-            continue  # nothing of it fits: pack leaves it out
-        again = step.layer.read(replace(request, budget=_budget_for(cap, float(step.layer.share))), step.given)  # type: ignore[attr-defined]
-        saved = _sections_cost(step.out.sections, counter) - _sections_cost(again.sections, counter)
-        if saved > 0 and again.sections:
-            steps[i] = replace(step, out=LayerOutput(step.out.messages, again.sections, again.dropped))
-            over += saved
+        again = step.layer.read(replace(request, budget=_budget_for(cap, float(step.layer.share))), step.given) if cap > 0 else None  # type: ignore[attr-defined]
+        if again is not None and again.sections:
+            saved = _sections_cost(step.out.sections, counter) - _sections_cost(again.sections, counter)
+            if saved > 0:
+                steps[i] = replace(step, out=LayerOutput(step.out.messages, again.sections, again.dropped))
+                over += saved
+        else:  # nothing of it fits: it is left out here, and its room counts
+            why = "memory section gave way to retrieved evidence" if only is not None else "memory section over its share of the budget"
+            gone = [Dropped(s.name, why, s.source_ids, counter.count(s.text)) for s in step.out.sections]
+            over += _sections_cost(step.out.sections, counter)
+            steps[i] = replace(step, out=LayerOutput(step.out.messages, [], [*step.out.dropped, *gone]))
     return steps
 
 

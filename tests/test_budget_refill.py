@@ -34,6 +34,8 @@ class Capped:
     name: str = "capped"
     scope: str = "user"
     history: str = "none"
+    #: the sections' priority: 40 as retrieval's, 45 as the entity and graph sections'
+    priority: int = 40
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
         budget = None if request.budget is None else int(request.budget * self.share)
@@ -49,7 +51,7 @@ class Capped:
             if left
             else []
         )
-        return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=40)] if len(lines) > 1 else [], dropped)
+        return LayerOutput(messages, [Section(self.name, "\n".join(lines), priority=self.priority)] if len(lines) > 1 else [], dropped)
 
 
 register_layer("capped", Capped)
@@ -73,6 +75,15 @@ class Searching(Capped):
 
 
 register_layer("searching", Searching)
+
+
+def facts(sizes: tuple[int, ...] = (), share: float = 0.2) -> Capped:
+    """A model-made layer's section (priority 45, as the entity and graph sections): dropped
+    before retrieval's, so it gives way to it in the second pass."""
+    return Capped(sizes=sizes, share=share, name="facts", priority=45)
+
+
+register_layer("facts", facts)
 
 
 def shown_items(ctx, name: str = "capped") -> list[str]:
@@ -211,3 +222,55 @@ def test_a_capped_retrieval_layer_fits_more_of_its_hits_without_searching_again(
     memory_text = next(m.text for m in ctx.messages if m.id == "memstack-memory")
     shown = [h for h in hits if any(place in h.unit.text and place in memory_text for place in places)]
     assert len(shown) == len(hits)  # every hit, where the share alone held about two
+
+
+def test_model_made_sections_give_way_to_the_evidence_a_searching_layer_finds():
+    """Raw evidence before model-made facts: beside a facts layer, the searching layer shows
+    what it shows alone; the facts get the room it leaves, or none (reported dropped)."""
+    options = {"searching.sizes": (20,) * 20, "facts.sizes": (20,) * 40, "searching.share": 0.1, "facts.share": 0.3}
+    alone = Memory("memory://", layers="searching", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=600)
+    both = Memory("memory://", layers="facts,searching", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=600)
+    assert len(shown_items(alone, "searching")) == 20
+    assert shown_items(both, "searching") == shown_items(alone, "searching") and both.tokens <= 600
+    assert 0 < len(shown_items(both, "facts")) < 10  # what the evidence leaves
+    # evidence that needs the whole room leaves the facts none, and says so
+    options["searching.sizes"] = (20,) * 40
+    alone = Memory("memory://", layers="searching", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=600)
+    both = Memory("memory://", layers="facts,searching", options=options).context(user_id="u", thread_id="t", query="q", max_tokens=600)
+    assert shown_items(both, "searching") == shown_items(alone, "searching") and not shown_items(both, "facts")
+    assert any(d.layer == "facts" and "gave way" in d.reason for d in both.dropped)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    budget=st.integers(60, 2500),
+    found=st.lists(st.integers(1, 60), max_size=20),
+    made=st.lists(st.integers(1, 60), max_size=20),
+    turns=st.lists(st.integers(1, 80), max_size=6),
+    shares=st.tuples(st.sampled_from([0.05, 0.1, 0.2, 0.4]), st.sampled_from([0.05, 0.15, 0.3])),
+)
+def test_the_evidence_shown_is_the_same_with_or_without_model_made_layers(budget, found, made, turns, shares):
+    def context(layers: str):
+        memory = Memory(
+            "memory://",
+            layers=layers,
+            options={
+                "searching.sizes": tuple(found),
+                "facts.sizes": tuple(made),
+                "searching.share": shares[0],
+                "facts.share": shares[1],
+                "k": 3,
+            },
+        )
+        for i, n in enumerate(turns):
+            memory.add(
+                [{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}],
+                user_id="u",
+                thread_id="t",
+                at=T0 + timedelta(minutes=i),
+            )
+        return memory.context(user_id="u", thread_id="t", query="the question", max_tokens=budget)
+
+    alone, both = context("window,searching"), context("window,facts,searching")
+    assert both.tokens <= budget and both.tokens == Memory("memory://").counter.count_messages(both.messages)
+    assert shown_items(both, "searching") == shown_items(alone, "searching")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import UsageError
 from ..providers.embeddings import CachedEmbedder, Embedder, get_embedder
@@ -43,6 +43,9 @@ class Retrieval:
     top_k: int = 8
     method: str = "hybrid"
     share: float = 0.4
+    #: its section's priority: raw evidence, kept before the model-made facts (45), which give
+    #: it their room in the second pass (``memstack.stack``)
+    priority: ClassVar[int] = 40
     #: a round longer than this is cut into chunks of at most this many tokens (sentence
     #: boundaries; applies to rounds indexed from now on). A chunk keeps a request with more of
     #: its answer, so ten hits cover more of what was said. LongMemEval dev (58 questions), R@10 at
@@ -157,7 +160,7 @@ class Retrieval:
         if not kept:
             return LayerOutput(messages, dropped=dropped)
         sources = tuple(i for h in kept for i in h.unit.source_ids)
-        section = Section(self.name, render_hits(kept, lang), priority=40, source_ids=sources)
+        section = Section(self.name, render_hits(kept, lang), priority=self.priority, source_ids=sources)
         return LayerOutput(messages, [section], dropped)
 
     def _found(self, request: ReadRequest, where: SearchFilter | None) -> list[Hit]:
