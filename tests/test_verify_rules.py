@@ -448,3 +448,26 @@ def test_a_predicate_the_words_do_not_say_is_dropped_with_its_reason(statement, 
 def test_a_predicate_the_words_say_or_a_profile_category_is_kept(statement, text):
     got = verify([statement], [user(text)])
     assert not got.rejected and got.kept, got
+
+
+def test_what_the_words_say_of_a_named_person_is_not_the_users():
+    """ "老王也交了作品，拍的日落": 老王 交 and 拍, not the user; a name the user goes with ("我和老陈"),
+    a kin word's name and the user's own name ("我叫…") do not take the clause from the user."""
+    said = [user("老王也交了作品，拍的江边日落。")]
+    kept = verify([st("用户", "拍", "江边日落"), st("用户", "交", "作品")], said)  # no statement names 老王
+    assert not kept.kept and {r.reason for r in kept.rejected} == {"the words say it of 老王"}
+    assert [k.subject for k in verify([st("老王", "拍", "江边日落")], said).kept] == ["老王"]
+    kept = verify([st("用户", "负责", "北斗系统"), st("用户", "负责", "灯塔项目")], [user("刘强负责灯塔项目，我负责北斗系统。")])
+    assert [k.object for k in kept.kept] == ["北斗系统"]
+    kept = verify([st("用户", "去", "水库")], [user("我和老陈周末去水库钓鱼。")])
+    assert [k.object for k in kept.kept] == ["水库"]
+    kept = verify([st("用户", "叫", "林晓"), st("用户", "工作于", "厦门")], [user("我叫林晓，在厦门工作。")])
+    assert [k.object for k in kept.kept] == ["林晓", "厦门"]
+    kept = verify([st("姐姐", "住在", "成都")], [user("我姐姐周敏住在成都。")])
+    assert [k.object for k in kept.kept] == ["成都"]
+
+
+def test_a_subject_that_is_a_clause_or_an_object_that_is_a_pronoun_is_no_fact():
+    assert isinstance(shape(st("行，我挺满意的", "是", "我"), [user("行，我挺满意的。")]), Rejected)
+    assert isinstance(shape(st("用户", "喜欢", "它"), [user("我挺喜欢它的。")]), Rejected)
+    assert isinstance(shape(st("用户", "养", "猫"), [user("我养了一只猫。")]), list)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
-from ..text import word_spans
+from ..text import person_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS
@@ -218,6 +218,10 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     s = _split_swallowed(s, messages)
     if normalize(s.subject) == normalize(s.object):
         return Rejected(s, "the subject is its own object")
+    if re.search(r"[，,。；;！!？?]", s.subject.strip()):
+        return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的"
+    if _PRONOUN_ONLY.fullmatch(normalize(s.object)):
+        return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
         return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
     if (
@@ -248,6 +252,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     return [s]
 
 
+#: an object that only points at someone: no value
+_PRONOUN_ONLY = re.compile(r"我|你|您|他|她|它|我们|你们|他们|她们|咱们|自己|me|you|him|her|it|us|them|myself", re.IGNORECASE)
 #: a clause copied as an object: a light verb between two stretches of words ("南京一家设计公司做UI设计师")
 _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!法|事|客|人|户|品|意|具|途|处)[\u3400-\u9fffA-Za-z0-9]{2}")
 #: objects that are only an adverb of time or aspect ("User|drink water|now")
@@ -694,6 +700,13 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     for name in names - own:
         if not any(name in o or o in name for o in own):
             others.extend((m.end(), name) for m in re.finditer(re.escape(name), before))
+    # a person the words name as the one who does it ("老秦也交了作品，拍的海边日出": 老秦 拍, not
+    # the user); one named after a preposition or a verb ("我和老王去钓鱼", "陪张姐") is not it, nor
+    # a kin word's name (the kin word is the one named)
+    for start, end, name in person_names(before):
+        after_kin = re.search(rf"(?:{_KIN})$", before[:start]) is not None  # "我妹妹小雨": the sister's name
+        if not any(name in o or o in name for o in own) and before[start - 1 : start] not in _WITH and not after_kin:
+            others.append((end, name))
     mine = [m.end() for o in own for m in re.finditer(re.escape(o), before)]
     if is_self:
         mine += [m.end() for m in _SELF.finditer(before) if not _possessive(before, m.start())]
@@ -708,6 +721,10 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
         return "the words do not name the subject"
     later = [text for end, text in sorted(others) if end > anchor]
     return f"{_SAID_OF}{later[-1]}" if later else None
+
+
+#: what comes before a name that is not the one doing it: a companion, whom it is for or about
+_WITH = frozenset("和跟与同陪给对帮找让叫是请带替向被把像的")
 
 
 def _names_own(subject: str, clause: str) -> bool:
