@@ -211,3 +211,15 @@ def test_the_users_name_alone_is_no_line_unless_the_question_asks_for_it(tmp_pat
     assert "贺小满" in dog and "又名贺小满" not in dog  # the turn says it; no entity line of the name alone
     me = system(mem.context(user_id="u", thread_id="t2", query="我叫什么名字？", max_tokens=1000))
     assert "又名贺小满" in me
+
+
+def test_the_users_name_as_an_attribute_or_a_relation_is_shown_only_for_a_question_about_it(tmp_path):
+    # "用户：是=钟一鸣" and "用户 —是→ 钟一鸣" beside "我女朋友在哪个城市？" drew the local model to
+    # another turn (LifeAssist-CN); the name is for a question about the name
+    mem = memory(tmp_path, ["entities", "graph", "retrieval"], [out(("用户", "人物", "是", "许知远"), ("用户", "人物", "住在", "长沙"))])
+    said(mem, (["你好，我叫许知远，住在长沙。女朋友在长沙做建筑师。", "你好许知远！"], T0))
+    other = system(mem.context(user_id="u", thread_id="t2", query="我女朋友在哪个城市工作？", max_tokens=1000))
+    lines = [x for x in other.splitlines() if x.startswith("- ")]
+    assert not [x for x in lines if "是=许知远" in x or "—是→ 许知远" in x], lines
+    me = system(mem.context(user_id="u", thread_id="t2", query="我叫什么名字？", max_tokens=1000))
+    assert "许知远" in "\n".join(x for x in me.splitlines() if x.startswith("- "))

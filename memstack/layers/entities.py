@@ -21,7 +21,6 @@ so a layer that holds entities never shows nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,7 +32,16 @@ from .attributes import attribute_values, settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
 from .graph import cite, past, reconcile, same_value
-from .relevance import IDENTITY, IDENTITY_KEY_CHARS, asks_about_before, asks_about_change, asks_for_a_day, query_terms, shared_terms
+from .relevance import (
+    IDENTITY,
+    IDENTITY_KEY_CHARS,
+    asks_about_before,
+    asks_about_change,
+    asks_for_a_day,
+    asks_own_name,
+    query_terms,
+    shared_terms,
+)
 from .supersede import canonical
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
@@ -56,14 +64,6 @@ UNDATED_QUOTES = {"zh": "（引号内是原话）", "en": " (quotes: the words i
 BARE = {"zh": "- 还提到：", "en": "- Also mentioned: "}
 #: the model-made sections yield to the retrieval's raw turns (40) when the budget is short
 PRIORITY = 45
-
-
-#: a question about the user's own name, where their other names are worth a line (not "我养的那只
-#: 柴犬叫什么名字？")
-_ASKS_NAME = re.compile(
-    r"我(?:的)?(?:名字|姓名|全名|叫什么|叫啥|姓什么)|(?:怎么|如何)称呼我|\bmy (?:full |real )?name\b|\bwhat am i called\b|\bwho am i\b",
-    re.IGNORECASE,
-)
 
 
 @dataclass
@@ -104,7 +104,9 @@ class Entities(ExtractedLayer):
             # other names only for a question about a name ("我叫什么？"): "- 用户，又名贺晓岚" alone
             # above the turns was answered "柴犬" for "我养的那只柴犬叫什么名字？" where the same
             # turns alone were answered 豆豉 (LifeAssist-CN, BENCHMARKS.md)
-            asks_name = bool(_ASKS_NAME.search(request.query))
+            asks_name = asks_own_name(request.query)
+            if not asks_name:  # "是=钟一鸣", "叫=钟一鸣": a name said as an attribute is a name too
+                ordered = [with_attributes(r, _not_names(r)) if r.key == SELF_KEY else r for r in ordered]
             ordered = [
                 r
                 for r in ordered
@@ -165,6 +167,13 @@ def bare_line(records: list[Record], lang: str, fits: Any) -> str:
             break
         line = candidate
     return line
+
+
+def _not_names(record: Record) -> dict[str, Any]:
+    """The record's attributes but those whose every value is one of its own names."""
+    own = {normalize(n) for n in [record.value.get("name", ""), *record.value.get("aliases", [])] if n}
+    attributes = record.value.get("attributes") or {}
+    return {k: a for k, a in attributes.items() if not _values(a) or not all(normalize(str(v.get("value", ""))) in own for v in _values(a))}
 
 
 def as_read(record: Record, relations: Sequence[Record] = ()) -> Record:

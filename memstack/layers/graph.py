@@ -30,7 +30,7 @@ from . import register_layer
 from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
-from .relevance import IDENTITY, asks_about_change, asks_for_a_day, mentions_terms
+from .relevance import IDENTITY, asks_about_change, asks_for_a_day, asks_own_name, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
@@ -63,6 +63,9 @@ class Graph(ExtractedLayer):
         found = pertinent(
             neighbourhood(seeds, relations, self.hops), request.query, seeds - {SELF_KEY} if first_person(request.query) else seeds
         )
+        if not asks_own_name(request.query):  # "用户 —是→ 钟一鸣": the user's name, for a question about it only
+            own = {normalize(n) for e in entities if e.key == SELF_KEY for n in [e.value.get("name", ""), *e.value.get("aliases", [])] if n}
+            found = [r for r in found if not (r.value.get("source_key") == SELF_KEY and normalize(str(r.value.get("target", ""))) in own)]
         if not found:
             return LayerOutput(messages)
         lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in request.query) else "en"

@@ -74,3 +74,18 @@ def shared_terms(terms: Sequence[str], text: str) -> int:
 def mentions_terms(query: str, text: str) -> bool:
     """Whether ``text`` shares a term with the question (``shared_terms``)."""
     return shared_terms(query_terms(query), text) > 0
+
+
+#: a question about the user's own name, where their other names are worth a line (not "我养的那只
+#: 柴犬叫什么名字？")
+_ASKS_NAME = re.compile(
+    r"我(?:的)?(?:名字|姓名|全名|叫什么|叫啥|姓什么)|(?:怎么|如何)称呼我|\bmy (?:full |real )?name\b|\bwhat am i called\b|\bwho am i\b",
+    re.IGNORECASE,
+)
+
+
+def asks_own_name(query: str | None) -> bool:
+    """Whether the question asks the user's own name: only then are the user's names (an alias, "是=钟一鸣",
+    "用户 —是→ 钟一鸣") worth a line; beside another question a right but idle line changed the
+    small model's answer ("我女朋友在哪个城市？" answered from another turn, LifeAssist-CN)."""
+    return bool(query and _ASKS_NAME.search(query))
