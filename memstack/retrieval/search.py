@@ -161,10 +161,10 @@ class Searcher:
             hits = answers_first(hits, self.settings.answer_share)
         # a question that names a period ("the latest project in July") is not about now
         if hits and span is None and self.settings.present_window > 1 and asks_about_now(query):
-            hits = self._now_first(user, hits, ranked[0])
+            hits = self._now_first(user, hits, ranked[0], change_words(query) if self.settings.change_words else "")
         return without_repeats(hits)[:k]
 
-    def _now_first(self, user: Scope, hits: list[Hit], rankings: dict[str, list[Scored]]) -> list[Hit]:
+    def _now_first(self, user: Scope, hits: list[Hit], rankings: dict[str, list[Scored]], changed: str = "") -> list[Hit]:
         """For a question about now: the best hit's subject (see ``newest_on_subject``), with the
         later rounds on it that the retrievers ranked among their first ``present_window`` even
         below the floors (an update rarely repeats the question's words: "我已经从上海搬到深圳了"
@@ -176,7 +176,7 @@ class Searcher:
             i for items in rankings.values() for i in dict.fromkeys(x.id.rsplit(KEY_MARK, 1)[0] for x in items[:window]) if i not in shown
         ]
         later = [Hit(u, anchor.score, {}) for u in self.units.get(user, list(dict.fromkeys(near))) if u.timestamp > anchor.unit.timestamp]
-        return newest_on_subject(hits, window, later, asked=self.settings.asked)
+        return newest_on_subject(hits, window, later, asked=self.settings.asked, changed=changed)
 
     # ---- candidates --------------------------------------------------------------------------
 
@@ -420,14 +420,17 @@ def asks_about_now(query: str) -> bool:
     return bool(_NOW.search(query))
 
 
-def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (), *, asked: bool = True) -> list[Hit]:
+def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (), *, asked: bool = True, changed: str = "") -> list[Hit]:
     """The newest round on the best hit's subject first, then the best hit and the others in
     their order. On the subject: among the first ``window`` hits or the ``later`` ones, sharing a
     content word with the best hit ("上海" in "我住在上海" and "我已经从上海搬到深圳了"). Of two
     rounds on one subject, the later says how things stand now (a move, a new job, a new date);
     the earlier stays right behind it, as the past. With ``asked``, a round in which the user
     only asked (see ``asked_only``) is neither the best hit nor the newest: the assistant's
-    answer in it is not how things stand ("根据你之前告诉我的，你住在上海" after the move)."""
+    answer in it is not how things stand ("根据你之前告诉我的，你住在上海" after the move).
+    ``changed``: the words that say the question's kind of fact changed (``changes``); a round
+    whose user says one of them is on the subject too, though it shares no word with the best
+    hit ("I moved to Denver last month" after "I live in Boston", asked "我现在住在哪个城市？")."""
     if not hits:
         return []
 
@@ -438,9 +441,25 @@ def newest_on_subject(hits: Sequence[Hit], window: int, later: Sequence[Hit] = (
     if anchor is None:
         return list(hits)
     subject = subject_terms(anchor.unit)
-    same = [anchor, *(h for h in [*hits[:window], *later] if h is not anchor and answered(h) and subject & subject_terms(h.unit))]
+    same = [
+        anchor,
+        *(
+            h
+            for h in [*hits[:window], *later]
+            if h is not anchor and answered(h) and (subject & subject_terms(h.unit) or says_changed(h.unit, changed))
+        ),
+    ]
     newest = max(same, key=lambda h: h.unit.timestamp)
     return [newest, *(h for h in hits if h.unit.id != newest.unit.id)]
+
+
+def says_changed(unit: Unit, changed: str) -> bool:
+    """Whether the user's own words in the unit say one of ``changed`` (space-separated; an
+    English one as a whole word, any case)."""
+    if not changed:
+        return False
+    said = own_text(unit, without=ASSISTANT_LABELS)
+    return any((re.search(rf"\b{re.escape(w)}\b", said, re.IGNORECASE) is not None) if w.isascii() else w in said for w in changed.split())
 
 
 def without_repeats(hits: Sequence[Hit]) -> list[Hit]:
