@@ -223,3 +223,14 @@ def test_the_users_name_as_an_attribute_or_a_relation_is_shown_only_for_a_questi
     assert not [x for x in lines if "是=许知远" in x or "—是→ 许知远" in x], lines
     me = system(mem.context(user_id="u", thread_id="t2", query="我叫什么名字？", max_tokens=1000))
     assert "许知远" in "\n".join(x for x in me.splitlines() if x.startswith("- "))
+
+
+def test_a_question_about_what_the_assistant_said_gets_the_turns_not_the_users_facts(tmp_path):
+    # beside "你建议我保留一款多少钱的实惠面？" the profile line 开=面馆 turned the answer from "保留12元的素面"
+    # into "12元" (LifeAssist-CN): the assistant's words answer it, and retrieval shows them
+    mem = memory(tmp_path, ["entities", "graph", "retrieval"], [out(("用户", "人物", "开", "面馆"), ("用户", "人物", "住在", "西安"))])
+    said(mem, (["我在西安开了一家面馆，想涨价。", "可以涨一点，但保留一款12块的素面给老顾客。"], T0))
+    asked = mem.context(user_id="u", thread_id="t2", query="我想涨价的时候，你建议我保留一款多少钱的面？", max_tokens=1000)
+    assert "12块的素面" in system(asked) and not [k for k in asked.sections if k in ("memory:entities", "memory:graph")]
+    mine = mem.context(user_id="u", thread_id="t2", query="我的面馆开在哪个城市？", max_tokens=1000)
+    assert "memory:entities" in mine.sections

@@ -39,6 +39,7 @@ from .relevance import (
     asks_about_change,
     asks_for_a_day,
     asks_own_name,
+    asks_what_you_said,
     query_terms,
     shared_terms,
 )
@@ -76,6 +77,8 @@ class Entities(ExtractedLayer):
     name: str = "entities"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
+        if asks_what_you_said(request.query):  # the assistant's words answer it: retrieval's
+            return LayerOutput(messages)
         user = request.scope.user()
         everyone = current_records(self.store, user, "entity")
         records = [r for r in everyone if r.key == SELF_KEY] if self.profile_only else everyone

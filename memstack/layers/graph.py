@@ -30,7 +30,7 @@ from . import register_layer
 from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
-from .relevance import IDENTITY, asks_about_change, asks_for_a_day, asks_own_name, mentions_terms
+from .relevance import IDENTITY, asks_about_change, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
@@ -51,7 +51,7 @@ class Graph(ExtractedLayer):
     name: str = "graph"
 
     def read(self, request: ReadRequest, messages: list[Message]) -> LayerOutput:
-        if not request.query:
+        if not request.query or asks_what_you_said(request.query):  # the assistant's words: retrieval's
             return LayerOutput(messages)
         user = request.scope.user()
         relations = current_records(self.store, user, "relation")

@@ -89,3 +89,19 @@ def asks_own_name(query: str | None) -> bool:
     "用户 —是→ 钟一鸣") worth a line; beside another question a right but idle line changed the
     small model's answer ("我女朋友在哪个城市？" answered from another turn, LifeAssist-CN)."""
     return bool(query and _ASKS_NAME.search(query))
+
+
+#: a question about what the assistant said ("你当时建议我…", "你教了我什么…", "what did you suggest")
+_ASKS_WHAT_YOU_SAID = re.compile(
+    r"你(?:之前|以前|上次|当时|那时|曾经)?(?:建议|推荐|提议|教|告诉|提醒|给我定|帮我定|说过)"
+    r"|\b(?:did|have) you (?:suggest|recommend|tell|say|advise|propose)|\byou (?:suggested|recommended|told me|said|advised|proposed)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_what_you_said(query: str | None) -> bool:
+    """Whether the question asks what the assistant said or suggested: its answer is the
+    assistant's own words, which retrieval finds; the model-made facts about the user are left
+    out for it (beside "你建议我保留一款多少钱的实惠面？" the profile line 开=面馆 turned the
+    answer from "保留12元的素面" into "12元", LifeAssist-CN)."""
+    return bool(query and _ASKS_WHAT_YOU_SAID.search(query))
