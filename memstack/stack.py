@@ -70,6 +70,11 @@ def _sections_cost(sections: Sequence[Section], counter: TokenCounter) -> int:
     return sum(counter.count(s.text) + 4 for s in sections)
 
 
+def _steps_cost(steps: Sequence[Step], counter: TokenCounter) -> int:
+    """What ``pack`` counts for every section of the steps."""
+    return _sections_cost([s for st in steps for s in st.out.sections], counter)
+
+
 def refill(run: Run, request: ReadRequest) -> Run:
     """The second pass: what the memory room holds beyond the first pass's sections goes to the
     layers that left something out (retrieval first, then in stack order), each read again on
@@ -83,10 +88,10 @@ def refill(run: Run, request: ReadRequest) -> Run:
     convo = counter.count_messages(m for m in run.messages if m.role != "system")
     room_all = memory_room(request.budget - system, convo, counter)
     steps = list(run.steps)
-    left = room_all - _sections_cost(run.output().sections, counter)
+    left = room_all - _steps_cost(steps, counter)
     if left < 0:
         steps = _shrink(steps, request, left)
-        left = room_all - _sections_cost([s for st in steps for s in st.out.sections], counter)
+        left = room_all - _steps_cost(steps, counter)
     for i in _refill_order(steps):
         step = steps[i]
         yielding = _yielding(steps, i)
@@ -105,7 +110,7 @@ def refill(run: Run, request: ReadRequest) -> Run:
             left -= gain
             if left < 0:  # the yielding sections make the room, smaller or left out
                 steps = _shrink(steps, request, left, only=yielding)
-                left = room_all - _sections_cost([s for st in steps for s in st.out.sections], counter)
+                left = room_all - _steps_cost(steps, counter)
     return Run(steps, run.messages)
 
 

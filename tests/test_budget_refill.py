@@ -86,6 +86,17 @@ def facts(sizes: tuple[int, ...] = (), share: float = 0.2) -> Capped:
 register_layer("facts", facts)
 
 
+def add_turns(memory: Memory, turns: list[int]) -> None:
+    """One round per size in ``turns`` (words per message), a minute apart, in user u's thread t."""
+    for i, n in enumerate(turns):
+        memory.add(
+            [{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}],
+            user_id="u",
+            thread_id="t",
+            at=T0 + timedelta(minutes=i),
+        )
+
+
 def shown_items(ctx, name: str = "capped") -> list[str]:
     memory = next((m.text for m in ctx.messages if m.id == "memstack-memory"), "")
     block = memory.split(f"{name}:\n", 1)[1].split("\n\n", 1)[0] if f"{name}:\n" in memory else ""
@@ -149,13 +160,7 @@ def test_the_budget_is_never_exceeded_and_what_is_left_is_used(budget, sizes, ot
         layers="full,capped-too,capped",
         options={"capped.sizes": tuple(sizes), "capped-too.sizes": tuple(other), "share": share},
     )
-    for i, n in enumerate(turns):
-        memory.add(
-            [{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}],
-            user_id="u",
-            thread_id="t",
-            at=T0 + timedelta(minutes=i),
-        )
+    add_turns(memory, turns)
     ctx = memory.context(user_id="u", thread_id="t", query="the question", max_tokens=budget)
     assert ctx.tokens <= budget
     counted = memory.counter.count_messages(ctx.messages)
@@ -262,13 +267,7 @@ def test_the_evidence_shown_is_the_same_with_or_without_model_made_layers(budget
                 "k": 3,
             },
         )
-        for i, n in enumerate(turns):
-            memory.add(
-                [{"role": "user", "content": f"u{i} " + "x " * n}, {"role": "assistant", "content": f"a{i} " + "y " * n}],
-                user_id="u",
-                thread_id="t",
-                at=T0 + timedelta(minutes=i),
-            )
+        add_turns(memory, turns)
         return memory.context(user_id="u", thread_id="t", query="the question", max_tokens=budget)
 
     alone, both = context("window,searching"), context("window,facts,searching")

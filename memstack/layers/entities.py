@@ -32,6 +32,7 @@ from .attributes import attribute_values, settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
 from .graph import cite, past, reconcile, same_value
+from .names import names_of
 from .relevance import (
     IDENTITY,
     IDENTITY_KEY_CHARS,
@@ -121,7 +122,7 @@ class Entities(ExtractedLayer):
         budget = None if request.budget is None else int(request.budget * self.share)
         # a name that is a value of a shown attribute ("住在=深圳") is said there already
         stated = {normalize(str(v.get("value", ""))) for r in rich for a in (r.value.get("attributes") or {}).values() for v in _values(a)}
-        named = rank([r for r in bare if not any(normalize(n) in stated for n in names(r))], request.query or "")
+        named = rank([r for r in bare if not any(normalize(n) in stated for n in names_of(r))], request.query or "")
         # the quotes of the entities the question names (the others' lines are dated, not quoted:
         # a quote costs a dozen tokens, and the graph and retrieval sections hold the turns)
         q, me = normalize(request.query or ""), first_person(request.query or "")
@@ -174,7 +175,7 @@ def bare_line(records: list[Record], lang: str, fits: Any) -> str:
 
 def _not_names(record: Record) -> dict[str, Any]:
     """The record's attributes but those whose every value is one of its own names."""
-    own = {normalize(n) for n in [record.value.get("name", ""), *record.value.get("aliases", [])] if n}
+    own = {normalize(n) for n in names_of(record)}
     attributes = record.value.get("attributes") or {}
     return {k: a for k, a in attributes.items() if not _values(a) or not all(normalize(str(v.get("value", ""))) in own for v in _values(a))}
 
@@ -229,10 +230,6 @@ def _attribute(current: list[dict[str, Any]], before: list[dict[str, Any]]) -> d
     return out
 
 
-def names(record: Record) -> list[str]:
-    return [n for n in [record.value.get("name", ""), *record.value.get("aliases", [])] if n]
-
-
 def rank(records: list[Record], query: str) -> list[Record]:
     """Named in the query first (the user's own entity when it speaks in the first person), then
     the user's own entity, then the most recently changed."""
@@ -248,7 +245,7 @@ def rank(records: list[Record], query: str) -> list[Record]:
 def asked_about(record: Record, query: str, me: bool) -> bool:
     """Whether the (normalised) query names the entity, or is in the first person (``me``) and the
     entity is the user's own."""
-    return (me and record.key == SELF_KEY) or (bool(query) and any(normalize(n) in query for n in names(record)))
+    return (me and record.key == SELF_KEY) or (bool(query) and any(normalize(n) in query for n in names_of(record)))
 
 
 #: the profile's other attributes shown beside those above: those that changed (a past value

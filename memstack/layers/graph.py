@@ -30,6 +30,7 @@ from . import register_layer
 from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
+from .names import names_of
 from .relevance import IDENTITY, asks_about_change, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
@@ -64,7 +65,7 @@ class Graph(ExtractedLayer):
             neighbourhood(seeds, relations, self.hops), request.query, seeds - {SELF_KEY} if first_person(request.query) else seeds
         )
         if not asks_own_name(request.query):  # "用户 —是→ 钟一鸣": the user's name, for a question about it only
-            own = {normalize(n) for e in entities if e.key == SELF_KEY for n in [e.value.get("name", ""), *e.value.get("aliases", [])] if n}
+            own = {normalize(n) for e in entities if e.key == SELF_KEY for n in names_of(e)}
             found = [r for r in found if not (r.value.get("source_key") == SELF_KEY and normalize(str(r.value.get("target", ""))) in own)]
         if not found:
             return LayerOutput(messages)

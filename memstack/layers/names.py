@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from ..llm.grounding import normalize
-from ..types import Message
+from ..types import Message, Record
 
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
 ALIAS_RELATIONS = frozenset(
@@ -163,3 +163,8 @@ def _bare_name(text: str) -> bool:
         and text[0] not in "了过着的是个"
         and not re.search("什么|谁|啥|哪|吗|呢", text)
     )
+
+
+def names_of(record: Record) -> list[str]:
+    """An entity record's name and aliases, those that are not empty."""
+    return [n for n in [record.value.get("name", ""), *record.value.get("aliases", [])] if n]

@@ -67,6 +67,8 @@ _KIN = (
 _OTHER_PERSON = re.compile(
     rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
 )
+#: a kin word just before a name: the name is that person's ("我妹妹小雨")
+_ENDS_WITH_KIN = re.compile(rf"(?:{_KIN})$")
 _PRONOUN = re.compile(r"他|她|它|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
 #: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
@@ -704,7 +706,7 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     # the user); one named after a preposition or a verb ("我和老王去钓鱼", "陪张姐") is not it, nor
     # a kin word's name (the kin word is the one named)
     for start, end, name in person_names(before):
-        after_kin = re.search(rf"(?:{_KIN})$", before[:start]) is not None  # "我妹妹小雨": the sister's name
+        after_kin = _ENDS_WITH_KIN.search(before[:start]) is not None  # "我妹妹小雨": the sister's name
         if not any(name in o or o in name for o in own) and before[start - 1 : start] not in _WITH and not after_kin:
             others.append((end, name))
     mine = [m.end() for o in own for m in re.finditer(re.escape(o), before)]
