@@ -24,7 +24,7 @@ from memstack import Memory
 from memstack.layers.attributes import attribute_values
 from memstack.layers.attributes import update_attribute as _update_attribute
 from memstack.layers.supersede import canonical, replaced, says_change
-from memstack.layers.verify import Rejected, cessations, check, ends_value, shape, verify
+from memstack.layers.verify import Rejected, cessations, check, ends_value, goes_with, shape, verify
 from memstack.llm.extract import Statement
 from memstack.testing import ScriptedModel
 from memstack.types import Message
@@ -199,6 +199,49 @@ def test_an_english_cessation_ends_the_attribute_it_names(tmp_path):
     attributes = me(mem)
     assert values(attributes["plays"]) == ([], ["tennis"])
     assert values(attributes["drinks"]) == (["kombucha"], ["beer"])
+
+
+@pytest.mark.parametrize(
+    ("sentence", "ended", "value", "goes"),
+    [
+        ("我办了游泳馆的年卡，每周去两次，主要练蛙泳。", "游泳馆", "蛙泳", True),
+        ("我办了游泳馆的年卡，每周去两次，主要练蛙泳。", "游泳馆", "每周两次", True),
+        ("I have a climbing gym pass, usually go on Fridays, mostly bouldering.", "climbing gym", "bouldering", True),
+        # a clause with its own subject or setting is another fact
+        ("我办了游泳馆的年卡，我主要练蛙泳。", "游泳馆", "蛙泳", False),
+        ("我在星河科技上班，住在滨江。", "星河科技", "滨江", False),
+        ("我在星河科技上班，平时住在滨江。", "星河科技", "滨江", False),
+        ("I have a climbing gym pass, my sister mostly goes bouldering.", "climbing gym", "bouldering", False),
+        # a clause that does not say how the one before is done, or anything said before the ended one
+        ("我办了游泳馆的年卡，也养了一只猫。", "游泳馆", "猫", False),
+        ("我主要练蛙泳，办了游泳馆的年卡。", "游泳馆", "蛙泳", False),
+        ("我办了游泳馆的年卡练蛙泳。", "游泳馆", "蛙泳", False),
+    ],
+)
+def test_what_goes_with_an_ended_value_is_said_as_a_part_of_it(sentence, ended, value, goes):
+    assert goes_with(sentence, ended, value) is goes
+
+
+def test_a_cessation_ends_what_was_said_as_a_part_of_the_value_it_ends(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile", "graph"],
+        [
+            statements(("用户", "人物", "办", "游泳馆的年卡"), ("用户", "人物", "练", "蛙泳"), ("用户", "人物", "住在", "滨江")),
+            statements(),
+        ],
+    )
+    said(
+        mem,
+        (["我办了游泳馆的年卡，每周去两次，主要练蛙泳。我住在滨江。", "好的"], T0),
+        (["游泳卡到期了，我已经不去游泳馆了，改成去公园骑车。", "也不错"], T0 + timedelta(days=40)),
+    )
+    attributes = me(mem)
+    assert values(attributes["办"]) == ([], ["游泳馆的年卡"])
+    assert values(attributes["练"]) == ([], ["蛙泳"])  # said as the pool's: it ended with it
+    assert values(attributes["住在"]) == (["滨江"], [])  # its own sentence: it stays
+    relations = {r.value["target"]: r.value.get("invalid_at") for r in mem.store.records.current(mem.scope("u"), "relation")}
+    assert relations["蛙泳"].startswith("2026-10-17") and relations["游泳馆的年卡"].startswith("2026-10-17") and not relations["滨江"]
 
 
 def test_a_thing_sold_is_no_longer_the_users(tmp_path):

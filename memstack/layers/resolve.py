@@ -20,7 +20,7 @@ from ..types import Change, Message, Record, Scope
 from .attributes import attribute_values, later, stored, update_attribute
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
 from .supersede import canonical, instant, replaced_items, said_as_old, says_change
-from .verify import cessations, ends_value
+from .verify import cessations, ends_value, goes_with
 
 # ---- entities ----------------------------------------------------------------------------
 
@@ -189,7 +189,10 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
     "已经不去健身房了", "I quit smoking", "卡罗拉卖给了我表弟" or "从MySQL迁移到了TiDB", every
     current value of its owner (the user, or the one the words name) that the cessation names,
     in any attribute or relation, is past from when it was said, whether or not the model wrote
-    a statement for it. Values said after the cessation stay as they are."""
+    a statement for it. Values said after the cessation stay as they are. So does what was said as
+    a part of an ended value, in the sentence that said it ("…游泳馆的卡，每周去两次，主要练蛙泳":
+    练=蛙泳 ends with 游泳馆, ``verify.goes_with``); a clause with a subject or a setting of its own
+    stays."""
     ended = cessations(batch.messages)
     if not ended:
         return pending
@@ -203,41 +206,68 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
     }
     relations.update({c.key: c for c in pending if c.kind == "relation" and c.value is not None})
     for c in ended:
-        at = c.message.timestamp
-        owners = _owners(c.whose, entities)
-        for key in owners:
-            e = entities.get(key)
-            if e is None:
-                continue
-            value = dict(e.value or {})
-            attributes = dict(value.get("attributes", {}))
-            touched = False
-            for name, attribute in attributes.items():
-                current, past = attribute_values(attribute)
-                gone = [
-                    x for x in current if ends_value(c, name, str(x.get("value", ""))) and not later(x.get("valid_from"), at.isoformat())
-                ]
-                if gone:
-                    touched = True
-                    attributes[name] = stored(
-                        [x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang
-                    )
-            if touched:
-                value["attributes"] = attributes
-                entities[key] = changes[("entity", key)] = Change(
-                    "put", "entity", key, value, tuple(sorted({*e.source_ids, c.message.id})), batch.messages[-1].timestamp
-                )
-        for key, r in relations.items():
-            v = dict(r.value or {})
-            if v.get("invalid_at") or v.get("alias") or (r.at and instant(r.at) and instant(r.at) > instant(at)):
-                continue
-            forward = v.get("source_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("target", "")))
-            backward = v.get("target_key") in owners and ends_value(c, str(v.get("relation", "")), str(v.get("source", "")))
-            if forward or backward:
-                relations[key] = changes[("relation", key)] = Change(
-                    "put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at
-                )
+        parts = _end(c, batch, entities, relations, changes, lambda name, value, evidence, c=c: ends_value(c, name, value))
+        # what was said as a part of an ended value, in its sentence, ends with it (goes_with)
+        _end(
+            c,
+            batch,
+            entities,
+            relations,
+            changes,
+            lambda name, value, evidence, parts=parts: any(
+                normalize(evidence) == normalize(said) and goes_with(said, old, value) for said, old in parts
+            ),
+        )
     return list(changes.values())
+
+
+def _end(
+    c: Any, batch: Batch, entities: dict[str, Change], relations: dict[str, Change], changes: dict[tuple[str, str], Change], hit: Any
+) -> list[tuple[str, str]]:
+    """Ends, from when ``c`` was said, the current values of its owners that ``hit(name, value,
+    evidence)`` picks (said no later than it), in ``entities``, ``relations`` and ``changes``;
+    returns the (evidence, value) of each one ended."""
+    at = c.message.timestamp
+    owners = _owners(c.whose, entities)
+    ended: list[tuple[str, str]] = []
+    for key in owners:
+        e = entities.get(key)
+        if e is None:
+            continue
+        value = dict(e.value or {})
+        attributes = dict(value.get("attributes", {}))
+        touched = False
+        for name, attribute in attributes.items():
+            current, past = attribute_values(attribute)
+            gone = [
+                x
+                for x in current
+                if not later(x.get("valid_from"), at.isoformat()) and hit(name, str(x.get("value", "")), str(x.get("evidence", "")))
+            ]
+            if gone:
+                touched = True
+                ended += [(str(x.get("evidence", "")), str(x.get("value", ""))) for x in gone]
+                attributes[name] = stored(
+                    [x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang
+                )
+        if touched:
+            value["attributes"] = attributes
+            entities[key] = changes[("entity", key)] = Change(
+                "put", "entity", key, value, tuple(sorted({*e.source_ids, c.message.id})), batch.messages[-1].timestamp
+            )
+    for key, r in relations.items():
+        v = dict(r.value or {})
+        if v.get("invalid_at") or v.get("alias") or (r.at and instant(r.at) and instant(r.at) > instant(at)):
+            continue
+        relation, evidence = str(v.get("relation", "")), str(v.get("evidence", ""))
+        forward = v.get("source_key") in owners and hit(relation, str(v.get("target", "")), evidence)
+        backward = not forward and v.get("target_key") in owners and hit(relation, str(v.get("source", "")), evidence)
+        if forward or backward:
+            ended.append((evidence, str(v.get("target" if forward else "source", ""))))
+            relations[key] = changes[("relation", key)] = Change(
+                "put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at
+            )
+    return ended
 
 
 # ---- resolving names, grounding, merging ---------------------------------------------------

@@ -1074,3 +1074,41 @@ def _stems(text: str) -> list[str]:
         if stem:
             out.append(stem)
     return out
+
+
+#: a clause that opens with how often or how mostly: it tells how the clause before it is done
+#: ("我是健身房的会员，每周去三次，主要练力量": the training is the gym's)
+_HOW = re.compile(
+    r"^(?:主要|大多|多半|平时|平常|一般|通常|经常|常常|每天|每周|每星期|每月|每次|每年|"
+    r"mostly|mainly|usually|normally|often|always|every|each|twice|three times|once)",
+    re.IGNORECASE,
+)
+
+
+def goes_with(sentence: str, ended: str, value: str) -> bool:
+    """Whether ``value`` was said as a part of ``ended`` and ends with it: in ``sentence``, the
+    sentence that said ``ended``, ``value`` is in a later clause, and each clause from the one after
+    ``ended``'s up to ``value``'s opens with how often or how mostly and names no one
+    ("我是健身房的会员，每周去三次，主要练力量": 已经不去健身房了 ends 练=力量 and 每周去三次). A
+    clause with a subject or a setting of its own ("…，我住在浦东", "…，住在浦东") is another fact
+    and stays; so does anything said before ``ended`` or in its own clause."""
+    text, e, v = normalize(sentence), normalize(ended), normalize(value)
+    if not e or not v or e == v:
+        return False
+    clauses = [c.strip() for c in _CLAUSE.split(text)]
+    first = next((i for i, c in enumerate(clauses) if e in c), None)
+    last = next((i for i, c in enumerate(clauses) if v in c or _within(v, c)), None)
+    if first is None or last is None or last <= first:
+        return False
+    return all(
+        _HOW.match(c) and not _SELF.search(c) and not _OTHER_PERSON.search(c) and not re.search(r"住|在|\b(?:at|in|live)\b", c)
+        for c in clauses[first + 1 : last + 1]
+    )
+
+
+def _within(value: str, clause: str) -> bool:
+    """A Chinese value said with a word inside it ("每周三次" in "每周去三次")."""
+    if value.isascii() or len(value) < 3:
+        return False
+    it = iter(clause)
+    return all(ch in it for ch in value) and len(clause) <= 2 * len(value) + 4
