@@ -18,11 +18,11 @@ from memstack.testing import ScriptedModel
 out = statements
 
 
-def say(mem, user_text, at):
+def say(mem, user_text, at, reply="记下了，还有别的吗？"):
     mem.add(
         [
             {"role": "user", "content": user_text, "timestamp": at},
-            {"role": "assistant", "content": "记下了，还有别的吗？", "timestamp": at},
+            {"role": "assistant", "content": reply, "timestamp": at},
         ],
         user_id="u",
         thread_id="t",
@@ -204,3 +204,60 @@ def test_a_note_that_names_the_user_by_name_is_settled_by_the_profile_too(tmp_pa
     ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
     line = next(x for x in ctx.messages[0].text.splitlines() if "成都" in x and "赵敏" in x)
     assert "过去" in line and "重庆" in line, line
+
+
+def _items(mem):
+    return mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"]
+
+
+def test_a_value_said_as_ended_ends_the_note_that_said_it_and_replaces_nothing(tmp_path):
+    # the first case: "不再做数据分析" is the old value, not a new job that ends 腾讯
+    model = ScriptedModel(
+        [
+            out(("用户", "人物", "做", "数据分析师")),
+            out(("用户", "人物", "换工作", "腾讯"), ("用户", "人物", "做", "数据分析")),
+        ]
+    )
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "我在招商银行做数据分析师。", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "我也换工作了，现在在腾讯做产品经理，不再做数据分析了。", datetime(2026, 5, 10, 9, tzinfo=timezone.utc).isoformat())
+    state = {(i.get("object"), bool(i.get("superseded_at") or i.get("past"))) for i in _items(mem) if i.get("object")}
+    assert state == {("数据分析师", True), ("腾讯", False), ("数据分析", True)}
+    text = "\n".join(summary_lines(mem))
+    assert "用户换工作腾讯" in text and "过去的情况：2026-05-10起已不成立" in text and "（已不再）" in text
+    assert not any("腾讯" in line and "过去" in line for line in text.splitlines())
+
+
+def test_an_english_value_said_as_ended_ends_its_note(tmp_path):
+    model = ScriptedModel([out(("User", "person", "works as", "nurse")), out(("User", "person", "works as", "nurse"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "I work as a nurse at the city hospital.", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "I no longer work as a nurse.", datetime(2026, 6, 1, 9, tzinfo=timezone.utc).isoformat())
+    items = [i for i in _items(mem) if i.get("object")]
+    assert [(bool(i.get("superseded_at")), bool(i.get("past"))) for i in items] == [(True, False), (False, True)]
+
+
+def test_a_cessation_ends_the_note_of_what_it_ends_whoever_it_belongs_to(tmp_path):
+    # the new value is said under another predicate (缓存, not 使用), so only the cessation ends the old one
+    model = ScriptedModel(
+        [
+            out(("支付网关", "服务", "使用", "Memcached"), ("用户", "人物", "去", "攀岩馆")),
+            out(("支付网关", "服务", "缓存", "Redis")),
+        ]
+    )
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "我们的支付网关缓存用的是Memcached。我每周二去攀岩馆。", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat())
+    say(mem, "支付网关的缓存从Memcached迁移到了Redis。", datetime(2026, 4, 1, 9, tzinfo=timezone.utc).isoformat())
+    state = {i["object"]: i.get("superseded_at", "")[:10] for i in _items(mem) if i.get("object")}
+    assert state == {"Memcached": "2026-04-01", "攀岩馆": "", "Redis": ""}  # the user's gym is no value of the gateway's
+    assert "过去的情况：2026-04-01起已不成立" in "\n".join(summary_lines(mem))
+
+
+def test_an_english_cessation_ends_the_users_note(tmp_path):
+    model = ScriptedModel([out(("User", "person", "goes to", "climbing gym")), out()])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "I go to a climbing gym on Tuesdays.", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat(), "Noted.")
+    say(mem, "I quit the climbing gym last week.", datetime(2026, 4, 1, 9, tzinfo=timezone.utc).isoformat(), "Noted.")
+    (note,) = [i for i in _items(mem) if i.get("object")]
+    assert note["superseded_at"].startswith("2026-04-01")
+    assert "(past: no longer so since 2026-04-01)" in "\n".join(summary_lines(mem))

@@ -663,7 +663,7 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
             for note in settled_by_profile(r.value.get("items", []), profile, r.value.get("lang", "en"), names):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
-                status = "past" if note.get("superseded_at") else "current"
+                status = "past" if note.get("superseded_at") or note.get("past") else "current"
                 out.append(
                     Item(
                         note["subject"],

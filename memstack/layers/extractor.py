@@ -42,7 +42,7 @@ from .names import SELF_KEY, self_introduced
 from .names import entity_key as entity_key
 from .names import first_person as first_person
 from .names import stem as stem
-from .notes import apply_updates, grounded_note, said_notes
+from .notes import apply_updates, end_ceased, grounded_note, said_notes
 from .resolve import ended_changes, entity_changes, relation_changes
 from .verify import verify
 
@@ -290,7 +290,7 @@ class Extractor:
             fresh.append(grounded_note(text, batch.messages, statements.get(text)))
         # what the notes do not carry of a user turn is quoted, so no covered turn goes unsaid
         fresh += [n for n in said_notes(batch.messages, items + fresh, batch.lang) if normalize(n["text"]) not in seen]
-        items = apply_updates(items, fresh, batch.messages)
+        items = end_ceased(apply_updates(items, fresh, batch.messages), batch.messages)
         if sum(self.counter.count(i["text"]) for i in items) > self.summary_tokens:
             items = self._compress(scope, items, batch.lang)
         last = batch.messages[-1]

@@ -35,6 +35,7 @@ from ..types import Message
 from .attributes import later, settled_attributes
 from .base import short_quote
 from .supersede import canonical, replaced_items
+from .verify import cessations, ends_value
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
 CARRIED = 0.5
@@ -71,6 +72,8 @@ def grounded_note(text: str, messages: Sequence[Message], statement: Any = None)
     note: dict[str, Any] = {"text": text, "at": max(stamps).isoformat(), "source_ids": list(sources)}
     if statement is not None:
         note.update(subject=statement.subject.strip(), predicate=statement.predicate.strip(), object=statement.object.strip())
+        if getattr(statement, "past", False):
+            note["past"] = True  # said as ended ("不再做数据分析"): its text says so, and it replaces nothing
         # the words the object was said in, for a later change that names only their topic
         # ("缓存改用Memcached" replaces 使用Redis of "…，缓存使用Redis", see ``superseded``)
         said = short_quote(" ".join(m.text for m in messages if m.id in sources), note["object"])
@@ -147,23 +150,59 @@ def superseded(
 
 def apply_updates(items: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], messages: Sequence[Message] = ()) -> list[dict[str, Any]]:
     """``items`` followed by ``new``, each earlier note that a note of ``new`` supersedes marked past
-    (``superseded_at``, ``superseded_by``: the newer note's date and text) and the newer note naming
+    (``superseded_at``, ``superseded_by``: the newer note's date and text; an empty text when the
+    value ended with nothing in its place, see ``summary``'s marks) and the newer note naming
     what it replaced (``replaces``). Notes already superseded stay as they were. ``messages``: the
-    batch, whose turns say whether a value changed ("我已经搬到深圳了")."""
+    batch, whose turns say whether a value changed ("我已经搬到深圳了"). A note said as ended
+    (``past``: "用户做数据分析（已不再）") is the old value, not a new one: it replaces nothing, and it
+    ends the earlier notes that say the same value as current."""
     text = {m.id: m.text for m in messages}
     out = [dict(i) for i in (*items, *new)]
     for j in range(len(items), len(out)):
         n = out[j]
         said = " ".join(text.get(i, "") for i in n.get("source_ids", []))
-        live = [old for old in out[:j] if not old.get("superseded_at") and old.get("at", "") <= n["at"]]
+        live = [old for old in out[:j] if not old.get("superseded_at") and not old.get("past") and old.get("at", "") <= n["at"]]
+        if n.get("past"):
+            for old in [o for o in live if _same(n, o)]:
+                old["superseded_at"], old["superseded_by"] = n["at"], ""
+            continue
         for old in superseded(n, live, said, text):
             old["superseded_at"], old["superseded_by"] = n["at"], n["text"]
             n["replaces"] = [*n.get("replaces", []), old.get("object") or old["text"]]
     return out
 
 
-#: what a note's value became when the profile ended it without a new one ("不再做数据分析")
-ENDED = {"zh": "已不成立", "en": "no longer so"}
+def end_ceased(items: Sequence[dict[str, Any]], messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """``items`` with each current note that a cessation in the user's turns of ``messages`` ends
+    (``verify.cessations``, ``verify.ends_value``: "数据库也从MySQL迁移到了TiDB" ends 订单服务 使用
+    MySQL, "已经不去健身房了" ends 用户 去 健身房) marked past from when it was said, with nothing in
+    its place: the profile and the graph end the same values (``resolve.ended_changes``). A note is
+    ended only by its owner's cessation (the user's, or the one the words name: "订单服务…"), and
+    only when it was written no later than the words that end it."""
+    out = [dict(i) for i in items]
+    for c in cessations(messages):
+        at = c.message.timestamp.isoformat()
+        whose = normalize(c.whose)
+        for item in out:
+            if item.get("superseded_at") or item.get("past") or not (item.get("predicate") and item.get("object")):
+                continue
+            subject = _subject(item)
+            # the user's when the words name no one else; else the one they name ("订单服务的数据库…")
+            owner = subject == whose if whose else subject == "user" or (len(subject) >= 2 and subject in normalize(c.quote))
+            if owner and not later(item.get("at"), at) and ends_value(c, str(item["predicate"]), str(item["object"])):
+                item["superseded_at"], item["superseded_by"] = at, ""
+    return out
+
+
+def _same(ended: dict[str, Any], old: dict[str, Any]) -> bool:
+    """``old`` says the value ``ended`` says has ended: same subject and canonical predicate, the same
+    object or one within the other ("数据分析" / "数据分析师")."""
+    if not (ended.get("subject") and old.get("subject")) or _subject(ended) != _subject(old):
+        return False
+    if canonical(ended.get("predicate", "")) != canonical(old.get("predicate", "")):
+        return False
+    a, b = normalize(ended.get("object", "")), normalize(old.get("object", ""))
+    return bool(a and b) and (a in b or b in a)
 
 
 def settled_by_profile(
@@ -172,7 +211,7 @@ def settled_by_profile(
     """``items`` with each current note about the user that the user's profile (``attributes``: the
     user entity's, written by every thread) says has ended since the note was written marked past,
     as ``apply_updates`` marks it: ``superseded_at`` the day it ended, ``superseded_by`` the
-    profile's current value of that predicate (or that it no longer holds). A note stays as it was
+    profile's current value of that predicate (empty: it no longer holds). A note stays as it was
     when the profile still holds its value, knows nothing of its predicate, or ended the value
     before the note was written (the note is then the newer word). A note about the user is one
     whose subject is 用户/User or one of ``self_names`` (the user entity's name and aliases: "王磊
@@ -188,6 +227,7 @@ def settled_by_profile(
             item.get("predicate")
             and item.get("object")
             and not item.get("superseded_at")
+            and not item.get("past")
             and (_subject(item) == "user" or _subject(item) in mine)
         ):
             group = settled.get(normalize(canonical(item["predicate"])))
@@ -207,6 +247,6 @@ def settled_by_profile(
             continue
         until = str(ended[-1]["until"])
         shown = ("、" if lang == "zh" else ", ").join(str(v["value"]) for v in now)
-        by = (f"用户{key}{shown}" if lang == "zh" else f"the user {key} {shown}") if shown else ENDED.get(lang, ENDED["en"])
+        by = (f"用户{key}{shown}" if lang == "zh" else f"the user {key} {shown}") if shown else ""
         out.append({**item, "superseded_at": until, "superseded_by": by})
     return out

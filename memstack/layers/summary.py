@@ -115,6 +115,8 @@ def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, cou
 
 #: how a note that a correction replaced, and the note that replaced it, are marked
 PAST = {"zh": "（过去的情况：{day}起改为 {now}）", "en": " (past: since {day}, {now})"}
+#: a note whose value ended with nothing in its place ("不再做数据分析了")
+GONE = {"zh": "（过去的情况：{day}起已不成立）", "en": " (past: no longer so since {day})"}
 CURRENT = {"zh": "（现在的情况；此前：{before}）", "en": " (current; before: {before})"}
 
 
@@ -122,6 +124,8 @@ def _status(item: dict[str, Any], lang: str) -> str:
     """The mark of a superseded note (past, with the date and the note that replaced it) or of
     the note that superseded others (current, with the values it replaced); else nothing."""
     lang = lang if lang in PAST else "en"
+    if item.get("superseded_at") and not item.get("superseded_by"):
+        return GONE[lang].format(day=_day(item["superseded_at"]))
     if item.get("superseded_at"):
         return PAST[lang].format(day=_day(item["superseded_at"]), now=item.get("superseded_by", ""))
     if item.get("replaces"):
