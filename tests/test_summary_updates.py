@@ -261,3 +261,13 @@ def test_an_english_cessation_ends_the_users_note(tmp_path):
     (note,) = [i for i in _items(mem) if i.get("object")]
     assert note["superseded_at"].startswith("2026-04-01")
     assert "(past: no longer so since 2026-04-01)" in "\n".join(summary_lines(mem))
+
+
+def test_a_change_said_in_another_thread_ends_a_note_about_something_else_too(tmp_path):
+    # 支付服务's own attributes, written by every thread, end the first thread's note about it
+    model = ScriptedModel([out(("支付服务", "服务", "使用", "Memcached")), out(("支付服务", "服务", "缓存", "Redis"))])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary", "profile"], options={"model": model, "batch_messages": 2})
+    said_in_threads(mem, ("t1", "我们的支付服务缓存用的是Memcached", 3), ("t2", "支付服务的缓存从Memcached迁移到了Redis", 5))
+    ctx = mem.context(user_id="u", thread_id="t1", strategy="summary", max_tokens=2000)
+    line = next(x for x in ctx.messages[0].text.splitlines() if "Memcached" in x)
+    assert "过去的情况：2026-05-01起已不成立" in line, line

@@ -597,6 +597,7 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
     from ..layers.attributes import attribute_values
     from ..layers.names import SELF_KEY
     from ..layers.notes import settled_by_profile
+    from ..layers.summary import entities_of
 
     records = memory.store.records
     user = memory.scope(user_id)
@@ -660,7 +661,8 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
     for thread in threads:
         for r in records.current(memory.scope(user_id, thread), "summary"):
             # as the summary shows them: a change said in a later thread ends a note (``settled_by_profile``)
-            for note in settled_by_profile(r.value.get("items", []), profile, r.value.get("lang", "en"), names):
+            items = r.value.get("items", [])
+            for note in settled_by_profile(items, profile, r.value.get("lang", "en"), names, entities_of(memory.store, user, items)):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
                 status = "past" if note.get("superseded_at") or note.get("past") else "current"

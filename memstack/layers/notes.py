@@ -25,7 +25,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..llm.extract import trivial
@@ -206,7 +206,11 @@ def _same(ended: dict[str, Any], old: dict[str, Any]) -> bool:
 
 
 def settled_by_profile(
-    items: Sequence[dict[str, Any]], attributes: dict[str, Any], lang: str, self_names: Sequence[str] = ()
+    items: Sequence[dict[str, Any]],
+    attributes: dict[str, Any],
+    lang: str,
+    self_names: Sequence[str] = (),
+    others: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """``items`` with each current note about the user that the user's profile (``attributes``: the
     user entity's, written by every thread) says has ended since the note was written marked past,
@@ -215,22 +219,20 @@ def settled_by_profile(
     when the profile still holds its value, knows nothing of its predicate, or ended the value
     before the note was written (the note is then the newer word). A note about the user is one
     whose subject is 用户/User or one of ``self_names`` (the user entity's name and aliases: "王磊
-    住在上海" of "我叫王磊，住在上海"). The notes are not rewritten."""
-    if not attributes:
-        return list(items)
-    settled = settled_attributes(attributes)
+    住在上海" of "我叫王磊，住在上海"). A note about something else is settled the same way by that
+    entity's attributes, ``others`` (its normalised subject -> attributes: "订单服务 使用 MySQL"
+    by 订单服务's, after "数据库从MySQL迁移到了TiDB" in another thread). The notes are not rewritten."""
     mine = {normalize(n) for n in self_names if normalize(n)}
+    groups = {"user": settled_attributes(attributes) if attributes else {}}
+    groups.update({normalize(k): settled_attributes(v) for k, v in (others or {}).items() if v and normalize(k) not in groups})
+    if not any(groups.values()):
+        return list(items)
     out = []
     for item in items:
         group = None
-        if (
-            item.get("predicate")
-            and item.get("object")
-            and not item.get("superseded_at")
-            and not item.get("past")
-            and (_subject(item) == "user" or _subject(item) in mine)
-        ):
-            group = settled.get(normalize(canonical(item["predicate"])))
+        subject = "user" if _subject(item) in mine else _subject(item)
+        if item.get("predicate") and item.get("object") and not item.get("superseded_at") and not item.get("past"):
+            group = groups.get(subject, {}).get(normalize(canonical(item["predicate"])))
         if group is None:
             out.append(item)
             continue
@@ -247,6 +249,7 @@ def settled_by_profile(
             continue
         until = str(ended[-1]["until"])
         shown = ("、" if lang == "zh" else ", ").join(str(v["value"]) for v in now)
-        by = (f"用户{key}{shown}" if lang == "zh" else f"the user {key} {shown}") if shown else ""
+        owner = ("用户" if lang == "zh" else "the user") if subject == "user" else str(item["subject"]).strip()
+        by = (f"{owner}{key}{shown}" if lang == "zh" else f"{owner} {key} {shown}") if shown else ""
         out.append({**item, "superseded_at": until, "superseded_by": by})
     return out

@@ -12,16 +12,17 @@ profile (``notes.settled_by_profile``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..budget import trim
 from ..tokens import TokenCounter, get_counter
-from ..types import Dropped, Message, Section
+from ..types import Dropped, Message, Scope, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest, current_records, dropped_between
-from .names import SELF_KEY
+from .names import SELF_KEY, entity_key
 from .notes import settled_by_profile
 
 TITLES = {"zh": "对话摘要（较早的对话，按日期，最新在前）", "en": "Summary of the earlier conversation (by date, newest first)"}
@@ -61,7 +62,8 @@ class Summary:
         notes = value.get("items", [])
         if any(i.get("predicate") and not i.get("superseded_at") for i in notes):  # else no note the profile could end
             attributes, names = _profile(self.store, request)
-            notes = settled_by_profile(notes, attributes, value.get("lang", "en"), names)
+            others = entities_of(self.store, request.scope.user(), notes)
+            notes = settled_by_profile(notes, attributes, value.get("lang", "en"), names, others)
         items = [i for i in notes if not i.get("source_ids") or not set(i["source_ids"]) <= shown]
         budget = None if request.budget is None else int(request.budget * self.share)
         text, left = render_notes(items, value.get("lang", "en"), budget, request.counter)
@@ -91,6 +93,17 @@ def _profile(store: Any, request: ReadRequest) -> tuple[dict[str, Any], list[str
         return {}, []
     v = found[0].value
     return dict(v.get("attributes") or {}), [str(n) for n in [v.get("name", ""), *v.get("aliases", [])] if n]
+
+
+def entities_of(store: Any, user: Scope, notes: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The attributes of each entity other than the user that a current note is about (its subject
+    -> attributes, as every thread has written them), for ``settled_by_profile``."""
+    subjects = {str(n["subject"]): entity_key(str(n["subject"])) for n in notes if n.get("subject") and not n.get("superseded_at")}
+    keys = sorted({k for k in subjects.values() if k != SELF_KEY})
+    if not keys:
+        return {}
+    found = {r.key: dict(r.value.get("attributes") or {}) for r in current_records(store, user, "entity", keys)}
+    return {subject: found[key] for subject, key in subjects.items() if key in found}
 
 
 def render_notes(items: list[dict[str, Any]], lang: str, budget: int | None, counter: TokenCounter) -> tuple[str, list[dict[str, Any]]]:
