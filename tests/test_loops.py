@@ -127,6 +127,8 @@ def test_a_statement_field_cannot_run_on_past_a_phrase():
     assert not re.match(STATEMENT_PATTERN, ran_on)
     assert not re.match(STATEMENT_PATTERN, "用户|喜欢|" + "很长的东西" * 25)  # an object past 100 characters
     assert not re.match(STATEMENT_PATTERN, "用户|做|贝果|人物")  # the subject's type is no longer written
+    # a real answer on a mixed batch: Chinese quotes stood in for closing the string, two statements in one
+    assert not re.match(STATEMENT_PATTERN, "用户|也换工作了，不再做数据分析了”，“用户|works as a nurse there")
 
 
 def test_a_fan_of_predicates_onto_one_object_is_dropped():

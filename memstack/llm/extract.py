@@ -84,8 +84,10 @@ class Statement(BaseModel):
 #: cut at its first repeat (``llm.loops``). Fields hold no "|", quote, backslash, newline,
 #: bracket, brace or "。": a statement is a phrase, and a model that tries to close the list early
 #: ("做贝果|用户类型']}。这些信息是……", a real answer) would otherwise go on inside a field until its
-#: length runs out.
-_FIELD = r'[^|"\\\n\[\]{}。]'
+#: length runs out. Nor Chinese quotes: a model kept from closing its string writes them instead
+#: and runs several statements into one ("…不再做数据分析了”，“用户|works as a nurse there", a
+#: real answer on a mixed Chinese and English batch).
+_FIELD = r'[^|"\\\n\[\]{}。“”]'
 STATEMENT_PATTERN = rf"^{_FIELD}{{1,80}}\|{_FIELD}{{1,60}}\|{_FIELD}{{1,100}}$"
 
 
