@@ -294,6 +294,7 @@ def test_a_stored_value_reads_as_negated_planned_or_past_from_its_own_words():
     assert item_status("current", "不再做", "数据分析") == "negated"
     assert item_status("current", "饮食", "不吃香菜") == "negated"
     assert item_status("current", "quit", "smoking") == "negated"
+    assert item_status("current", "doesn't eat", "meat") == "negated"  # "doesn t" once punctuation is a space
     assert item_status("current", "打算", "去日本读研") == "plan"
     assert item_status("current", "is thinking about", "a dog") == "plan"
     assert item_status("current", "以前住在", "上海") == "past"

@@ -244,6 +244,47 @@ def test_a_cessation_ends_what_was_said_as_a_part_of_the_value_it_ends(tmp_path)
     assert relations["蛙泳"].startswith("2026-10-17") and relations["游泳馆的年卡"].startswith("2026-10-17") and not relations["滨江"]
 
 
+@pytest.mark.parametrize(
+    ("said_text", "predicate", "value", "ended"),
+    [
+        ("我上个月戒烟了。", "抽", "中华香烟", True),  # a kind of what was ended: the head of the word
+        ("我现在不打球了。", "打", "羽毛球", True),
+        ("我现在不打球了。", "看", "羽毛球", False),  # another verb said with it: not what ended
+        ("我戒酒了，不过黄酒做菜还用。", "用", "黄酒", False),  # a kind named beside the cessation
+        ("我现在不打球了。", "打", "球拍", False),  # not a kind of 球
+    ],
+)
+def test_a_one_character_thing_ended_ends_its_kinds(said_text, predicate, value, ended):
+    (c,) = cessations([user(said_text)])
+    assert ends_value(c, predicate, value) is ended
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        (st("User", "next to", "library"), None),
+        (st("User", "beside", "the library"), None),
+        (st("User", "near", "library"), "the predicate is no verb or relation"),
+        (st("User", "everything", "ready"), "the predicate is no verb or relation"),
+        (st("User", "never", "swim"), "the predicate is only a negation, not a relation"),
+        (st("用户", "不再", "游泳"), "the predicate is only a negation, not a relation"),
+        (st("User", "swims", "every morning"), "the object is a time or a frequency, not a value"),
+        (st("用户", "游泳", "每天"), "the object is a time or a frequency, not a value"),
+        (st("用户", "游泳时间", "每天"), None),  # a predicate that names a time takes one
+        (st("User", "swims at", "the YMCA"), None),
+    ],
+)
+def test_a_statement_with_no_relation_or_no_value_is_dropped(statement, reason):
+    words = [
+        user(
+            "I live next to the library, beside the library. Everything is ready. I never swim. "
+            "I swim every morning at the YMCA. 我不再游泳了。我每天游泳，游泳时间每天。"
+        )
+    ]
+    shaped = shape(statement, words)
+    assert (shaped.reason if isinstance(shaped, Rejected) else None) == reason
+
+
 def test_a_thing_sold_is_no_longer_the_users(tmp_path):
     mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "骑", "捷安特自行车")), statements()])
     said(mem, (["我上下班骑一辆捷安特自行车。", "好的"], T0), (["捷安特自行车卖给了我同事。", "好的"], T0 + timedelta(days=40)))

@@ -235,6 +235,12 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     p = normalize(s.predicate)
     if _TIME_ONLY.fullmatch(p):
         return Rejected(s, "the predicate is a time word, not a relation")
+    if _NEGATION_ONLY.fullmatch(p):
+        return Rejected(s, "the predicate is only a negation, not a relation")  # "User|no longer|drive"
+    if _NO_RELATION.fullmatch(p):
+        return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
+    if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
+        return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
     said = _said_predicate(s, messages)
     if isinstance(said, Rejected):
         return said
@@ -262,6 +268,15 @@ _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!
 _ADVERB_OBJECT = re.compile(
     r"now|currently|then|still|already|though|anymore|any more|again|too|also|现在|目前|如今|已经|还|也|又|仍然|依然|了"
 )
+#: predicates that are only a negation: the verb they negate is missing
+_NEGATION_ONLY = re.compile(r"no longer|not|never|don't|doesn't|didn't|no|不再|已经不|再也不|不|没有|没|别", re.IGNORECASE)
+#: predicates that name no relation: a preposition or a pronoun alone ("a coffee shop near the
+#: university" gave "User|near|university"; "nothing is decided" gave "User|nothing|decided")
+_NO_RELATION = re.compile(
+    r"near|at|in|on|to|with|for|from|by|of|about|into|nothing|something|anything|everything|it|this|that|there|here", re.IGNORECASE
+)
+#: predicates whose value may be a time or a frequency ("健身频率=每周三次", "birthday")
+_TIMELY = re.compile(r"时间|日期|频率|次数|多久|几点|生日|time|date|when|often|frequen|schedule|since|until|birthday|day", re.IGNORECASE)
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
 _TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
@@ -1062,6 +1077,12 @@ def ends_value(c: Cessation, predicate: str, value: str) -> bool:
     phrase = normalize(c.phrase)
     if p and phrase.startswith(p) and len(phrase) > len(p) and len(o) >= 2 and (v.startswith(o) or o.startswith(v)):
         return True  # "不做推荐了" for "做=推荐系统": the same verb, the name said short
+    if len(o) == 1 and 2 <= len(v) <= 6 and v.endswith(o) and v not in normalize(c.quote):
+        # a kind of the one-character thing ended ("戒酒" ends 喝=精酿啤酒, "不再打球" 打=篮球: the head
+        # of a Chinese word is its end), under the verb said with it when one was ("看=篮球" stays);
+        # a kind named beside the cessation is said apart from it ("戒酒了，不过啤酒偶尔还喝")
+        verb = phrase[: -len(o)] if phrase.endswith(o) else phrase
+        return not verb or bool(p) and (p in verb or verb in p)
     # "抽烟=每天早上" for 戒烟: the predicate is a verb and the ended object
     return len(p) <= len(o) + 2 and p.endswith(o) and p != o
 
