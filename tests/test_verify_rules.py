@@ -222,6 +222,36 @@ def test_what_goes_with_an_ended_value_is_said_as_a_part_of_it(sentence, ended, 
     assert goes_with(sentence, ended, value) is goes
 
 
+@pytest.mark.parametrize(
+    ("sentence", "ended", "value", "role", "goes"),
+    [
+        ("我在仁济医院当药剂师，干了五年。", "仁济", "药剂师", True, True),  # a job ended: the role held there
+        ("I work at Mercy Hospital as a pharmacist.", "mercy hospital", "pharmacist", True, True),
+        ("我在仁济医院当药剂师，干了五年。", "仁济", "药剂师", False, False),  # a move, a sale: not a job ended
+        ("我在仁济医院附近开了一家花店。", "仁济", "花店", True, False),  # not a role held there
+        ("我在上海当药剂师。", "药剂师", "上海", True, False),  # said before it
+    ],
+)
+def test_a_job_ended_ends_the_role_held_there(sentence, ended, value, role, goes):
+    assert goes_with(sentence, ended, value, role=role) is goes
+
+
+def test_resigning_ends_the_role_held_at_the_place_and_the_name_introduced_is_the_user(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("陈嘉怡", "人物", "是", "药剂师")), statements(("用户", "人物", "辞职", "仁济"), ("用户", "人物", "做", "销售"))],
+    )
+    said(
+        mem,
+        (["我是陈嘉怡，在仁济医院当药剂师。", "好的"], T0),
+        (["我从仁济辞职了，现在在一家药企做销售。", "祝顺利"], T0 + timedelta(days=60)),
+    )
+    attributes = me(mem)  # "我是陈嘉怡，…": the name stands alone, so 陈嘉怡 is the user
+    assert values(attributes["是"]) == ([], ["药剂师"])
+    assert values(attributes["做"]) == (["销售"], [])
+
+
 def test_a_cessation_ends_what_was_said_as_a_part_of_the_value_it_ends(tmp_path):
     mem = memory(
         tmp_path,
@@ -272,6 +302,7 @@ def test_a_one_character_thing_ended_ends_its_kinds(said_text, predicate, value,
         (st("用户", "游泳", "每天"), "the object is a time or a frequency, not a value"),
         (st("用户", "游泳时间", "每天"), None),  # a predicate that names a time takes one
         (st("User", "swims at", "the YMCA"), None),
+        (st("User", "doesn't swim in", "either"), "the object is a time word, not a value"),
     ],
 )
 def test_a_statement_with_no_relation_or_no_value_is_dropped(statement, reason):
@@ -555,3 +586,18 @@ def test_a_subject_that_is_a_clause_or_an_object_that_is_a_pronoun_is_no_fact():
     assert isinstance(shape(st("行，我挺满意的", "是", "我"), [user("行，我挺满意的。")]), Rejected)
     assert isinstance(shape(st("用户", "喜欢", "它"), [user("我挺喜欢它的。")]), Rejected)
     assert isinstance(shape(st("用户", "养", "猫"), [user("我养了一只猫。")]), list)
+
+
+@pytest.mark.parametrize(
+    ("said_text", "names"),
+    [
+        ("我是陈嘉怡，在仁济医院当药剂师。", ["陈嘉怡"]),
+        ("你好，我是王磊。", ["王磊"]),
+        ("我是药剂师，在仁济医院上班。", []),  # no name
+        ("我是李老师的学生。", []),  # the name does not stand alone: someone else
+    ],
+)
+def test_a_name_right_after_wo_shi_standing_alone_introduces_the_user(said_text, names):
+    from memstack.layers.names import self_introduced
+
+    assert self_introduced([user(said_text)], [], subjects=["陈嘉怡", "王磊", "李老师"]) == names

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from ..llm.grounding import normalize
+from ..text import person_names
 from ..types import Message, Record
 
 #: relation names that say two names are one entity: kept as relations, traversed at no hop cost
@@ -148,9 +149,27 @@ def self_introduced(messages: Sequence[Message], names: Sequence[str], *, subjec
             said = match.group(1).strip()
             if normalize(said) in own and said not in out:
                 out.append(said)
+        for said in _zh_i_am(m.text):  # "我是林思远，在协和医院当护士": the same, in Chinese
+            if normalize(said) in own and said not in out:
+                out.append(said)
     return out
 
 
+def _zh_i_am(text: str) -> list[str]:
+    """The person's name right after a sentence's "我是" that stands alone before a punctuation mark
+    or the end ("我是林思远，在…", "我是王磊。"; not "我是李老师的学生", not "我是护士"), as jieba's
+    tagger reads names (``text.person_names``)."""
+    out = []
+    for match in _ZH_I_AM.finditer(text):
+        at = match.end()
+        for start, end, name in person_names(text[at : at + 6]):
+            rest = text[at + end : at + end + 1]
+            if start == 0 and (not rest or rest in "，,。.！!；;、 "):
+                out.append(name)
+    return out
+
+
+_ZH_I_AM = re.compile(r"(?:^|(?<=[，,。.！!？?；;\s]))我是")
 #: "I'm Daniel." / "I am Sarah Chen," at a sentence's start: a name that stands alone after it
 _I_AM_NAME = re.compile(r"(?:^|(?<=[.!?])\s+)(?:I'm|I am|I’m)\s+([A-Z][a-z]+(?: [A-Z][a-z]+)?)\s*(?=[.,!;]|$)")
 

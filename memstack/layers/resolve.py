@@ -20,7 +20,7 @@ from ..types import Change, Message, Record, Scope
 from .attributes import attribute_values, later, stored, update_attribute
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
 from .supersede import canonical, instant, replaced_items, said_as_old, says_change
-from .verify import cessations, ends_value, goes_with
+from .verify import RESIGNED, cessations, ends_value, goes_with
 
 # ---- entities ----------------------------------------------------------------------------
 
@@ -207,15 +207,21 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
     relations.update({c.key: c for c in pending if c.kind == "relation" and c.value is not None})
     for c in ended:
         parts = _end(c, batch, entities, relations, changes, lambda name, value, evidence, c=c: ends_value(c, name, value))
-        # what was said as a part of an ended value, in its sentence, ends with it (goes_with)
+        # what was said as a part of an ended value, or of the thing the words end, in its sentence
+        # (not the cessation's own sentence), ends with it (goes_with)
+        role = bool(RESIGNED.search(c.quote))
         _end(
             c,
             batch,
             entities,
             relations,
             changes,
-            lambda name, value, evidence, parts=parts: any(
-                normalize(evidence) == normalize(said) and goes_with(said, old, value) for said, old in parts
+            lambda name, value, evidence, parts=parts, c=c, role=role: (
+                normalize(evidence) != normalize(c.quote)
+                and (
+                    goes_with(evidence, c.object, value, role=role)
+                    or any(normalize(evidence) == normalize(said) and goes_with(said, old, value, role=role) for said, old in parts)
+                )
             ),
         )
     return list(changes.values())

@@ -266,7 +266,7 @@ _PRONOUN_ONLY = re.compile(r"我|你|您|他|她|它|我们|你们|他们|她们
 _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!法|事|客|人|户|品|意|具|途|处)[\u3400-\u9fffA-Za-z0-9]{2}")
 #: objects that are only an adverb of time or aspect ("User|drink water|now")
 _ADVERB_OBJECT = re.compile(
-    r"now|currently|then|still|already|though|anymore|any more|again|too|also|现在|目前|如今|已经|还|也|又|仍然|依然|了"
+    r"now|currently|then|still|already|though|anymore|any more|again|too|also|either|as well|现在|目前|如今|已经|还|也|又|仍然|依然|了"
 )
 #: predicates that are only a negation: the verb they negate is missing
 _NEGATION_ONLY = re.compile(r"no longer|not|never|don't|doesn't|didn't|no|不再|已经不|再也不|不|没有|没|别", re.IGNORECASE)
@@ -908,9 +908,9 @@ _TIME_ANYWHERE = re.compile(
 )
 #: a thing disposed of, named before the verb ("卡罗拉卖给了我表弟", "把卡罗拉卖了")
 _DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
-#: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y"
+#: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y", "从协和辞职了"
 _FROM_ZH = re.compile(
-    r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到)"
+    r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到|辞职|离职|辞了职|离了职)"
 )
 _SWAP_ZH = re.compile(r"把([^，。！？；把]{1,30}?)(?:全部|都|也)?(?:换成|换为|改成|改为|迁移到|迁到|替换成|替换为|切换到|升级到|升级成)")
 _FROM_EN = re.compile(
@@ -1106,25 +1106,37 @@ _HOW = re.compile(
 )
 
 
-def goes_with(sentence: str, ended: str, value: str) -> bool:
+def goes_with(sentence: str, ended: str, value: str, *, role: bool = False) -> bool:
     """Whether ``value`` was said as a part of ``ended`` and ends with it: in ``sentence``, the
     sentence that said ``ended``, ``value`` is in a later clause, and each clause from the one after
     ``ended``'s up to ``value``'s opens with how often or how mostly and names no one
     ("我是健身房的会员，每周去三次，主要练力量": 已经不去健身房了 ends 练=力量 and 每周去三次). A
     clause with a subject or a setting of its own ("…，我住在浦东", "…，住在浦东") is another fact
-    and stays; so does anything said before ``ended`` or in its own clause."""
+    and stays; so does anything said before ``ended``. With ``role`` (the words ended a job: 辞职,
+    离职, resigned, quit), the role held there, said in ``ended``'s clause right after it, ends too
+    ("在协和医院当护士", "at Mercy Hospital as a nurse")."""
     text, e, v = normalize(sentence), normalize(ended), normalize(value)
     if not e or not v or e == v:
         return False
     clauses = [c.strip() for c in _CLAUSE.split(text)]
     first = next((i for i, c in enumerate(clauses) if e in c), None)
     last = next((i for i, c in enumerate(clauses) if v in c or _within(v, c)), None)
-    if first is None or last is None or last <= first:
+    if first is None or last is None or last < first:
         return False
+    if last == first:
+        clause = clauses[first]
+        between = clause[clause.find(e) + len(e) : clause.find(v)] if clause.find(v) > clause.find(e) else None
+        return role and between is not None and bool(_ROLE_AT.fullmatch(between.strip()))
     return all(
         _HOW.match(c) and not _SELF.search(c) and not _OTHER_PERSON.search(c) and not re.search(r"住|在|\b(?:at|in|live)\b", c)
         for c in clauses[first + 1 : last + 1]
     )
+
+
+#: the words between a workplace and the role held there: "医院当", "公司做", "as a", "working as"
+_ROLE_AT = re.compile(r"[\u3400-\u9fff]{0,4}?(?:当|做|担任|任|干)(?:一名|一个|了)?|(?:working |employed )?as(?: an?| the)?", re.IGNORECASE)
+#: words that end a job: the role held at the place ends with it
+RESIGNED = re.compile(r"辞职|离职|辞掉|辞去|辞了|\b(?:resigned|quit)\b", re.IGNORECASE)
 
 
 def _within(value: str, clause: str) -> bool:
