@@ -234,3 +234,27 @@ def test_a_question_about_what_the_assistant_said_gets_the_turns_not_the_users_f
     assert "12块的素面" in system(asked) and not [k for k in asked.sections if k in ("memory:entities", "memory:graph")]
     mine = mem.context(user_id="u", thread_id="t2", query="我的面馆开在哪个城市？", max_tokens=1000)
     assert "memory:entities" in mine.sections
+
+
+def test_a_question_about_now_gets_no_value_that_ended_with_nothing_in_its_place(tmp_path):
+    # "练=（目前未知；此前：力量）" was read as the answer to "我现在怎么锻炼？" (the fact set, local model)
+    mem = memory(
+        tmp_path,
+        ["entities", "graph"],
+        [out(("用户", "人物", "办", "攀岩馆的年卡"), ("用户", "人物", "练", "抱石"), ("用户", "人物", "住在", "苏州")), out()],
+    )
+    said(
+        mem,
+        (["我办了攀岩馆的年卡，主要练抱石。我住在苏州。", "好的"], T0),
+        (["我已经不去攀岩馆了，改成在小区里游泳。", "也不错"], T0 + timedelta(days=30)),
+    )
+
+    def facts(query):
+        ctx = mem.context(user_id="u", thread_id="t2", strategy="entities,graph", query=query, max_tokens=1000)
+        return system(ctx)
+
+    now = facts("我现在怎么锻炼？")
+    assert "抱石" not in now and "攀岩馆" not in now
+    assert "住在=苏州" in facts("我现在住在哪里？")  # a current value stays
+    still = facts("我还在练抱石吗？")  # whether it still holds: the ended value answers it
+    assert "抱石" in still and "已不成立" in still

@@ -38,6 +38,7 @@ from .relevance import (
     IDENTITY_KEY_CHARS,
     asks_about_before,
     asks_about_change,
+    asks_about_now_only,
     asks_for_a_day,
     asks_own_name,
     asks_what_you_said,
@@ -265,7 +266,8 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     sentence beside it and to its date (the fact set's questions: see BENCHMARKS.md). For a question
     about before only (``asks_about_before``), only those with a past value: a value that is only
     current answers nothing there and was answered instead. The retrieval section holds what the
-    question needs of the rest."""
+    question needs of the rest. For a question about now only (``asks_about_now_only``), only
+    those with a current value."""
     terms = query_terms(query)
 
     def shared(key: str, attribute: Any) -> int:
@@ -288,6 +290,10 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
         # "我以前在哪家公司做前端？" beside "工作单位=美团" (its earlier value never stored): the small
         # model answered the current value; the retrieval section holds the earlier words
         keys = [k for k in keys if attribute_values(attributes[k])[1]]
+    elif asks_about_now_only(query):
+        # "我现在怎么锻炼？" beside "练=（目前未知；此前：力量）": the small model answered 力量; a value
+        # that ended with nothing known in its place says nothing about now (the turns may)
+        keys = [k for k in keys if attribute_values(attributes[k])[0]]
     return {k: attributes[k] for k in keys}
 
 

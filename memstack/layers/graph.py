@@ -31,7 +31,7 @@ from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
 from .names import names_of
-from .relevance import IDENTITY, asks_about_change, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
+from .relevance import IDENTITY, asks_about_change, asks_about_now_only, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
@@ -108,7 +108,8 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
     ended), and the relations that lead to them. The user's other relations ("用户
     —计划→ 聚会" for "我表姐的婚礼是哪一天？") drew the small model to their sentences and dates;
     the retrieval section holds what the question needs of them (``entities.relevant_attributes``
-    decides the same for the profile)."""
+    decides the same for the profile). For a question about now only, a past relation stays only
+    beside a current one of the same source and relation."""
     if named or not found:
         return found
     # a superseded relation's successors: the same source's relations said the day it ended
@@ -138,6 +139,15 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
         or any(IDENTITY.search(x) for x in (str(r.value.get("relation", "")), canonical(str(r.value.get("relation", "")))))
         or mentions_terms(query, f"{r.value.get('source', '')} {r.value.get('relation', '')} {r.value.get('target', '')}")
     }
+    if asks_about_now_only(query):
+        # a relation that ended with nothing current in its place says nothing about now ("用户 —练→
+        # 力量（此前…已不成立）" was read as the answer to "我现在怎么锻炼？"; see ``entities``)
+        held = {(r.value.get("source_key"), canonical(str(r.value.get("relation", "")))) for r in found if not past(r)}
+        keep = {
+            r.id
+            for r in found
+            if r.id in keep and (not past(r) or (r.value.get("source_key"), canonical(str(r.value.get("relation", "")))) in held)
+        }
     ends = {k for r in found if r.id in keep for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
     while True:  # the paths from the user to what is kept
         more = [r for r in found if r.id not in keep and {r.value.get("source_key"), r.value.get("target_key")} & ends]

@@ -42,6 +42,17 @@ def asks_about_change(query: str) -> bool:
     return bool(_NOW_OR_BEFORE.search(query))
 
 
+_STILL = re.compile(_STILL_WORDS, re.IGNORECASE)
+
+
+def asks_about_now_only(query: str) -> bool:
+    """Whether the question asks how things stand now, and not whether something still holds or
+    how it stood before ("我现在怎么锻炼？", "Where do I live now?"; not "我还去健身房吗？"): a value
+    that ended with nothing known in its place answers nothing there, and the small model read
+    "练=（目前未知；此前：力量）" as the answer (the fact set's "我现在怎么锻炼？")."""
+    return bool(_NOW.search(query)) and not _BEFORE.search(query) and not _STILL.search(query)
+
+
 _DAY = re.compile(
     r"哪一天|哪天|哪一日|几月几[号日]|几号|什么日子|哪个日期|什么日期|具体日期|\b(?:what|which) (?:day|date)\b|\bon what date\b|\bwhen exactly\b",
     re.IGNORECASE,
