@@ -588,6 +588,20 @@ def test_a_subject_that_is_a_clause_or_an_object_that_is_a_pronoun_is_no_fact():
     assert isinstance(shape(st("用户", "养", "猫"), [user("我养了一只猫。")]), list)
 
 
+def test_a_role_said_again_after_resigning_stays(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("用户", "人物", "做", "药剂师")), statements(("用户", "人物", "辞职", "仁济"))],
+    )
+    said(
+        mem,
+        (["我在仁济医院做药剂师。", "好的"], T0),
+        (["我从仁济辞职了。", "祝顺利", "下个月去社区医院，还是做药剂师。", "挺好"], T0 + timedelta(days=60)),
+    )
+    assert values(me(mem)["做"]) == (["药剂师"], [])
+
+
 @pytest.mark.parametrize(
     ("said_text", "names"),
     [

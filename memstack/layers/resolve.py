@@ -210,14 +210,18 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
         # what was said as a part of an ended value, or of the thing the words end, in its sentence
         # (not the cessation's own sentence), ends with it (goes_with)
         role = bool(RESIGNED.search(c.quote))
+        # an inference, so a value the batch's user says again after the cessation stays ("从字节辞职了",
+        # then "下周一入职美团，还是做前端": 前端开发 said at 字节 is still the job)
+        again = [m.text for m in batch.messages if m.role == "user" and m.timestamp > c.message.timestamp]
         _end(
             c,
             batch,
             entities,
             relations,
             changes,
-            lambda name, value, evidence, parts=parts, c=c, role=role: (
+            lambda name, value, evidence, parts=parts, c=c, role=role, again=again: (
                 normalize(evidence) != normalize(c.quote)
+                and not any(overlap(value, text) >= 0.5 for text in again)
                 and (
                     goes_with(evidence, c.object, value, role=role)
                     or any(normalize(evidence) == normalize(said) and goes_with(said, old, value, role=role) for said, old in parts)
