@@ -121,11 +121,16 @@ def supersedes(new: dict[str, Any], old: dict[str, Any], said: str = "") -> bool
     return bool(superseded(new, [old], said))
 
 
+def _same_slot(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same subject and canonical predicate."""
+    if not (a.get("subject") and b.get("subject")) or _subject(a) != _subject(b):
+        return False
+    return canonical(a.get("predicate", "")) == canonical(b.get("predicate", ""))
+
+
 def _rival(new: dict[str, Any], old: dict[str, Any]) -> bool:
     """Same subject and canonical predicate, another object (not a refinement: "上海" / "上海浦东")."""
-    if not (new.get("subject") and old.get("subject")) or _subject(new) != _subject(old):
-        return False
-    if canonical(new.get("predicate", "")) != canonical(old.get("predicate", "")):
+    if not _same_slot(new, old):
         return False
     a, b = normalize(new.get("object", "")), normalize(old.get("object", ""))
     return bool(a and b) and a not in b and b not in a
@@ -197,9 +202,7 @@ def end_ceased(items: Sequence[dict[str, Any]], messages: Sequence[Message]) -> 
 def _same(ended: dict[str, Any], old: dict[str, Any]) -> bool:
     """``old`` says the value ``ended`` says has ended: same subject and canonical predicate, the same
     object or one within the other ("数据分析" / "数据分析师")."""
-    if not (ended.get("subject") and old.get("subject")) or _subject(ended) != _subject(old):
-        return False
-    if canonical(ended.get("predicate", "")) != canonical(old.get("predicate", "")):
+    if not _same_slot(ended, old):
         return False
     a, b = normalize(ended.get("object", "")), normalize(old.get("object", ""))
     return bool(a and b) and (a in b or b in a)
