@@ -95,6 +95,22 @@ def test_an_older_statement_applied_later_does_not_make_the_old_city_current(tmp
     assert "住在=深圳" in lisi and "此前：上海" in lisi
 
 
+def test_a_city_and_its_district_said_together_are_both_current(tmp_path):
+    # "搬到杭州了，现在住在西湖区": 西湖区 replaced 杭州, and "我现在住在哪个城市？" got only the district
+    mem = memory(
+        tmp_path,
+        ["entities", "graph"],
+        [out(("李四", "人物", "住在", "成都")), out(("李四", "人物", "搬到", "杭州"), ("李四", "人物", "住在", "西湖区"))],
+    )
+    add(mem, turns(("李四住在成都。", D1)), turns(("李四从成都搬到杭州了，现在住在西湖区。", D2)))
+    text = context(mem, "entities,graph", "李四现在住在哪个城市？")
+    graph = section(text, "相关的事实")
+    assert current(line_of(graph, "李四", "杭州")) and current(line_of(graph, "李四", "西湖区"))
+    assert not current(line_of(graph, "李四", "→ 成都"))
+    lisi = line_of(section(text, "已知的实体"), "李四")
+    assert "住在=杭州（" in lisi and "、西湖区（" in lisi and "此前：成都" in lisi
+
+
 def test_in_english_the_newer_city_is_current_in_both_sections(tmp_path):
     mem = memory(
         tmp_path,
@@ -306,6 +322,21 @@ def test_each_fact_line_carries_its_date_and_a_short_quote_in_english(tmp_path):
     assert "last month (2026-02)" in quote  # a relative date in a quote carries its calendar date
     assert "2026-03-01" in fact and "Atlas" in quote and len(re.sub(r" \(.*?\)", "", quote).strip("…").split()) <= 12
     assert line_of(section(text, "Known entities"), "Dana").startswith('- Dana (person, said 2026-03-01): leads=the Atlas project ("')
+
+
+def test_a_facts_quote_is_the_clause_that_names_its_value_not_the_sentence(tmp_path):
+    # the rest of the sentence states other facts, which go stale on their own: beside the current
+    # 计划=装修, the whole sentence said the old style (北欧风) again, and the model answered with it
+    mem = memory(tmp_path, ["entities", "graph"], [out(("用户", "人物", "计划", "装修"))])
+    add(mem, turns(("我家准备装修，预算二十万，想要北欧风。", D1)))
+    text = context(mem, "entities,graph", "我想要什么装修风格？")
+    assert "“我家准备装修…”" in text and "北欧风" not in text
+    from memstack.layers.base import short_quote
+
+    assert short_quote("如果明年能升职，我就买一辆车。", "车") == "如果明年能升职，我就买一辆车"  # its condition kept
+    assert short_quote("I moved to Qingdao last month, and my wife stayed in Beijing.", "Qingdao") == "I moved to Qingdao last month…"
+    assert short_quote("我叫王磊，住在上海，在招商银行做数据分析师。", "招商银行") == "…在招商银行做数据分析师"
+    assert short_quote("我叫王磊，住在上海。", "深圳") == "我叫王磊，住在上海"  # no clause names it: what fits
 
 
 def test_a_short_budget_drops_the_quotes_before_the_facts(tmp_path):

@@ -187,24 +187,39 @@ def dated_quote(text: str, anchor: str, said: str | datetime | None, lang: str) 
 
 def short_quote(text: str, anchor: str = "") -> str:
     """At most ``QUOTE_CHARS`` characters of Chinese (a Latin word counts two) or ``QUOTE_WORDS``
-    words of other text, of ``text``: the clause that holds ``anchor`` (the value the fact states)
-    and the clauses before it that fit, "…" where cut."""
+    words of other text, of ``text``: the clause that holds ``anchor`` (the value the fact states),
+    "…" where cut.
+
+    Decision: only that clause (and a condition before it: "如果…，", "if …,"), not the whole
+    sentence even where it would fit. The clauses beside it state other facts, and they go stale
+    on their own: beside the current 计划=装修, "我家准备装修，预算二十万，想要北欧风" said the
+    old style again, in the entities and again in the graph, and the model answered with it.
+    Without the anchor in any clause, the first clauses that fit."""
     text = " ".join((text or "").split()).strip().rstrip("。.！!；;，, ")
     if not text:
         return ""
     cjk = sum(1 for c in text if "\u3400" <= c <= "\u9fff")
+    clauses = re.findall(r"[^，,；;。！!？?]+[，,；;。！!？?]?", text)
+    at = _clause_of(clauses, anchor, words=cjk * 3 < len(text))
+    if at is not None and len(clauses) > 1:
+        begin = at - 1 if at and _CONDITION.match(clauses[at - 1].strip()) else at
+        piece = "".join(clauses[begin : at + 1]).strip().rstrip("，,；;。！! ")
+        if len(piece) < len(text):
+            cut = short_quote(piece, anchor)
+            return (
+                ("…" if begin and not cut.startswith("…") else "") + cut + ("…" if at + 1 < len(clauses) and not cut.endswith("…") else "")
+            )
     if cjk * 3 < len(text):  # words
         words = text.split(" ")
         if len(words) <= QUOTE_WORDS:
             return text
         first = anchor.casefold().split(" ")[0] if anchor.strip() else ""
-        at = next((i for i, w in enumerate(words) if first and first in w.casefold()), 0)
-        begin = max(0, min(at - QUOTE_WORDS // 2, len(words) - QUOTE_WORDS))
+        at_word = next((i for i, w in enumerate(words) if first and first in w.casefold()), 0)
+        begin = max(0, min(at_word - QUOTE_WORDS // 2, len(words) - QUOTE_WORDS))
         return ("…" if begin else "") + " ".join(words[begin : begin + QUOTE_WORDS]) + ("…" if begin + QUOTE_WORDS < len(words) else "")
     if _width(text) <= QUOTE_CHARS:
         return text
-    clauses = re.findall(r"[^，,；;。！!？?]+[，,；;。！!？?]?", text)
-    at = next((i for i, c in enumerate(clauses) if anchor and anchor in c), 0)
+    at = at or 0
     if _width(clauses[at]) > QUOTE_CHARS:  # one long clause: the characters up to the anchor's end
         stop = clauses[at].find(anchor) + len(anchor) if anchor and anchor in clauses[at] else QUOTE_CHARS
         piece = clauses[at][:stop]
@@ -220,6 +235,22 @@ def short_quote(text: str, anchor: str = "") -> str:
         stop += 1
     piece = "".join(clauses[begin:stop]).rstrip("，,；;。！! ")
     return ("…" if begin else "") + piece + ("…" if stop < len(clauses) else "")
+
+
+#: a clause that sets a condition for the next one: kept in the quote with it
+_CONDITION = re.compile(r"(如果|要是|假如|假设|万一|除非|等到|if\b|unless\b|once\b|when\b)", re.IGNORECASE)
+
+
+def _clause_of(clauses: Sequence[str], anchor: str, *, words: bool) -> int | None:
+    """The index of the first clause that holds ``anchor`` (in text of words: its first word,
+    case-folded, at a word's start), None without one."""
+    anchor = anchor.strip()
+    if not anchor:
+        return None
+    if not words:
+        return next((i for i, c in enumerate(clauses) if anchor in c), None)
+    first = re.escape(anchor.casefold().split(" ")[0])
+    return next((i for i, c in enumerate(clauses) if re.search(rf"(?<![\w]){first}", c.casefold())), None)
 
 
 def _width(text: str) -> int:

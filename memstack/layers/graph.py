@@ -277,7 +277,12 @@ def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> l
     for (source, predicate), members in groups.items():
         members = sorted(members, key=lambda r: ((r.valid_from or r.created_at), r.created_at))
         now = [
-            {"value": str(r.value.get("target", "")), "valid_from": (r.valid_from or r.created_at).isoformat(), "id": r.id}
+            {
+                "value": str(r.value.get("target", "")),
+                "valid_from": (r.valid_from or r.created_at).isoformat(),
+                "id": r.id,
+                "evidence": str(r.value.get("evidence") or ""),
+            }
             for r in members
             if not past(r)
         ]

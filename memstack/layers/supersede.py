@@ -308,7 +308,7 @@ def replaced(
     计划) is a statement of its own: it replaces only the values its clause names."""
     others = [c for c in current if normalize(c) != normalize(new)]
     if single_valued(predicate):
-        return others
+        return [c for c in others if not one_place(c, new, sentence)]
     if not (cue or change_cue(sentence)):
         return []
     s = normalize(sentence)
@@ -327,6 +327,27 @@ def replaced(
         return []
     hit = [c for c in others if any(t in clause for t in topics for clause in _clauses_with(evidence.get(c, ""), c))]
     return hit if len(hit) == 1 else []
+
+
+#: a value that names a part of a place: a district, a county, a town
+_PART_OF_PLACE = re.compile(r"(?:区|县|镇|乡|街道|村|\bdistrict|\bcounty|\bborough)$", re.IGNORECASE)
+
+
+def one_place(a: str, b: str, sentence: str) -> bool:
+    """Whether values ``a`` and ``b`` name one place at two scales in one ``sentence`` ("从成都搬到
+    杭州了，现在住在西湖区": 杭州 and 西湖区), neither said as the old one: the one does not replace
+    the other. Decision: by the sentence and a district's suffix, not a gazetteer; without it a
+    question about the city found only the district."""
+    x, y, s = normalize(a), normalize(b), normalize(sentence)
+    return bool(
+        x
+        and y
+        and x in s
+        and y in s
+        and (_PART_OF_PLACE.search(x) or _PART_OF_PLACE.search(y))
+        and not said_as_old(a, sentence)
+        and not said_as_old(b, sentence)
+    )
 
 
 def replaced_items(
@@ -400,7 +421,8 @@ def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, A
     that was replaced before it was said (``until`` before its ``valid_from``: an older statement
     of the same batch applied after it) is current again, and of several current values (written
     under two spellings of the predicate, or so restored) the newest said is current, the others
-    past from when it was said. Other predicates' values are as stored. Returns new lists: the
+    past from when it was said, but for one that names the same place at another scale, said with
+    it (``one_place``: 杭州 beside 西湖区). Other predicates' values are as stored. Returns new lists: the
     current values oldest first, the past ones by when they ended."""
     current = [dict(c) for c in current]
     past = [dict(p) for p in past]
@@ -415,10 +437,18 @@ def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, A
     current.sort(key=lambda c: instant(c.get("valid_from")) or epoch)
     if len({normalize(str(c.get("value", ""))) for c in current}) > 1:
         newest = current[-1]
+        value = normalize(str(newest.get("value", "")))
+
+        def stays(c: dict[str, Any]) -> bool:  # one place at two scales, said together
+            return c.get("valid_from") == newest.get("valid_from") and one_place(
+                str(c.get("value", "")), str(newest.get("value", "")), str(newest.get("evidence") or "")
+            )
+
+        kept = [c for c in current[:-1] if normalize(str(c.get("value", ""))) != value and stays(c)]
         for c in current[:-1]:
-            if normalize(str(c.get("value", ""))) != normalize(str(newest.get("value", ""))):
+            if normalize(str(c.get("value", ""))) != value and c not in kept:
                 past.append({**c, "until": newest.get("valid_from") or c.get("valid_from")})
-        current = [c for c in current if normalize(str(c.get("value", ""))) == normalize(str(newest.get("value", "")))][-1:]
+        current = kept + [c for c in current if normalize(str(c.get("value", ""))) == value][-1:]
     now = {normalize(str(c.get("value", ""))) for c in current}
     past = [p for p in past if normalize(str(p.get("value", ""))) not in now]
     past.sort(key=lambda p: instant(p.get("until")) or epoch)
