@@ -615,3 +615,59 @@ def test_a_name_right_after_wo_shi_standing_alone_introduces_the_user(said_text,
     from memstack.layers.names import self_introduced
 
     assert self_introduced([user(said_text)], [], subjects=["陈嘉怡", "王磊", "李老师"]) == names
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "outcome"),
+    [
+        # the object said first, as the topic, and its verb negated after it
+        (st("用户", "去", "日本"), "日本我也不打算去了，太贵。", "rejected"),
+        (st("用户", "喝", "奶茶"), "奶茶我早就不喝了。", "past"),
+        (st("用户", "玩", "游戏"), "游戏我早就不玩了。", "past"),
+        (st("用户", "去过", "那家店"), "那家店我没去过。", "rejected"),
+        (st("User", "afford", "new car"), "We wanted a new car but we can't afford it right now.", "rejected"),
+        (st("User", "watch", "horror films"), "Horror films I never watch them, too scary.", "rejected"),
+        # said and not negated: kept as said
+        (st("用户", "喝", "咖啡"), "咖啡我每天都喝。", "current"),
+        (st("User", "afford", "new car"), "We saved for a year and now we can afford a new car.", "current"),
+    ],
+)
+def test_a_negation_after_an_object_said_first_governs_it(statement, text, outcome):
+    got = verify([statement], [user(text)])
+    if outcome == "rejected":
+        assert not got.kept and got.rejected, got
+    else:
+        assert [k.object for k in got.kept] == [statement.object] and got.kept[0].past == (outcome == "past"), got
+
+
+@pytest.mark.parametrize(
+    ("statement", "text"),
+    [
+        (st("用户", "带", "外甥"), "我妈退休了，现在天天在家带我外甥。"),  # 我 owns the object; 我妈 does it
+        (st("用户", "带", "孙子"), "爸妈身体还行，现在在家带我孙子。"),  # a kin word opens the sentence: its subject
+        (st("User", "lives in", "Leeds"), "My mate Jo lives in Leeds."),
+    ],
+)
+def test_a_relatives_deed_in_the_users_sentence_is_not_the_users(statement, text):
+    got = verify([statement], [user(text)])
+    assert not got.kept, got
+
+
+def test_a_person_spoken_of_before_is_the_subject_of_a_sentence_that_names_them():
+    text = [user("小米最近开始学游泳了，试了好几家才挑的游泳馆。")]
+    assert verify([st("用户", "学", "游泳")], text).kept  # who 小米 is, nothing says
+    got = verify([st("用户", "学", "游泳")], text, people=["小米"])
+    assert not got.kept and got.rejected[0].reason == "the words say it of 小米"
+    assert verify([st("小米", "学", "游泳")], text, people=["小米"]).kept
+
+
+def test_laughter_is_no_value():
+    got = verify([st("用户", "跑不动了", "哈哈")], [user("马拉松早就不跑了，跑不动了哈哈。")])
+    assert not got.kept and got.rejected[0].reason == "the object is an interjection, not a value"
+
+
+@pytest.mark.parametrize(("said_text", "names"), [("俺叫赵铁柱，在沈阳开出租。", ["赵铁柱"]), ("俺是刘小燕，在县城教书。", ["刘小燕"])])
+def test_an_dialect_first_person_introduces_the_user(said_text, names):
+    from memstack.layers.names import self_introduced
+
+    assert self_introduced([user(said_text)], [], subjects=names) == names

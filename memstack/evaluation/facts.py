@@ -486,12 +486,12 @@ _PREDICATE_GROUPS = [
 _NAME_PREDICATES = _PREDICATE_GROUPS[5]
 #: words that say a statement's value no longer holds or never did ("不再", "戒掉", "no longer")
 _NEGATION = re.compile(
-    r"不再|已经不|已不|再也不|不(?:吃|喝|抽|用|做|去|想|玩|跑|打|养|会|喜欢|爱|能|太能|是|看|听|要|参加|住)|没(?:有|再|去|看|吃)|戒|停止|停用|放弃|辞职|辞掉|辞去|离职|离开|退出|取消|卖掉|卖给|卖了|搬离|别再|"
+    r"不再|已经不|已不|再也不|不(?:吃|喝|抽|用|做|去|想|玩|跑|打|养|会|喜欢|爱|能|太能|是|看|听|要|参加|住)|没(?:有|再|去|看|吃)|戒|停止|停用|放弃|辞职|辞掉|辞去|离职|离开|退出|退了|退掉|取消|卖掉|卖给|卖了|搬离|别再|"
     r"\bno longer\b|\bnot\b|n't\b|\b(?:do|does|did|is|are|was|were|ca|wo|have|has|had|would|could|should)n t\b|\bnever\b|\bquit\b|\bquits\b|\bstopped\b|\bgave up\b|\bgive up\b|\bleft\b|\bsold\b|\bdislikes?\b|\bhates?\b|\bcan ?t stand\b|\bavoids?\b|\bcancell?ed\b"
 )
 _PAST = re.compile(r"以前|之前|曾经|曾|原来|过去|此前|从前|前任|\bused to\b|\bformerly\b|\bpreviously\b|\bformer\b|\bex\b|\bbefore\b")
 _PLAN = re.compile(
-    r"打算|计划|考虑|想|希望|可能|也许|如果|要去|将要|将会|预计|即将|\bplans?\b|\bplanning\b|\bthinking about\b|\bconsidering\b|\bconsider\b|\bmaybe\b|\bmight\b|\bwants?\b|\bwish\b|\bhopes?\b|\bintends?\b|\bgoing to\b|\bwill\b|\bwould like\b|\bif\b"
+    r"打算|计划|考虑|想|希望|可能|也许|如果|要去|将要|将会|预计|即将|\bplans?\b|\bplanning\b|\bthinking about\b|\bconsidering\b|\bconsider\b|\bmaybe\b|\bmight\b|\bwants?\b|\bwish\b|\bhopes?\b|\bintends?\b|\bgoing to\b|\bgonna\b|\bwill\b|\bwould like\b|\bif\b"
 )
 
 

@@ -18,6 +18,7 @@ things are named in ``names``.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -45,6 +46,12 @@ from .names import stem as stem
 from .notes import apply_updates, end_ceased, grounded_note, said_notes
 from .resolve import ended_changes, entity_changes, relation_changes
 from .verify import verify
+
+#: entity types that name a person (or a pet): who may be the subject of the user's sentences
+_PERSON_TYPE = re.compile(
+    r"^(?:人物|人|人名|家人|亲人|亲属|朋友|同事|孩子|儿童|宠物|person|people|human|family|family member|relative|friend|colleague|child|kid|pet)$",
+    re.IGNORECASE,
+)
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -221,7 +228,12 @@ class Extractor:
             else []
         )
         context = [m for m in earlier if m.seq is not None and m.seq < first.seq][-4:]
-        checked = verify(statements, batch.messages, self_names=self_names, context=context)
+        people = [
+            str(r.value.get("name") or "")
+            for r in records_of(self.store).current(scope.user(), "entity")
+            if r.key != SELF_KEY and _PERSON_TYPE.match(str(r.value.get("type") or "").strip())
+        ]
+        checked = verify(statements, batch.messages, self_names=self_names, context=context, people=people)
         if not checked.rejected and checked.kept == list(statements):
             return batch
         value = batch.result.value.model_copy(update={"memories": checked.kept})

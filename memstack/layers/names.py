@@ -53,14 +53,15 @@ ALIAS_RELATIONS = frozenset(
 ALIAS_WORDS = ("笔名", "别名", "又名", "又称", "外号", "昵称", "化名", "pen name", "also known as", "nickname", "alias", "a.k.a")
 #: what a speaker calls themself: stored under one key so the profile has one entry
 SELF_NAMES = frozenset(
-    normalize(n) for n in ("用户", "我", "我的", "本人", "我自己", "用户本人", "user", "the user", "i", "me", "my", "myself")
+    normalize(n) for n in ("用户", "我", "我的", "本人", "我自己", "用户本人", "俺", "俺的", "user", "the user", "i", "me", "my", "myself")
 )
 SELF_KEY = "user"
 #: a question in the first person is about the user's own entity ("我的后端使用什么技术？")
-_FIRST_PERSON = re.compile(r"我|本人|\b(?:i|me|my|mine|myself|i'm|i've|i'd)\b")
+_FIRST_PERSON = re.compile(r"我|俺|本人|\b(?:i|me|my|mine|myself|i'm|i've|i'd)\b")
 #: how a user introduces themself: the name follows ("我叫小李", "my name is Li Lei")
 _SELF_INTRO = re.compile(
-    r"(?:我叫|我的名字(?:是|叫)|我名叫|本人叫|\bmy name is|\bcall me)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)", re.IGNORECASE
+    r"(?:[我俺]叫|[我俺]的名字(?:是|叫)|[我俺]名叫|本人叫|\bmy name is|\bcall me)\s*([^\s，,。.!！？?、；;：:（）()]+(?: [A-Z][\w-]*)?)",
+    re.IGNORECASE,
 )
 #: determiners and quantifiers that are not part of a name ("一个知识中台", "the Atlas project")
 _NAME_PREFIX = re.compile(
@@ -141,7 +142,7 @@ def self_introduced(messages: Sequence[Message], names: Sequence[str], *, subjec
         for match in _SELF_INTRO.finditer(m.text):
             said = match.group(1).strip()
             name = next((n for n in known if normalize(said).startswith(normalize(n))), None)
-            if name is None and match.group(0)[:1] in "我本" and _bare_name(said):
+            if name is None and match.group(0)[:1] in "我俺本" and _bare_name(said):
                 name = said  # "我叫李四。": a short name standing alone
             if name and name not in out:
                 out.append(name)
@@ -169,7 +170,7 @@ def _zh_i_am(text: str) -> list[str]:
     return out
 
 
-_ZH_I_AM = re.compile(r"(?:^|(?<=[，,。.！!？?；;\s]))我是")
+_ZH_I_AM = re.compile(r"(?:^|(?<=[，,。.！!？?；;\s]))[我俺]是")
 #: "I'm Daniel." / "I am Sarah Chen," at a sentence's start: a name that stands alone after it
 _I_AM_NAME = re.compile(r"(?:^|(?<=[.!?])\s+)(?:I'm|I am|I’m)\s+([A-Z][a-z]+(?: [A-Z][a-z]+)?)\s*(?=[.,!;]|$)")
 

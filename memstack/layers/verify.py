@@ -57,15 +57,23 @@ from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS
 
 #: words that name the speaker
-_SELF = re.compile(r"我|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b")
+_SELF = re.compile(r"我|俺|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b")
 #: people a user speaks of as theirs: "我妹妹", "my wife": what follows is theirs, not the user's
 _KIN = (
     "妹妹|姐姐|哥哥|弟弟|老婆|妻子|太太|爱人|丈夫|老公|女朋友|男朋友|女友|男友|爸爸|妈妈|父亲|母亲|爸|妈|儿子|女儿|孩子|老板|上司|领导|经理|同事|朋友|室友|"
-    "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|哥|姐|弟|妹|"
-    r"\b(?:wife|husband|sister|brother|mom|mum|mother|dad|father|son|daughter|kid|kids|boss|manager|friend|colleague|coworker|partner|girlfriend|boyfriend|roommate|neighbou?r|teacher)\b"
+    "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|侄子|侄女|外甥女|外甥|孙子|孙女|"
+    "爸妈|父母|岳父|岳母|公公|婆婆|媳妇|对象|闺女|闺蜜|哥们|兄弟|家人|亲戚|哥|姐|弟|妹|"
+    r"\b(?:wife|husband|sister|brother|mom|mum|mother|dad|father|son|daughter|kid|kids|boss|manager|friend|colleague|coworker|partner|girlfriend|boyfriend|roommate|neighbou?r|teacher|mate|nephew|niece|parents|grandma|grandpa|cousin)\b"
+)
+#: a kin word of two characters or more that opens a clause with no "我" before it: the clause's
+#: subject ("爸妈年纪大了，现在在家带我侄子": 爸妈 带, not the user)
+_BARE_KIN = re.compile(
+    r"(?:^|(?<=[，,；;。！!？?\s]))(?:"
+    + "|".join(k for k in _KIN.split("|") if len(k) >= 2 and not k.isascii() and "\\" not in k)
+    + r")(?=[\u3400-\u9fff])"
 )
 _OTHER_PERSON = re.compile(
-    rf"(?:我的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
+    rf"(?:我的?|俺的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
 )
 #: a kin word just before a name: the name is that person's ("我妹妹小雨")
 _ENDS_WITH_KIN = re.compile(rf"(?:{_KIN})$")
@@ -92,11 +100,12 @@ _CESSATION = re.compile(
 _HYPOTHETICAL = re.compile(r"如果|要是|假如|假设|万一|若是|\b(?:if|suppose|supposing|whether|unless)\b", re.IGNORECASE)
 #: what says the clause is a plan or a wish: kept, as a plan
 _PLAN = re.compile(
-    r"打算|计划|准备|考虑|想要|想|希望|可能|也许|或许|将要|\b(?:plan(?:s|ning)? to|thinking (?:about|of)|considering|might|maybe|going to|hope to|want to|would like to|intend to)\b",
+    r"打算|计划|准备|考虑|想要|想|希望|可能|也许|或许|将要|\b(?:plan(?:s|ning)? to|thinking (?:about|of)|considering|might|maybe|going to|gonna|hope to|want to|would like to|intend to)\b",
     re.IGNORECASE,
 )
 _PLAN_IN_PREDICATE = re.compile(
-    r"打算|计划|准备|考虑|想|希望|可能|也许|或许|将要|将|要|plan|consider|might|maybe|going to|hope|want|would like|intend", re.IGNORECASE
+    r"打算|计划|准备|考虑|想|希望|可能|也许|或许|将要|将|要|plan|consider|might|maybe|going to|gonna|hope|want|would like|intend",
+    re.IGNORECASE,
 )
 #: predicate words of liking or disliking that the sentence must say itself
 _SENTIMENT = re.compile(
@@ -133,15 +142,23 @@ class Verified:
 
 
 def verify(
-    statements: Sequence[Statement], messages: Sequence[Message], *, self_names: Sequence[str] = (), context: Sequence[Message] = ()
+    statements: Sequence[Statement],
+    messages: Sequence[Message],
+    *,
+    self_names: Sequence[str] = (),
+    context: Sequence[Message] = (),
+    people: Sequence[str] = (),
 ) -> Verified:
     """The statements the user's words support (tidied, ``past`` set where the words end them),
     and those they do not, each with its reason. ``self_names``: the user's own names ("王磊");
+    ``people``: the names of the people the user spoke of before (stored entities: "豆豆"), who may
+    be the subject of a sentence that says the object;
     ``context``: the thread's turns just before these, whose topic a sentence that names no one
     goes on with ("我正在开发知识中台。" … a batch later "缓存改用Memcached了。")."""
     # what may be the subject of a sentence: the batch's subjects (an object only is a place, a
     # thing, a value: "从上海搬到深圳" says nothing of 上海)
     names = {normalize(s.subject) for s in statements if len(normalize(s.subject)) >= 2}
+    names |= {normalize(p) for p in people if len(normalize(p)) >= 2 and normalize(p) not in {normalize(n) for n in self_names}}
     kept: list[Statement] = []
     rejected: list[Rejected] = []
     for s in statements:
@@ -255,6 +272,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")
     if _ADVERB_OBJECT.fullmatch(normalize(s.object)):
         return Rejected(s, "the object is a time word, not a value")
+    if _INTERJECTION.fullmatch(normalize(s.object)):
+        return Rejected(s, "the object is an interjection, not a value")
     if re.search(r"\b(?:for|to|at|in|on|of|with|from|about|by)$", normalize(s.object)) and s.object.isascii():
         return Rejected(s, "the object is a verb phrase, not a value")
     return [s]
@@ -268,6 +287,8 @@ _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!
 _ADVERB_OBJECT = re.compile(
     r"now|currently|then|still|already|though|anymore|any more|again|too|also|either|as well|现在|目前|如今|已经|还|也|又|仍然|依然|了"
 )
+#: objects that are laughter or a filler ("爬不动了哈哈" gave "用户|爬不动了|哈哈")
+_INTERJECTION = re.compile(r"(?:哈|呵|嘿|嘻|嗯|啊|哦|噢|呀|唉|哎|嗨|哇|lol|haha|hehe|lmao|ha|hah|um|uh|oh|wow|\W)+", re.IGNORECASE)
 #: predicates that are only a negation: the verb they negate is missing
 _NEGATION_ONLY = re.compile(r"no longer|not|never|don't|doesn't|didn't|no|不再|已经不|再也不|不|没有|没|别", re.IGNORECASE)
 #: predicates that name no relation: a preposition or a pronoun alone ("a coffee shop near the
@@ -484,7 +505,7 @@ def check(
             reason = None  # said of it in the same clause ("缓存使用Redis", "redis（雷迪斯）只做缓存")
         else:
             reason = _about_subject(s.subject, is_self, earlier, before, names - {obj, normalize(s.subject)}, self_names)
-        reason = reason or _asked(clause) or _polarity(s.predicate, clause, before, obj)
+        reason = reason or _asked(clause) or _polarity(s.predicate, clause, before, obj) or _after_object(s.predicate, clause, obj)
         if reason in (None, "past"):
             reason, plan = _mood(clause, before, s.predicate) if reason is None else (reason, "")
             if reason in (None, "past") and not _CESSATION.search(clause) and not predicate_said(s.predicate, clause, _sentence, obj):
@@ -711,6 +732,9 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     others: list[tuple[int, str]] = []  # (end, text) of what names someone or something else
     for m in _OTHER_PERSON.finditer(before):
         others.append((m.end(), m.group(0)))
+    for m in _BARE_KIN.finditer(before):
+        if not any(m.group(0) in o for o in own):
+            others.append((m.end(), m.group(0)))
     for m in _NAMED.finditer(before):
         if not any(o in m.group(0) or m.group(0) in o for o in own):
             others.append((m.end(), m.group(0)))
@@ -725,8 +749,8 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
         if not any(name in o or o in name for o in own) and before[start - 1 : start] not in _WITH and not after_kin:
             others.append((end, name))
     mine = [m.end() for o in own for m in re.finditer(re.escape(o), before)]
-    if is_self:
-        mine += [m.end() for m in _SELF.finditer(before) if not _possessive(before, m.start())]
+    if is_self:  # "我" right before the object is its owner ("带我侄子"), not the one who does it
+        mine += [m.end() for m in _SELF.finditer(before) if not _possessive(before, m.start()) and m.end() < len(before.rstrip())]
     elif mine:  # a pronoun after the subject's own name refers back to it
         first = min(mine)
         pronouns = [(m.end(), m.group(0)) for m in _PRONOUN.finditer(before) if m.start() >= first]
@@ -790,6 +814,56 @@ def _polarity(predicate: str, clause: str, before: str, obj: str = "") -> str | 
         return "the words do not negate it"
     if words_negate and not (predicate_negates or predicate_ends):
         return "past" if ends else "negated in the user's words"
+    return None
+
+
+#: what may follow a verb at its clause's end: particles, and in English a pronoun for the object
+_VERB_END_ZH = re.compile(r"^(?:了|过|掉|啦|吧|呢|哈|啊|嘛|的|咯|喽|呀)*\W*$")
+_VERB_END_EN = re.compile(
+    r"^(?:\s+(?:it|them|that|this|one|those|these|there))?(?:\s+(?:right now|now|any ?more|at all|either|yet|though|really|honestly))*\W*$"
+)
+_PLAN_GIVEN_UP = re.compile(r"打算|计划|准备|想|要|\b(?:plan|going|gonna|want)", re.IGNORECASE)
+#: a cessation said with a negation after the object: "早就不爬了", "不去了", "再也不喝"
+_ENDS_AFTER = re.compile(r"不再|已经不|早就不|早不|再也不|已不|\b(?:no longer|any ?more)\b", re.IGNORECASE)
+
+
+def _after_object(predicate: str, clause: str, obj: str) -> str | None:
+    """The object said before its verb, as a topic ("英国也不打算去了", "爬山早就不爬了", "a second
+    shop … we can't afford it"): None when the words after it in its clause do not negate the
+    predicate's verb (or the predicate carries the negation itself); "past" when they end it
+    ("早就不爬了"); else why not (a plan given up, a negation). The verb must end the clause, or be
+    followed only by a pronoun for the object ("afford it"), so the negation is of this object."""
+    p = normalize(predicate)
+    at = clause.find(obj)
+    if at < 0 or _NEGATION.search(_NOT_NEGATION.sub("", p)) or _CESSATION.search(p):
+        return None
+    after = _NOT_NEGATION.sub(lambda m: "\x00" * len(m.group(0)), clause[at + len(obj) :])
+    if p.isascii():
+        stems = [w[:4] for w in re.findall(r"[a-z]+", p) if len(w) >= 3 and not _LIGHT.fullmatch(w)]
+        hits = [
+            (m.start(), m.end())
+            for x in stems
+            for m in re.finditer(rf"\b{re.escape(x)}[a-z]*", after)
+            if _VERB_END_EN.match(after[m.end() :])
+        ]
+        window_size = 24
+    else:
+        core = (_ADVERBS.sub("", p) or p).rstrip("了过着掉") or p
+        plan = _PLAN_IN_PREDICATE.match(core)
+        core = core[plan.end() :] if plan and plan.end() < len(core) else core
+        verbs = [core] + ([core[0]] if len(core) >= 2 and (core[0] in _OWN_VERBS or core[1] in "在到于给成") else [])
+        hits = [(m.start(), m.end()) for v in verbs for m in re.finditer(re.escape(v), after) if _VERB_END_ZH.match(after[m.end() :])]
+        window_size = 6
+    for start, _end in hits:
+        window = after[max(0, start - window_size) : start]
+        negations = list(_NEGATION.finditer(window))
+        if not negations or _NEW_PHRASE.search(window[negations[-1].end() :]):
+            continue
+        if _PLAN_GIVEN_UP.search(window):
+            return "a plan the user's words give up"
+        if _ENDS_AFTER.search(window) or (not p.isascii() and after.rstrip("。！!，, ").endswith(("了", "啦"))):
+            return "past"
+        return "negated in the user's words"
     return None
 
 
