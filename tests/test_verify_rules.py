@@ -671,3 +671,19 @@ def test_an_dialect_first_person_introduces_the_user(said_text, names):
     from memstack.layers.names import self_introduced
 
     assert self_introduced([user(said_text)], [], subjects=names) == names
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "kept"),
+    [
+        (st("User", "dead quiet", "Leeds"), "I run a little cafe in Leeds with my cousin. Winter is dead quiet.", False),
+        (st("User", "afford", "rent"), "I've been tutoring on the side to cover the rent.", False),
+        (st("User", "runs", "cafe in Leeds"), "I run a little cafe in Leeds with my cousin.", True),
+        (st("User", "studies", "law"), "I'm studying law at night.", True),
+        (st("User", "lives in", "Leeds"), "I'm based in Leeds these days.", True),  # a spelling of a known relation
+        (st("User", "has", "a dog"), "We got a dog last spring.", True),  # a light verb: the object decides
+    ],
+)
+def test_an_english_predicate_must_be_said_in_the_sentence_of_its_object(statement, text, kept):
+    got = verify([statement], [user(text)])
+    assert bool(got.kept) == kept, got

@@ -54,7 +54,7 @@ from ..llm.grounding import normalize, overlap
 from ..text import person_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
-from .supersede import SYNONYMS
+from .supersede import SYNONYMS, change_cue
 
 #: words that name the speaker
 _SELF = re.compile(r"我|俺|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b")
@@ -508,7 +508,11 @@ def check(
         reason = reason or _asked(clause) or _polarity(s.predicate, clause, before, obj) or _after_object(s.predicate, clause, obj)
         if reason in (None, "past"):
             reason, plan = _mood(clause, before, s.predicate) if reason is None else (reason, "")
-            if reason in (None, "past") and not _CESSATION.search(clause) and not predicate_said(s.predicate, clause, _sentence, obj):
+            if (
+                reason in (None, "past")
+                and not _CESSATION.search(clause)
+                and not predicate_said(s.predicate, clause, _sentence, obj, before)
+            ):
                 reason = "the words do not say the predicate"  # ("戒掉了烟" says 抽|烟 ended, unsaid)
             if reason == "past":
                 return s.model_copy(update={"past": True})
@@ -587,15 +591,112 @@ def _word_in(word: str, clause: str) -> bool:
     return False
 
 
-def predicate_said(predicate: str, clause: str, sentence: str = "", obj: str = "") -> bool:
+def predicate_said(predicate: str, clause: str, sentence: str = "", obj: str = "", before: str = "") -> bool:
     """Whether the clause that says the object, or another clause of its ``sentence`` that says it
     too, says the statement's (Chinese) predicate (see the module's contract). A verb must be said
     in that clause; a noun that names the attribute ("换教练", "是笔名") anywhere in the sentence.
-    An English predicate is left to the other checks."""
+    An English predicate's words must be said in the sentence (``_en_predicate_said``), or for a
+    sentence that says a change ("I switched to kombucha"), in the turn before it (``before``)."""
+    if normalize(predicate).isascii():
+        return _en_predicate_said(predicate, (before + " " if change_cue(sentence) else "") + (sentence or clause))
     if predicate_in_clause(predicate, clause, sentence, obj):
         return True
     others = [c for c in _CLAUSE.split(normalize(sentence)) if c.strip() and obj and obj in c and c != clause]
     return any(predicate_in_clause(predicate, c, sentence, obj) for c in others)
+
+
+#: English verbs too light to say what the relation is: the object and the other checks decide
+_EN_LIGHT_VERBS = frozenset(
+    [
+        "is",
+        "am",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "get",
+        "gets",
+        "got",
+        "make",
+        "makes",
+        "made",
+        "go",
+        "goes",
+        "went",
+        "take",
+        "takes",
+        "took",
+        "keep",
+        "keeps",
+        "own",
+        "owns",
+        "owned",
+        "also",
+        "now",
+        "currently",
+        "still",
+        "not",
+        "no",
+        "longer",
+        "used",
+        "user",
+        "plan",
+        "plans",
+        "planned",
+        "planning",
+        "going",
+        "gonna",
+        "want",
+        "wants",
+        "wanted",
+        "hope",
+        "hopes",
+        "intend",
+        "intends",
+        "consider",
+        "considering",
+        "thinking",
+        "might",
+        "maybe",
+        "will",
+        "would",
+        "like",
+    ]
+)
+
+
+def _en_predicate_said(predicate: str, sentence: str) -> bool:
+    """Whether the sentence that says the object says one of an English predicate's words (by its
+    stem: "runs" of "I run"), unless the predicate is a spelling of a known relation ("lives in"),
+    a name, or only light words ("is", "has"). "User|dead quiet|Leeds" of "I run a little bike
+    shop in Leeds" said nothing of being quiet; "User|afford|rent" of "… to cover the rent"."""
+    from .supersede import canonical
+
+    p = normalize(predicate)
+    if is_alias(predicate) or p in SYNONYMS or canonical(p) != p:
+        return True
+    words = [w for w in re.findall(r"[a-z]+", p) if len(w) >= 3 and w not in _EN_LIGHT_VERBS and not _LIGHT.fullmatch(w)]
+    stems = [_en_stem(w) for w in words]
+    said = normalize(sentence)
+    return not stems or any(re.search(rf"\b{re.escape(x)}", said) for x in stems)
+
+
+def _en_stem(word: str) -> str:
+    """The first letters of an English word without its inflection ("runs" -> "run", "studies" ->
+    "stud", "finished" -> "fini"): what a sentence that says the word starts a word with."""
+    for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 3), ("s", 3)):
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep:
+            word = word[: -len(suffix)]
+            break
+    return word[:4]
 
 
 def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: str = "") -> bool:
