@@ -127,6 +127,18 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
+def leading_place(text: str) -> str:
+    """The place name Chinese ``text`` opens with, as jieba's part-of-speech tagger reads place
+    names (``ns``: "重庆渝北区了…" -> "重庆渝北区", "宜昌找份工作" -> "宜昌"); "" without one."""
+    place = ""
+    for pair in _tagger().cut(text):
+        if pair.flag != "ns":
+            break
+        place += pair.word
+    return place
+
+
 @lru_cache(maxsize=1)
 def _tagger() -> Any:
     """jieba's part-of-speech tagger over the process's private tokenizer."""

@@ -687,3 +687,39 @@ def test_an_dialect_first_person_introduces_the_user(said_text, names):
 def test_an_english_predicate_must_be_said_in_the_sentence_of_its_object(statement, text, kept):
     got = verify([statement], [user(text)])
     assert bool(got.kept) == kept, got
+
+
+def test_a_move_the_model_left_out_of_a_long_sentence_still_supersedes_the_old_place(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("用户", "人物", "住在", "昆明")), statements(("用户", "人物", "辞职", "旅行社"))],
+    )
+    said(
+        mem,
+        (["我住在昆明，在一家旅行社上班。", "好的"], T0),
+        (["旅行社我已经辞了，后来去了杭州一家电商公司，人也搬到杭州滨江区了，通勤近多了。", "恭喜"], T0 + timedelta(days=50)),
+    )
+    assert values(me(mem)["住在"]) == (["杭州滨江区"], ["昆明"])
+
+
+@pytest.mark.parametrize(
+    ("text", "moves"),
+    [
+        ("我先搬回宜昌找份工作。", [("搬回", "宜昌")]),
+        ("I moved to Hoboken in March.", [("moved to", "Hoboken")]),
+        ("我们搬去了一个新小区。", []),  # no place name: left to the model
+        ("Work moved me to our Manchester office.", []),  # where one works, not lives
+    ],
+)
+def test_the_moves_the_words_say(text, moves):
+    from memstack.layers.moves import said_moves
+
+    assert [(s.predicate, s.object) for s in said_moves([user(text)], "zh")] == moves
+
+
+def test_a_planned_or_someone_elses_move_is_no_move_of_the_users(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "住在", "昆明")), statements()])
+    said(mem, (["我住在昆明。", "好的"], T0), (["我妹妹上个月搬到大理了，我打算明年搬到成都。", "好"], T0 + timedelta(days=50)))
+    attributes = me(mem)
+    assert values(attributes["住在"]) == (["昆明"], [])

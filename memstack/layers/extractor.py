@@ -39,6 +39,7 @@ from . import register_layer
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
 
 # re-exported: the entity and graph layers import these from here (their home: names)
+from .moves import missed_moves
 from .names import SELF_KEY, self_introduced
 from .names import entity_key as entity_key
 from .names import first_person as first_person
@@ -210,9 +211,15 @@ class Extractor:
             records.apply(scope.user(), user_changes, layer=self.name)
 
     def _verified(self, scope: Scope, batch: Batch) -> Batch:
-        """The batch with only the statements the user's own words support (``verify``); the
-        others go to the audit trail as ``rejected`` records with their reasons."""
+        """The batch with only the statements the user's own words support (``verify``), with
+        the moves the words say that the model left out (``moves``); the others go to the audit
+        trail as ``rejected`` records with their reasons."""
         statements = getattr(batch.result.value, "memories", None)
+        if statements is None:
+            return batch
+        # a move the words say and the model left out (moves.py): checked like the model's statements
+        said = list(statements)
+        statements = [*said, *missed_moves(said, batch.messages, batch.lang)]
         if not statements:
             return batch
         me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
@@ -234,7 +241,7 @@ class Extractor:
             if r.key != SELF_KEY and _PERSON_TYPE.match(str(r.value.get("type") or "").strip())
         ]
         checked = verify(statements, batch.messages, self_names=self_names, context=context, people=people)
-        if not checked.rejected and checked.kept == list(statements):
+        if not checked.rejected and checked.kept == said:
             return batch
         value = batch.result.value.model_copy(update={"memories": checked.kept})
         kept = unpack(value, batch.lang)
