@@ -110,7 +110,9 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
     """(start, end, name) of each person's name in Chinese ``text`` as jieba's part-of-speech
     tagger reads it ("老秦", "张伟", "王老师", "陈姐"): two to four characters that open with a
     common surname. A guess, for one use: telling that a clause speaks of someone other than its
-    speaker."""
+    speaker. Besides: a name of two characters that opens with 阿, 小 or 老 as the tagger reads
+    names ("阿杰", "小雨"), and a doubled character that opens a clause ("豆豆最近开始学古筝了",
+    the way children and pets are called), unless it is an adverb or a kin word ("天天", "妈妈")."""
     if not any("\u4e00" <= ch <= "\u9fff" for ch in text):
         return ()
     out: list[tuple[int, int, str]] = []
@@ -121,10 +123,102 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
         if start < 0:
             continue
         at = start + len(word)
-        surname = word[0] in _SURNAMES or (word[0] in "老小阿" and word[1:2] in _SURNAMES)
+        surname = word[0] in _SURNAMES or (word[0] in "老小阿" and (word[1:2] in _SURNAMES or len(word) == 2))
         if flag == "nr" and 2 <= len(word) <= 4 and surname and all("\u4e00" <= ch <= "\u9fff" for ch in word):
             out.append((start, at, word))
-    return tuple(out)
+    for m in _DOUBLED.finditer(text):
+        if m.group(1) not in _NOT_DOUBLED_NAMES and all(m.start(1) != s for s, _e, _n in out):
+            out.append((m.start(1), m.end(1), m.group(1)))
+    return tuple(sorted(out))
+
+
+#: a doubled character opening a clause: how children and pets are called ("豆豆", "乐乐")
+_DOUBLED = re.compile(r"(?:^|(?<=[，,。！!？?；;\s]))(([\u4e00-\u9fff])\2)(?=[\u4e00-\u9fff])")
+#: doubled words that are adverbs, kin words or sounds, not names
+_NOT_DOUBLED_NAMES = frozenset(
+    {
+        "天天",
+        "常常",
+        "刚刚",
+        "慢慢",
+        "渐渐",
+        "好好",
+        "往往",
+        "偷偷",
+        "悄悄",
+        "默默",
+        "乖乖",
+        "统统",
+        "哈哈",
+        "呵呵",
+        "嘿嘿",
+        "嘻嘻",
+        "明明",
+        "多多",
+        "久久",
+        "早早",
+        "大大",
+        "小小",
+        "白白",
+        "足足",
+        "万万",
+        "纷纷",
+        "处处",
+        "人人",
+        "家家",
+        "年年",
+        "月月",
+        "日日",
+        "时时",
+        "样样",
+        "个个",
+        "轻轻",
+        "静静",
+        "紧紧",
+        "深深",
+        "满满",
+        "整整",
+        "匆匆",
+        "连连",
+        "频频",
+        "屡屡",
+        "仅仅",
+        "恰恰",
+        "偏偏",
+        "略略",
+        "实实",
+        "稍稍",
+        "隐隐",
+        "暗暗",
+        "快快",
+        "晚晚",
+        "狠狠",
+        "急急",
+        "楚楚",
+        "爸爸",
+        "妈妈",
+        "哥哥",
+        "姐姐",
+        "弟弟",
+        "妹妹",
+        "爷爷",
+        "奶奶",
+        "宝宝",
+        "叔叔",
+        "姑姑",
+        "舅舅",
+        "婆婆",
+        "公公",
+        "伯伯",
+        "太太",
+        "姥姥",
+        "娃娃",
+        "星星",
+        "谢谢",
+        "拜拜",
+        "嗯嗯",
+    }
+)
 
 
 @lru_cache(maxsize=4096)

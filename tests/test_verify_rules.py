@@ -698,7 +698,7 @@ def test_a_move_the_model_left_out_of_a_long_sentence_still_supersedes_the_old_p
     said(
         mem,
         (["我住在昆明，在一家旅行社上班。", "好的"], T0),
-        (["旅行社我已经辞了，后来去了杭州一家电商公司，人也搬到杭州滨江区了，通勤近多了。", "恭喜"], T0 + timedelta(days=50)),
+        (["旅行社我已经辞了，后来去了杭州一家做跨境电商的公司，人也搬到杭州滨江区了，通勤近多了。", "恭喜"], T0 + timedelta(days=50)),
     )
     assert values(me(mem)["住在"]) == (["杭州滨江区"], ["昆明"])
 
@@ -723,3 +723,10 @@ def test_a_planned_or_someone_elses_move_is_no_move_of_the_users(tmp_path):
     said(mem, (["我住在昆明。", "好的"], T0), (["我妹妹上个月搬到大理了，我打算明年搬到成都。", "好"], T0 + timedelta(days=50)))
     attributes = me(mem)
     assert values(attributes["住在"]) == (["昆明"], [])
+
+
+def test_a_doubled_name_opening_a_sentence_is_its_subject():
+    # how children and pets are called ("乐乐", "球球"); a doubled adverb is no one ("天天")
+    got = verify([st("用户", "报了", "游泳班")], [user("乐乐暑假报了游泳班，天天吵着要去。")])
+    assert not got.kept and got.rejected[0].reason == "the words say it of 乐乐"
+    assert verify([st("用户", "加班", "公司")], [user("天天在公司加班，累死了。")]).kept

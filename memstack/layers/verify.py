@@ -838,7 +838,7 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
             others.append((m.end(), m.group(0)))
     for m in _NAMED.finditer(before):
         # "一家电商公司" is a company introduced, not one named: no subject ("去了杭州一家电商公司")
-        if not _INDEFINITE.search(m.group(0)) and not any(o in m.group(0) or m.group(0) in o for o in own):
+        if not _INDEFINITE.search(before[max(0, m.start() - 2) : m.end()]) and not any(o in m.group(0) or m.group(0) in o for o in own):
             others.append((m.end(), m.group(0)))
     for name in names - own:
         if not any(name in o or o in name for o in own):
@@ -866,8 +866,9 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     return f"{_SAID_OF}{later[-1]}" if later else None
 
 
-#: an indefinite article inside what looks like a name ("一家电商公司", "a new app"): no name
-_INDEFINITE = re.compile(r"一[家个所间座款]|\b(?:a|an)\b", re.IGNORECASE)
+#: an indefinite article or a description inside what looks like a name ("一家电商公司", "做跨境电商的
+#: 公司", "a new app"): no name
+_INDEFINITE = re.compile(r"一[家个所间座款]|的(?:项目|系统|平台|公司|集团|服务|模块|网站|应用|小程序)$|\b(?:a|an)\b", re.IGNORECASE)
 #: what comes before a name that is not the one doing it: a companion, whom it is for or about
 _WITH = frozenset("和跟与同陪给对帮找让叫是请带替向被把像的")
 
