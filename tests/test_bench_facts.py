@@ -45,6 +45,13 @@ T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 # ---- the development set -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("name", ["facts_fresh", "facts_fresh2", "facts_fresh3"])
+def test_the_fresh_sets_load_with_their_questions(name):
+    convs = load_facts(DEFAULT_DATA.parent / name)  # every field of every line checked
+    assert len(convs) >= 6 and all(c.gold and c.questions for c in convs)
+    assert {c.lang for c in convs} == {"zh", "en"}
+
+
 def test_the_bundled_set_has_its_counts_and_covers_every_category_in_both_languages():
     convs = load_facts(DEFAULT_DATA)  # the loader checks every field of every line
     langs = Counter(c.lang for c in convs)
