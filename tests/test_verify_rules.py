@@ -737,10 +737,19 @@ def test_a_doubled_name_opening_a_sentence_is_its_subject():
     [
         (st("User", "went vegan", "March"), False),  # when, not what
         (st("用户", "开始跑步", "去年"), False),
+        (st("用户", "待了", "大半年"), False),  # a duration: how long, not what
+        (st("User", "lived in Leeds", "three years"), False),
         (st("User", "birthday", "March 3"), True),  # a predicate that names a time takes one
         (st("用户", "婚礼日期", "10月5号"), True),
     ],
 )
 def test_a_date_is_a_value_only_of_a_predicate_that_names_a_time(statement, kept):
-    got = shape(statement, [user("I went vegan in March. My birthday is March 3. 我去年开始跑步，婚礼日期定在10月5号。")])
+    got = shape(
+        statement,
+        [
+            user(
+                "I went vegan in March. My birthday is March 3. I lived in Leeds three years. 我去年开始跑步，在厦门待了大半年，婚礼日期定在10月5号。"
+            )
+        ],
+    )
     assert isinstance(got, list) == kept, got

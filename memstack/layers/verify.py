@@ -314,7 +314,10 @@ _DATE_VALUE = re.compile(
     r"|\d{4}|(?:last|next|this) (?:week|month|year|spring|summer|autumn|fall|winter|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
     r"|yesterday|today|tomorrow|(?:mon|tues|wednes|thurs|fri|satur|sun)days?"
     r"|(?:\d{2,4}年)?(?:\d{1,2}|[一二三四五六七八九十]{1,2})月(?:\d{1,2}[日号])?(?:[上中下]旬|初|底|中)?|\d{2,4}年|[上下这本]个?月[初底中]?|[上下这本]周[一二三四五六日天末]?"
-    r"|去年|今年|明年|前年|昨天|今天|明天|前天|后天|年[初底中]|月[初底中]|周[一二三四五六日天末])",
+    r"|去年|今年|明年|前年|昨天|今天|明天|前天|后天|年[初底中]|月[初底中]|周[一二三四五六日天末]"
+    # a duration ("小半年", "三个多月", "six months"): how long, not what
+    r"|[小大近快好整]?[一二两三四五六七八九十几半\d]*个?多?半?(?:年|月|周|星期|礼拜|天|小时)(?:多|左右|了)*"
+    r"|(?:a|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|several|\d+) (?:days?|weeks?|months?|years?)(?: now)?)",
     re.IGNORECASE,
 )
 #: adverbs before a verb that are not part of a relation ("主要练力量", "日常用Spark")
