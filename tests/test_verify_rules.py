@@ -730,26 +730,3 @@ def test_a_doubled_name_opening_a_sentence_is_its_subject():
     got = verify([st("用户", "报了", "游泳班")], [user("乐乐暑假报了游泳班，天天吵着要去。")])
     assert not got.kept and got.rejected[0].reason == "the words say it of 乐乐"
     assert verify([st("用户", "加班", "公司")], [user("天天在公司加班，累死了。")]).kept
-
-
-@pytest.mark.parametrize(
-    ("statement", "kept"),
-    [
-        (st("User", "went vegan", "March"), False),  # when, not what
-        (st("用户", "开始跑步", "去年"), False),
-        (st("用户", "待了", "大半年"), False),  # a duration: how long, not what
-        (st("User", "lived in Leeds", "three years"), False),
-        (st("User", "birthday", "March 3"), True),  # a predicate that names a time takes one
-        (st("用户", "婚礼日期", "10月5号"), True),
-    ],
-)
-def test_a_date_is_a_value_only_of_a_predicate_that_names_a_time(statement, kept):
-    got = shape(
-        statement,
-        [
-            user(
-                "I went vegan in March. My birthday is March 3. I lived in Leeds three years. 我去年开始跑步，在厦门待了大半年，婚礼日期定在10月5号。"
-            )
-        ],
-    )
-    assert isinstance(got, list) == kept, got

@@ -256,9 +256,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is only a negation, not a relation")  # "User|no longer|drive"
     if _NO_RELATION.fullmatch(p):
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
-    if (_QUANTITY.fullmatch(normalize(s.object)) or _DATE_VALUE.fullmatch(normalize(s.object))) and not _TIMELY.search(p):
-        # "User|work|every day", "User|went vegetarian|May": when, not what
-        return Rejected(s, "the object is a time or a frequency, not a value")
+    if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
+        return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
     said = _said_predicate(s, messages)
     if isinstance(said, Rejected):
         return said
@@ -305,19 +304,6 @@ _TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个
 _QUANTITY = re.compile(
     r"[0-9０-９]|[一二两三四五六七八九十几半]\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
     r"|\b(?:once|twice|(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) (?:times?|days?|cups?|cans?|hours?|miles?|km|glasses|bottles|packs?))\b|\b(?:every|per|a) (?:day|week|month|year|morning|night)\b",
-    re.IGNORECASE,
-)
-#: an object that is only a date or a time: a value only of a predicate that names a time
-_MONTH = r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
-_DATE_VALUE = re.compile(
-    rf"(?:in |on |since |by |at |until )?(?:(?:early |mid-?|late |the (?:end|start|beginning|middle) of )?(?:{_MONTH})(?: \d{{1,2}}(?:st|nd|rd|th)?)?(?:,? \d{{4}})?"
-    r"|\d{4}|(?:last|next|this) (?:week|month|year|spring|summer|autumn|fall|winter|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
-    r"|yesterday|today|tomorrow|(?:mon|tues|wednes|thurs|fri|satur|sun)days?"
-    r"|(?:\d{2,4}年)?(?:\d{1,2}|[一二三四五六七八九十]{1,2})月(?:\d{1,2}[日号])?(?:[上中下]旬|初|底|中)?|\d{2,4}年|[上下这本]个?月[初底中]?|[上下这本]周[一二三四五六日天末]?"
-    r"|去年|今年|明年|前年|昨天|今天|明天|前天|后天|年[初底中]|月[初底中]|周[一二三四五六日天末]"
-    # a duration ("小半年", "三个多月", "six months"): how long, not what
-    r"|[小大近快好整]?[一二两三四五六七八九十几半\d]*个?多?半?(?:年|月|周|星期|礼拜|天|小时)(?:多|左右|了)*"
-    r"|(?:a|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|several|\d+) (?:days?|weeks?|months?|years?)(?: now)?)",
     re.IGNORECASE,
 )
 #: adverbs before a verb that are not part of a relation ("主要练力量", "日常用Spark")
