@@ -108,7 +108,7 @@ def test_a_city_and_its_district_said_together_are_both_current(tmp_path):
     assert current(line_of(graph, "李四", "杭州")) and current(line_of(graph, "李四", "西湖区"))
     assert not current(line_of(graph, "李四", "→ 成都"))
     lisi = line_of(section(text, "已知的实体"), "李四")
-    assert "住在=杭州（" in lisi and "、西湖区（" in lisi and "此前：成都" in lisi
+    assert "住在=杭州（" in lisi and "、西湖区（" in lisi and "此前：成都" in lisi  # in the order said: the city first
 
 
 def test_in_english_the_newer_city_is_current_in_both_sections(tmp_path):

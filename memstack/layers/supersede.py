@@ -415,6 +415,12 @@ def instant(stamp: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def _said_at(value: dict[str, Any]) -> int:
+    """Where a stored value stands in the words it came from (its ``evidence``); 0 without them."""
+    at = normalize(str(value.get("evidence") or "")).find(normalize(str(value.get("value", ""))))
+    return max(at, 0)
+
+
 def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Stored values (``{"value", "valid_from", ...}``, past ones with ``"until"``) as the rule says
     they stand, whatever order they were written in. For a single-valued predicate: a past value
@@ -422,8 +428,9 @@ def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, A
     of the same batch applied after it) is current again, and of several current values (written
     under two spellings of the predicate, or so restored) the newest said is current, the others
     past from when it was said, but for one that names the same place at another scale, said with
-    it (``one_place``: 杭州 beside 西湖区). Other predicates' values are as stored. Returns new lists: the
-    current values oldest first, the past ones by when they ended."""
+    it (``one_place``: 杭州 beside 西湖区); values said at one time are in the order their words
+    say them. Other predicates' values are as stored. Returns new lists: the current values
+    oldest first, the past ones by when they ended."""
     current = [dict(c) for c in current]
     past = [dict(p) for p in past]
     if not single_valued(predicate):
@@ -434,7 +441,8 @@ def settle(predicate: str, current: list[dict[str, Any]], past: list[dict[str, A
             past.remove(p)
             current.append({k: v for k, v in p.items() if k != "until"})
     epoch = datetime.min.replace(tzinfo=timezone.utc)
-    current.sort(key=lambda c: instant(c.get("valid_from")) or epoch)
+    # said at one time: in the order the words say them ("搬到杭州了，现在住在西湖区": 杭州 first)
+    current.sort(key=lambda c: (instant(c.get("valid_from")) or epoch, _said_at(c)))
     if len({normalize(str(c.get("value", ""))) for c in current}) > 1:
         newest = current[-1]
         value = normalize(str(newest.get("value", "")))
