@@ -147,6 +147,14 @@ _NOT_DOUBLED_NAMES = frozenset(
 
 
 @lru_cache(maxsize=4096)
+def place_names(text: str) -> tuple[str, ...]:
+    """The place names in Chinese ``text`` as jieba's part-of-speech tagger reads them (``ns``)."""
+    if not any("\u4e00" <= ch <= "\u9fff" for ch in text):
+        return ()
+    return tuple(pair.word for pair in _tagger().cut(text) if pair.flag == "ns")
+
+
+@lru_cache(maxsize=4096)
 def leading_place(text: str) -> str:
     """The place name Chinese ``text`` opens with, as jieba's part-of-speech tagger reads place
     names (``ns``: "重庆渝北区了…" -> "重庆渝北区", "宜昌找份工作" -> "宜昌"); "" without one."""

@@ -730,3 +730,11 @@ def test_a_doubled_name_opening_a_sentence_is_its_subject():
     got = verify([st("用户", "报了", "游泳班")], [user("乐乐暑假报了游泳班，天天吵着要去。")])
     assert not got.kept and got.rejected[0].reason == "the words say it of 乐乐"
     assert verify([st("用户", "加班", "公司")], [user("天天在公司加班，累死了。")]).kept
+
+
+def test_a_predicate_that_holds_a_place_is_no_relation():
+    # "后来去了长沙一家做智能家居的公司" gave "用户|去了长沙|智能家居": a clause, not an attribute
+    said_text = [user("后来去了苏州一家做新能源的公司，住在园区。")]
+    got = shape(st("用户", "去了苏州", "新能源"), said_text)
+    assert isinstance(got, Rejected) and got.reason == "the predicate holds a place, not a relation"
+    assert isinstance(shape(st("用户", "住在", "园区"), said_text), list)

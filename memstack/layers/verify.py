@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
-from ..text import person_names, word_spans
+from ..text import person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS, change_cue
@@ -262,6 +262,9 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     if isinstance(said, Rejected):
         return said
     s = said
+    p = normalize(s.predicate)
+    if not p.isascii() and place_names(p) and not any(p.startswith(h) for h in _HEADS):  # split back, it still holds one
+        return Rejected(s, "the predicate holds a place, not a relation")  # "用户|去了长沙|智能家居"
     parts = _list_parts(s.object)
     if len(parts) > 1 or normalize(parts[0]) != normalize(s.object):
         cleaned = [_clean_part(x, s.predicate) for x in parts]
