@@ -151,7 +151,11 @@ def place_names(text: str) -> tuple[str, ...]:
     """The place names in Chinese ``text`` as jieba's part-of-speech tagger reads them (``ns``)."""
     if not any("\u4e00" <= ch <= "\u9fff" for ch in text):
         return ()
-    return tuple(pair.word for pair in _tagger().cut(text) if pair.flag == "ns")
+    return tuple(pair.word for pair in _tagger().cut(text) if pair.flag == "ns" and pair.word not in _PLACE_WORDS)
+
+
+#: common nouns the tagger reads as place names: the kind of a place, not one ("城市", "工作城市")
+_PLACE_WORDS = frozenset({"城市", "城区", "市区", "郊区", "地区", "省份", "国家", "家乡", "老家", "地方", "附近", "本地", "外地"})
 
 
 @lru_cache(maxsize=4096)

@@ -217,9 +217,12 @@ class Extractor:
         statements = getattr(batch.result.value, "memories", None)
         if statements is None:
             return batch
-        # a move the words say and the model left out (moves.py): checked like the model's statements
+        # a move the words say and the model left out (moves.py): checked like the model's statements;
+        # only where the model's answer is statements (a structured answer of its own entities is
+        # left as it is: rebuilding it from statements would lose them)
         said = list(statements)
-        statements = [*said, *missed_moves(said, batch.messages, batch.lang)]
+        structured = not said and bool(batch.extracted.entities or batch.extracted.relations)
+        statements = said if structured else [*said, *missed_moves(said, batch.messages, batch.lang)]
         if not statements:
             return batch
         me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
