@@ -225,7 +225,8 @@ class Extractor:
         statements = said if structured else [*said, *missed_moves(said, batch.messages, batch.lang)]
         if not statements:
             return batch
-        me = self.store.records.current(scope.user(), "entity", [SELF_KEY])
+        entities = records_of(self.store).current(scope.user(), "entity")  # read once: the user's names and the people
+        me = [r for r in entities if r.key == SELF_KEY]
         known = [n for s in statements for n in (s.subject, s.object)]
         self_names = [
             *(me[0].value.get("aliases", []) if me else []),
@@ -240,7 +241,7 @@ class Extractor:
         context = [m for m in earlier if m.seq is not None and m.seq < first.seq][-4:]
         people = [
             str(r.value.get("name") or "")
-            for r in records_of(self.store).current(scope.user(), "entity")
+            for r in entities
             if r.key != SELF_KEY and _PERSON_TYPE.match(str(r.value.get("type") or "").strip())
         ]
         checked = verify(statements, batch.messages, self_names=self_names, context=context, people=people)

@@ -54,7 +54,7 @@ from ..llm.grounding import normalize, overlap
 from ..text import person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
-from .supersede import SYNONYMS, change_cue
+from .supersede import SYNONYMS, canonical, change_cue
 
 #: words that name the speaker
 _SELF = re.compile(r"我|俺|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b")
@@ -623,8 +623,6 @@ def _en_predicate_said(predicate: str, sentence: str) -> bool:
     stem: "runs" of "I run"), unless the predicate is a spelling of a known relation ("lives in"),
     a name, or only light words ("is", "has"). "User|dead quiet|Leeds" of "I run a little bike
     shop in Leeds" said nothing of being quiet; "User|afford|rent" of "… to cover the rent"."""
-    from .supersede import canonical
-
     p = normalize(predicate)
     if is_alias(predicate) or p in SYNONYMS or canonical(p) != p:
         return True
