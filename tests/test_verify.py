@@ -57,6 +57,15 @@ CASES_KEPT = [
     (st("user", "smoking", "cigarettes"), [user("I quit cigarettes last year.")], ("smoking", "cigarettes", True)),
     (st("user", "lives in", "Boston"), [user("I'm thinking about moving to Boston.")], ("thinking about lives in", "Boston", False)),
     (st("user", "uses", "Go"), [user("Our backend is written in Go now.")], ("uses", "Go", False)),
+    # a time word that governs the value puts it before now; one that governs another verb does not
+    (st("用户", "喝过", "埃塞"), [user("埃塞的之前喝过，太酸了，俺真喝不惯。")], ("喝过", "埃塞", True)),
+    (st("用户", "干", "销售"), [user("俺之前在北京干了五年销售，后来转行当健身教练了。")], ("干", "销售", True)),
+    (st("用户", "学", "小提琴"), [user("我自己以前也学过小提琴，后来没坚持。")], ("学", "小提琴", True)),
+    (st("user", "lives in", "Denver"), [user("I used to live in Denver.")], ("lives in", "Denver", True)),
+    (st("用户", "住在", "杭州"), [user("我之前说过我住在杭州。")], ("住在", "杭州", False)),
+    (st("用户", "看", "小说"), [user("我睡觉之前一般看小说。")], ("看", "小说", False)),
+    (st("用户", "喜欢", "跑步"), [user("我之前就喜欢跑步。")], ("喜欢", "跑步", False)),
+    (st("user", "swims", "pool"), [user("Once a week I swim at the pool.")], ("swims", "pool", False)),
 ]
 
 

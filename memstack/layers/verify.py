@@ -517,7 +517,7 @@ def check(
                 and not predicate_said(s.predicate, clause, _sentence, obj, before)
             ):
                 reason = "the words do not say the predicate"  # ("戒掉了烟" says 抽|烟 ended, unsaid)
-            if reason == "past":
+            if reason == "past" or (reason is None and not plan and _said_of_before(clause, before, obj, s.subject)):
                 return s.model_copy(update={"past": True})
             if reason is None:
                 if plan:
@@ -913,6 +913,54 @@ def _after_object(predicate: str, clause: str, obj: str) -> str | None:
             return "past"
         return "negated in the user's words"
     return None
+
+
+#: a time word that puts what its clause says before now ("我以前住在成都", "俺之前在北京干了五年销售",
+#: "I used to live in Denver"); 以前/之前 only as an adverb, not after an event ("睡觉之前看书")
+_BEFORE_NOW_ZH = re.compile(
+    r"(?:以前|之前|原来|原先|曾经|过去|从前|早先|早年|当年|那时候?|小时候|年轻时|上学时|读书时|大学时|几年前|多年前|很久以前|好久以前)"
+)
+_BEFORE_NOW_EN = re.compile(
+    r"\b(?:used to|previously|formerly|once(?! (?:a|an|every|in|per|or|more|again)\b)|back then|in the past)\b", re.IGNORECASE
+)
+#: where 以前/之前 is an adverb: at the clause's start, after a subject word or a topic's 的
+_ADVERB_AFTER = "我他她俺咱们的也都就你己"
+#: words between the time word and the object that keep the value going or make it another
+#: verb's ("我之前说过我住在杭州", "之前买的车", "以前就住在这", "原来那家公司")
+_NOT_BEFORE_NOW = re.compile(
+    r"一直|就|至今|到现在|还|仍|依然|始终|说|讲|提|告诉|讨论|聊|问|打算|计划|准备|想|的|那|这|"
+    r"\b(?:said|told|talked|asked|planned|thought|still|always)\b",
+    re.IGNORECASE,
+)
+_FRONTED_BEFORE_NOW = re.compile(r"^(?:的|也|都|我|俺|咱|他|她)*(?:以前|之前|原来|曾经|早先|过去|从前)")
+
+
+def _said_of_before(clause: str, before: str, obj: str, subject: str) -> bool:
+    """Whether the object's clause puts it before now with a time word that governs it: before
+    the verb ("俺之前在北京干了五年销售": 北京, 销售), or after an object said first as a topic
+    ("埃塞的之前喝过": 埃塞). Nothing between the time word and the object may start another
+    phrase, keep the value going, or make it another verb's."""
+    tail = _clause_tail(before)
+    english = bool(re.search(r"[a-z]", obj)) and not re.search(r"[\u3400-\u9fff]", tail)
+    pattern = _BEFORE_NOW_EN if english else _BEFORE_NOW_ZH
+    for m in reversed(list(pattern.finditer(tail))):
+        ahead = tail[: m.start()]
+        adverb = not ahead.strip() or ahead.rstrip()[-1] in _ADVERB_AFTER or ahead.rstrip().endswith(normalize(subject))
+        if not english and m.group(0) in ("以前", "之前", "原来", "原先", "过去") and not adverb:
+            continue  # after an event: "睡觉之前"
+        rest = tail[m.end() :]
+        return not (len(rest) > (48 if english else 14) or _NEW_PHRASE.search(rest) or _NOT_BEFORE_NOW.search(rest))
+    at = clause.find(obj)
+    if at >= 0 and not english:
+        after = clause[at + len(obj) :]
+        fronted = _FRONTED_BEFORE_NOW.match(after)
+        if (
+            fronted
+            and not _NEW_PHRASE.search(after[: fronted.end() + 6])
+            and not _NEGATION.search(after[fronted.end() : fronted.end() + 6])
+        ):
+            return True
+    return False
 
 
 #: words that start a new verb phrase or clause: a negation before them does not reach past them
