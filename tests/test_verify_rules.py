@@ -207,6 +207,10 @@ def test_an_english_cessation_ends_the_attribute_it_names(tmp_path):
         ("我办了游泳馆的年卡，每周去两次，主要练蛙泳。", "游泳馆", "蛙泳", True),
         ("我办了游泳馆的年卡，每周去两次，主要练蛙泳。", "游泳馆", "每周两次", True),
         ("I have a climbing gym pass, usually go on Fridays, mostly bouldering.", "climbing gym", "bouldering", True),
+        # what "we" do right after a group the user is in is the group's
+        ("I play bass in a cover band, we rehearse on Sundays at a studio in Brooklyn.", "band", "Sundays", True),
+        ("我在公司的篮球队打后卫，我们每周三晚上训练。", "篮球队", "每周三晚上", True),
+        ("I work at a bakery, we open at six.", "bakery", "six", False),  # not a group
         # a clause with its own subject or setting is another fact
         ("我办了游泳馆的年卡，我主要练蛙泳。", "游泳馆", "蛙泳", False),
         ("我在星河科技上班，住在滨江。", "星河科技", "滨江", False),
@@ -738,3 +742,19 @@ def test_a_predicate_that_holds_a_place_is_no_relation():
     got = shape(st("用户", "去了苏州", "新能源"), said_text)
     assert isinstance(got, Rejected) and got.reason == "the predicate holds a place, not a relation"
     assert isinstance(shape(st("用户", "住在", "园区"), said_text), list)
+
+
+def test_quitting_a_group_ends_what_we_did_in_it(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("User", "person", "plays", "bass"), ("User", "person", "rehearses on", "Sundays")), statements()],
+    )
+    said(
+        mem,
+        (["I play bass in a cover band, we rehearse on Sundays at a studio in Brooklyn.", "ok"], T0),
+        (["I quit the band in July. I'm thinking about learning the cello.", "ok"], T0 + timedelta(days=140)),
+    )
+    attributes = me(mem)
+    assert values(attributes["rehearses on"]) == ([], ["Sundays"])
+    assert values(attributes["plays"]) == (["bass"], [])  # said in the band's clause, not of it: kept

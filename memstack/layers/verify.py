@@ -1280,7 +1280,9 @@ def goes_with(sentence: str, ended: str, value: str, *, role: bool = False) -> b
     """Whether ``value`` was said as a part of ``ended`` and ends with it: in ``sentence``, the
     sentence that said ``ended``, ``value`` is in a later clause, and each clause from the one after
     ``ended``'s up to ``value``'s opens with how often or how mostly and names no one
-    ("我是健身房的会员，每周去三次，主要练力量": 已经不去健身房了 ends 练=力量 and 每周去三次). A
+    ("我是健身房的会员，每周去三次，主要练力量": 已经不去健身房了 ends 练=力量 and 每周去三次), or,
+    after a group ("乐队", "band"), with "we" (the group's doings: "…in a cover band, we rehearse on
+    Sundays"). A
     clause with a subject or a setting of its own ("…，我住在浦东", "…，住在浦东") is another fact
     and stays; so does anything said before ``ended``. With ``role`` (the words ended a job: 辞职,
     离职, resigned, quit), the role held there, said in ``ended``'s clause right after it, ends too
@@ -1297,10 +1299,21 @@ def goes_with(sentence: str, ended: str, value: str, *, role: bool = False) -> b
         clause = clauses[first]
         between = clause[clause.find(e) + len(e) : clause.find(v)] if clause.find(v) > clause.find(e) else None
         return role and between is not None and bool(_ROLE_AT.fullmatch(between.strip()))
+    group = bool(_GROUP.search(e))
     return all(
-        _HOW.match(c) and not _SELF.search(c) and not _OTHER_PERSON.search(c) and not re.search(r"住|在|\b(?:at|in|live)\b", c)
+        (_HOW.match(c) and not _SELF.search(c) and not _OTHER_PERSON.search(c) and not re.search(r"住|在|\b(?:at|in|live)\b", c))
+        or (group and _WE.match(c) and not _OTHER_PERSON.search(c))
         for c in clauses[first + 1 : last + 1]
     )
+
+
+#: a group one belongs to: what "we" do right after it is said is the group's, and ends with
+#: the user's part in it ("I play bass in a cover band, we rehearse on Sundays" … "I quit the band")
+_GROUP = re.compile(
+    r"乐队|乐团|球队|战队|社团|俱乐部|合唱团|剧团|读书会|跑团|车队|\b(?:band|team|club|choir|orchestra|troupe|league|crew|squad|ensemble)\b",
+    re.IGNORECASE,
+)
+_WE = re.compile(r"^(?:我们|咱们|俺们|we\b)", re.IGNORECASE)
 
 
 #: the words between a workplace and the role held there: "医院当", "公司做", "as a", "working as"
