@@ -45,7 +45,7 @@ T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 # ---- the development set -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["facts_fresh", "facts_fresh2", "facts_fresh3"])
+@pytest.mark.parametrize("name", ["facts_fresh", "facts_fresh2", "facts_fresh3", "facts_fresh4"])
 def test_the_fresh_sets_load_with_their_questions(name):
     convs = load_facts(DEFAULT_DATA.parent / name)  # every field of every line checked
     assert len(convs) >= 6 and all(c.gold and c.questions for c in convs)
@@ -304,6 +304,8 @@ def test_a_stored_value_reads_as_negated_planned_or_past_from_its_own_words():
     assert item_status("current", "doesn't eat", "meat") == "negated"  # "doesn t" once punctuation is a space
     assert item_status("current", "打算", "去日本读研") == "plan"
     assert item_status("current", "is thinking about", "a dog") == "plan"
+    assert item_status("current", "计划", "辞职去深圳") == "plan"  # a plan to end something is a plan
+    assert item_status("current", "不打算", "辞职") == "negated"
     assert item_status("current", "以前住在", "上海") == "past"
     assert item_status("past", "住在", "上海") == "past"
     assert item_status("current", "住在", "深圳") == "current"

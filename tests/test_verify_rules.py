@@ -124,11 +124,32 @@ def test_a_cessation_names_the_object_it_governs(said_text, ended):
 
 
 @pytest.mark.parametrize(
+    ("said_text", "ended"),
+    [
+        ("写周报的事我早就不管了，交给助理了。", "写周报"),
+        ("游泳我已经不游了。", "泳"),
+        ("网球也没再打过。", "网球"),
+        ("法国也不打算去了。", "法国"),
+    ],
+)
+def test_a_cessation_after_its_object_said_first_ends_it(said_text, ended):
+    assert [c.object for c in cessations([user(said_text)])] == [ended]
+
+
+def test_a_person_said_first_is_the_one_who_stopped():
+    assert cessations([user("老周早就不干了。")]) == [] and cessations([user("我表哥已经不住了。")]) == []
+    (c,) = cessations([user("爸爸早就不开车了。")])
+    assert c.object == "车" and c.whose == "爸爸"
+
+
+@pytest.mark.parametrize(
     "said_text",
     [
         "我不吃香菜。",
         "如果我不再上班了会怎样？",
         "今天太累，不去健身房了。",
+        "香菜我不吃。",
+        "今天健身房我就不去了。",
         "I don't like cilantro.",
         "Should I quit my job?",
         "I left my keys at the office.",
@@ -402,11 +423,21 @@ def test_an_object_that_lists_values_is_one_statement_each(statement, objects):
         (st("user", "drink tea", "now"), "the object is a time word"),
         (st("用户", "是", "上海一家银行做柜员"), "the object is a clause"),
         (st("小白", "是", "小白"), "the subject is its own object"),
+        (st("user", "nurse", "some nights I barely sleep"), "the object is a clause"),
+        (st("user", "baker", "been at it for ten years"), "the object is a clause"),
+        (st("老师", "说", "下周要交论文"), "the predicate reports words"),
+        (st("用户", "听说", "跑步伤膝盖"), "the predicate reports words"),
+        (st("user", "my coach reckons", "ready for a marathon"), "the predicate reports words"),
     ],
 )
 def test_an_object_that_is_no_value_is_dropped(statement, reason):
     got = shape(statement, [user("x")])
     assert isinstance(got, Rejected) and got.reason.startswith(reason), got
+
+
+def test_advice_a_novel_and_it_as_a_department_stay():
+    for statement in (st("医生", "建议", "少喝咖啡"), st("用户", "喜欢看", "小说"), st("user", "works in", "IT")):
+        assert not isinstance(shape(statement, [user("x")]), Rejected), statement
 
 
 # ---- 5. a negation ends what it governs, not the new value beside it ----------------------------

@@ -526,10 +526,12 @@ def item_status(status: str, predicate: str, obj: str) -> str:
     if status == "past":
         return "past"
     p, o = _light(predicate), _light(obj)
-    if _NEGATION.search(p) or _NEGATION.search(o):
+    if _NEGATION.search(p):
         return "negated"
-    if _PLAN.search(p):
+    if _PLAN.search(p):  # a plan to end something is a plan ("计划|辞职回合肥")
         return "plan"
+    if _NEGATION.search(o):
+        return "negated"
     if _PAST.search(p):
         return "past"
     return "current"

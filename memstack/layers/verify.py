@@ -239,7 +239,7 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the subject is its own object")
     if re.search(r"[，,。；;！!？?]", s.subject.strip()):
         return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的"
-    if _PRONOUN_ONLY.fullmatch(normalize(s.object)):
+    if _PRONOUN_ONLY.fullmatch(normalize(s.object)) and s.object.strip() != "IT":  # "IT": a department
         return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
         return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
@@ -249,7 +249,11 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         and len(normalize(s.object)) > 2
     ):
         return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
+    if s.object.isascii() and _EN_CLAUSE.search(s.object):
+        return Rejected(s, "the object is a clause, not a value")  # "…|been doing it since college"
     p = normalize(s.predicate)
+    if _REPORTED.search(p):
+        return Rejected(s, "the predicate reports words, not a fact")  # "医生|说|三个月不能跑", "听说"
     if _TIME_ONLY.fullmatch(p):
         return Rejected(s, "the predicate is a time word, not a relation")
     if _NEGATION_ONLY.fullmatch(p):
@@ -525,6 +529,17 @@ def check(
                 return s.model_copy(update={"past": past}) if past else s
         reasons.append(reason)
     return Rejected(s, reasons[0], found[0][0].strip()[:120])
+
+
+#: a predicate that reports words or a belief: what follows is someone's saying, no fact
+#: ("医生说至少三个月不能跑", "听说游泳对哮喘好", "the physio reckons I'm done"); advice stays (建议)
+_REPORTED = re.compile(
+    r"(?:听说|据说|(?<![小解演传学])说|说过|讲|认为|以为)$|\b(?:reckons?|says|said|thinks|thought|heard|told|claims?|believes?)$",
+    re.IGNORECASE,
+)
+#: an English object with a subject pronoun or "it" in it is a clause, not a value ("some weeks I
+#: really feel it", "been doing it since college"); case kept: "IT" is a department
+_EN_CLAUSE = re.compile(r"\b(?:I|I'm|I've|I'd|we|he|she|they|you|it)\b")
 
 
 #: synonym groups whose name is a category a model may give a value said with another verb
@@ -1092,6 +1107,13 @@ _EN_STOP = re.compile(
     r"\s+(?:in|at|on|since|because|and|but|for|last|this|after|when|a|an|any|anymore|any more|altogether|completely|entirely|now|so|then|years?|months?|weeks?|ago)\b.*$",
     re.IGNORECASE,
 )
+#: a cessation after its object, said first as a topic: "融资的事我早就不管了", "爬山早就不爬了",
+#: "奶茶我已经不喝了" (an ending adverb is needed: "香菜我不吃" never held)
+_FRONTED_END = re.compile(
+    r"^(?P<obj>[^，。！？；\s]{2,14}?)(?:的事儿?|这事儿?|这块|那块|这件事|那件事)?(?:我们?|俺们?|咱们?)?(?:也|都)?"
+    r"(?:(?:早就|早已|早|已经|再也|好久|很久)都?(?:没|不)再?|没再|不再|(?:不|没)再?(?:打算|想|准备|计划))"
+    r"(?P<verb>[\u4e00-\u9fff]{1,2}?)(?:过|了|啦)*$"
+)
 _ZH_LEAD = re.compile(r"^(?:了|掉|再|去|在|用|使用|做|玩|吃|喝|抽|养|学|开|住|练|跑|打|弹|看|读|写|上|参加|跟|和)+")
 _ZH_TAIL = re.compile(r"(?:了|啦|吧|呢|了吧|的|这件事|这个习惯)+$")
 
@@ -1132,6 +1154,7 @@ def _owner(before: str) -> str:
     anchors = [(x.end(), "") for x in _SELF.finditer(before) if not _possessive(before, x.start())]
     anchors += [(x.end(), x.group(0)) for x in _OTHER_PERSON.finditer(before)]
     anchors += [(x.end(), x.group(0)) for x in _NAMED.finditer(before)]
+    anchors += [(x.end(), x.group(0)) for x in _BARE_KIN.finditer(before)]  # "妈妈早就不上班了"
     return max(anchors, default=(0, ""))[1]
 
 
@@ -1152,6 +1175,21 @@ def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
             found.append((value, value, m.start()))
     if found:
         return found
+    fronted = _FRONTED_END.match(clause.strip())
+    if fronted and not _ONE_OFF.search(sentence or clause):
+        topic = re.sub(r"^(?:我们?|俺们?|咱们?)", "", fronted.group("obj")).strip()
+        verb = fronted.group("verb")
+        obj = topic[len(verb) :] if topic.startswith(verb) and len(topic) > len(verb) else topic
+        raw = fronted.group("obj")
+        someone = (
+            _OTHER_PERSON.search(raw)
+            or _SELF.search(topic)
+            or re.fullmatch(_KIN, topic)
+            or re.fullmatch(r"[老小阿][\u4e00-\u9fff]", topic)
+            or person_names(topic)
+        )
+        if obj and not someone and not _NEW_PHRASE.search(topic):  # a person said first is the subject
+            return [(obj, topic, 0)]
     zh = [m for m in _ENDS_ZH.finditer(clause) if not (m.group(0) == "不" and _ONE_OFF.search(sentence or clause))]
     if zh:
         phrase = _ZH_TAIL.sub("", clause[zh[-1].end() :]).strip()
