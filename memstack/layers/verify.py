@@ -112,7 +112,9 @@ _SENTIMENT = re.compile(
     r"不喜欢|喜欢|讨厌|厌恶|热爱|爱|恨|偏爱|偏好|\b(?:likes?|loves?|hates?|dislikes?|enjoys?|prefers?)\b", re.IGNORECASE
 )
 #: time words that qualify a predicate ("以前住", "上个月搬到", "now lives in"): not part of it
-_PAST_WORDS = re.compile(r"^(?:以前|之前|原来|原先|曾经|过去|从前|早先)|^(?:used to|previously|formerly|once)\s+", re.IGNORECASE)
+#: the Chinese words that put a value before now, also said before its verb or after its object
+_BEFORE_ZH = "以前|之前|原来|原先|曾经|过去|从前|早先"
+_PAST_WORDS = re.compile(rf"^(?:{_BEFORE_ZH})|^(?:used to|previously|formerly|once)\s+", re.IGNORECASE)
 _TIME_WORDS = re.compile(
     r"^(?:上个?月|下个?月|这个?月|本月|去年|今年|明年|前年|上周|下周|这周|本周|昨天|今天|明天|前天|后天|"
     r"\d{1,4}年(?:\d{1,2}月)?(?:\d{1,2}[日号])?|\d{1,2}月(?:\d{1,2}[日号])?)|"
@@ -932,9 +934,7 @@ def _after_object(predicate: str, clause: str, obj: str) -> str | None:
 
 #: a time word that puts what its clause says before now ("我以前住在成都", "俺之前在北京干了五年销售",
 #: "I used to live in Denver"); 以前/之前 only as an adverb, not after an event ("睡觉之前看书")
-_BEFORE_NOW_ZH = re.compile(
-    r"(?:以前|之前|原来|原先|曾经|过去|从前|早先|早年|当年|那时候?|小时候|年轻时|上学时|读书时|大学时|几年前|多年前|很久以前|好久以前)"
-)
+_BEFORE_NOW_ZH = re.compile(rf"(?:{_BEFORE_ZH}|早年|当年|那时候?|小时候|年轻时|上学时|读书时|大学时|几年前|多年前|很久以前|好久以前)")
 _BEFORE_NOW_EN = re.compile(
     r"\b(?:used to|previously|formerly|once(?! (?:a|an|every|in|per|or|more|again)\b)|back then|in the past)\b", re.IGNORECASE
 )
@@ -1177,10 +1177,9 @@ def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
         return found
     fronted = _FRONTED_END.match(clause.strip())
     if fronted and not _ONE_OFF.search(sentence or clause):
-        topic = re.sub(r"^(?:我们?|俺们?|咱们?)", "", fronted.group("obj")).strip()
-        verb = fronted.group("verb")
+        raw, verb = fronted.group("obj"), fronted.group("verb")
+        topic = re.sub(r"^(?:我们?|俺们?|咱们?)", "", raw).strip()
         obj = topic[len(verb) :] if topic.startswith(verb) and len(topic) > len(verb) else topic
-        raw = fronted.group("obj")
         someone = (
             _OTHER_PERSON.search(raw)
             or _SELF.search(topic)
