@@ -709,6 +709,9 @@ def test_an_dialect_first_person_introduces_the_user(said_text, names):
         (st("User", "studies", "law"), "I'm studying law at night.", True),
         (st("User", "lives in", "Leeds"), "I'm based in Leeds these days.", True),  # a spelling of a known relation
         (st("User", "has", "a dog"), "We got a dog last spring.", True),  # a light verb: the object decides
+        (st("User", "uses", "Vancouver"), "I used to live in Toronto, now I'm in Vancouver.", False),  # "used to" is a time
+        (st("User", "uses", "Figma"), "I used to use Sketch, now I use Figma.", True),
+        (st("User", "lives in", "Vancouver"), "I used to live in Toronto, now I'm in Vancouver.", True),
     ],
 )
 def test_an_english_predicate_must_be_said_in_the_sentence_of_its_object(statement, text, kept):

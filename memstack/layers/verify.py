@@ -635,17 +635,30 @@ _EN_LIGHT_VERBS = frozenset(
 )
 
 
+#: "used to" / "get used to": a time or a habit, never the verb "use"
+_USED_TO = re.compile(r"\bused to\b")
+
+
 def _en_predicate_said(predicate: str, sentence: str) -> bool:
     """Whether the sentence that says the object says one of an English predicate's words (by its
     stem: "runs" of "I run"), unless the predicate is a spelling of a known relation ("lives in"),
     a name, or only light words ("is", "has"). "User|dead quiet|Leeds" of "I run a little bike
-    shop in Leeds" said nothing of being quiet; "User|afford|rent" of "… to cover the rent"."""
+    shop in Leeds" said nothing of being quiet; "User|afford|rent" of "… to cover the rent". "Used
+    to" says when, not a use: "User|uses|Vancouver" of "I used to live in Toronto" is not said."""
     p = normalize(predicate)
-    if is_alias(predicate) or p in SYNONYMS or canonical(p) != p:
+    whole = normalize(sentence)
+    said = _USED_TO.sub(" ", whole)
+    if is_alias(predicate):
         return True
-    words = [w for w in re.findall(r"[a-z]+", p) if len(w) >= 3 and w not in _EN_LIGHT_VERBS and not _LIGHT.fullmatch(w)]
+    if p in SYNONYMS or canonical(p) != p:  # a known relation: any of its spellings, said outside "used to"
+        return said == whole or any(_en_words_said(x, said) for x in _SPELLINGS.get(SYNONYMS.get(p, canonical(p)), frozenset({p})))
+    return _en_words_said(p, said)
+
+
+def _en_words_said(predicate: str, said: str) -> bool:
+    """Whether ``said`` says one of the predicate's words that are not light (by its stem)."""
+    words = [w for w in re.findall(r"[a-z]+", predicate) if len(w) >= 3 and w not in _EN_LIGHT_VERBS and not _LIGHT.fullmatch(w)]
     stems = [_en_stem(w) for w in words]
-    said = normalize(sentence)
     return not stems or any(re.search(rf"\b{re.escape(x)}", said) for x in stems)
 
 
