@@ -118,6 +118,15 @@ def test_a_latin_word_matches_only_as_a_whole_word():
     assert keywords_match("React Native and Supabase", ["react native", "supabase"])
 
 
+def test_an_english_keyword_matches_in_its_own_tense():
+    assert keywords_match("I like swimming.", ["游泳|swim"]) and keywords_match("She quit smoking", ["quits|quit"])
+    assert keywords_match("It hurt my back, backs ache", ["back"]) and keywords_match("He used Vue", ["use"])
+    assert keywords_match("I moved out", ["move"]) and keywords_match("the herbs", ["herb"])
+    assert not keywords_match("I swam", ["swim"])  # an irregular form is not the word
+    assert not keywords_match("a swimsuit", ["swim"]) and not keywords_match("backend", ["back"])
+    assert not keywords_match("swimmers", ["swim"]) and not keywords_match("backed up", ["bac"])
+
+
 def test_token_f1_counts_chinese_characters_and_english_words():
     assert token_f1("The answer is Paris", "Paris") == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))  # 'the' dropped
     assert token_f1("青城山", "青城山") == 1.0

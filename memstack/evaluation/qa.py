@@ -140,10 +140,27 @@ def _latin(ch: str) -> bool:
     return ch.isascii() and ch.isalnum()
 
 
+#: what an English word of three letters or more may end with and stay itself ("swim" in "swimming",
+#: "quit" in "quitting", "back" in "backs"): a doubled last consonant before -ing/-ed, -s, -es, -d
+_INFLECTION = re.compile(r"(?P<twin>[a-z])?(?:ing|ed)|e?s|d")
+
+
+def _inflected(part: str, got: str, end: int, breaks: frozenset[int]) -> bool:
+    """Whether ``got`` continues the Latin word ``part`` at ``end`` with only an inflection."""
+    if len(part) < 3 or not part.isascii() or not part[-3:].isalpha():
+        return False
+    stop = end
+    while stop < len(got) and _latin(got[stop]) and (stop == end or stop not in breaks):
+        stop += 1
+    m = _INFLECTION.fullmatch(got, end, stop)
+    return bool(m) and m.group("twin") in (None, part[-1])
+
+
 def contains(answer: str, part: str) -> bool:
     """Whether the normalised ``answer`` holds the normalised ``part``, a number only as a whole
     number ("7公里" is not in "增加了17公里", "3月1日" is not in "3月11日") and a Latin word only as a
-    whole word ("go" is not in "going", "es" not in "uses"; "7km" is in "7 km")."""
+    whole word or inflected ("swim" is in "swimming"; "go" is not in "going", "es" not in "uses";
+    "7km" is in "7 km"): an English answer says the keyword's verb in its own tense."""
     got, breaks = _compact(answer)
     part = normalize_answer(part)
     if not part:
@@ -155,7 +172,7 @@ def contains(answer: str, part: str) -> bool:
         after = got[end] if end < len(got) and end not in breaks else ""
         cut_number = (part[0].isdigit() and before.isdigit()) or (part[-1].isdigit() and after.isdigit())
         cut_word = (part[0].isascii() and part[0].isalpha() and _latin(before)) or (
-            part[-1].isascii() and part[-1].isalpha() and _latin(after)
+            part[-1].isascii() and part[-1].isalpha() and _latin(after) and not _inflected(part, got, end, breaks)
         )
         if not cut_number and not cut_word:
             return True
