@@ -112,7 +112,9 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
     common surname. A guess, for one use: telling that a clause speaks of someone other than its
     speaker. Besides: a name of two characters that opens with 阿, 小 or 老 as the tagger reads
     names ("阿杰", "小雨"), and a doubled character that opens a clause ("豆豆最近开始学古筝了",
-    the way children and pets are called), unless it is an adverb or a kin word ("天天", "妈妈")."""
+    the way children and pets are called), unless it is an adverb or a kin word ("天天", "妈妈").
+    Not a word of three or more characters that ends as a place does ("岳麓区", which the tagger
+    reads as a name)."""
     if not any("\u4e00" <= ch <= "\u9fff" for ch in text):
         return ()
     out: list[tuple[int, int, str]] = []
@@ -124,7 +126,8 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
             continue
         at = start + len(word)
         surname = word[0] in _SURNAMES or (word[0] in "老小阿" and (word[1:2] in _SURNAMES or len(word) == 2))
-        if flag == "nr" and 2 <= len(word) <= 4 and surname and all("\u4e00" <= ch <= "\u9fff" for ch in word):
+        place = len(word) >= 3 and word[-1] in _PLACE_ENDS  # "岳麓区", tagged nr: a place
+        if flag == "nr" and 2 <= len(word) <= 4 and surname and not place and all("\u4e00" <= ch <= "\u9fff" for ch in word):
             out.append((start, at, word))
     for m in _DOUBLED.finditer(text):
         if m.group(1) not in _NOT_DOUBLED_NAMES and all(m.start(1) != s for s, _e, _n in out):
@@ -132,6 +135,8 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple(sorted(out))
 
 
+#: the last characters of a place's name, never of a person's of three or more ("岳麓区", "铁西区")
+_PLACE_ENDS = frozenset("区县市省镇乡村路街州")
 #: a doubled character opening a clause: how children and pets are called ("豆豆", "乐乐")
 _DOUBLED = re.compile(r"(?:^|(?<=[，,。！!？?；;\s]))(([\u4e00-\u9fff])\2)(?=[\u4e00-\u9fff])")
 #: doubled words that are adverbs, kin words or sounds, not names

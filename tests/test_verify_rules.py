@@ -680,6 +680,11 @@ def test_a_relatives_deed_in_the_users_sentence_is_not_the_users(statement, text
     assert not got.kept, got
 
 
+def test_a_place_the_tagger_reads_as_a_name_is_no_one_who_does_it():
+    # jieba tags 岳麓区 "nr"; the move is the user's
+    assert verify([st("用户", "计划", "搬到雨花区")], [user("我们家下个月从岳麓区搬到雨花区，离女儿学校近点。")]).kept
+
+
 def test_a_person_spoken_of_before_is_the_subject_of_a_sentence_that_names_them():
     text = [user("小米最近开始学游泳了，试了好几家才挑的游泳馆。")]
     assert verify([st("用户", "学", "游泳")], text).kept  # who 小米 is, nothing says

@@ -521,10 +521,13 @@ def predicate_score(stored: str, gold: str) -> int:
 
 
 def item_status(status: str, predicate: str, obj: str) -> str:
-    """What a stored value says: past when superseded; otherwise negated, planned or past when its
-    predicate (or, for a negation, its object) says so ("不再做", "打算去", "used to"); else current."""
+    """What a stored value says: past when superseded; current when it is a plan that came true
+    (``done``: what was planned holds now); otherwise negated, planned or past when its predicate
+    (or, for a negation, its object) says so ("不再做", "打算去", "used to"); else current."""
     if status == "past":
         return "past"
+    if status == "done":
+        return "current"
     p, o = _light(predicate), _light(obj)
     if _NEGATION.search(p):
         return "negated"
@@ -575,7 +578,8 @@ def _shown_as_current(reads: str, gold: Gold) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One stored statement, normalised: ``status`` is current or past as the store holds it."""
+    """One stored statement, normalised: ``status`` is current or past as the store holds it, or
+    done (a plan that came true, ``layers.fulfil``)."""
 
     subject: str
     predicate: str
@@ -597,6 +601,7 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
     and past values) and aliases, the relations (superseded ones past), the state, and the summary
     notes with a statement of the given threads (source "note"), marked as the summary shows them."""
     from ..layers.attributes import attribute_values
+    from ..layers.fulfil import DONE
     from ..layers.names import SELF_KEY
     from ..layers.notes import settled_by_profile
     from ..layers.summary import entities_of
@@ -619,9 +624,8 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
                 for x in values:
                     until = str(x.get("until", "")) if status == "past" else ""
                     since = str(x.get("valid_from", ""))
-                    out.append(
-                        Item(name, key, str(x.get("value", "")), status, source, r.key, since, until, quote(x.get("source_ids", ())))
-                    )
+                    held = "done" if status == "past" and x.get(DONE) else status
+                    out.append(Item(name, key, str(x.get("value", "")), held, source, r.key, since, until, quote(x.get("source_ids", ()))))
         for alias in v.get("aliases") or ():
             a, n = _light(alias), _light(name)
             if r.key != SELF_KEY and (_inside(a, n) or _inside(n, a) or _inside(a, _light(r.key))):
@@ -629,7 +633,7 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
             out.append(Item(name, "alias", alias, "current", "alias", r.key, said=quote(r.source_ids)))
     for r in records.current(user, "relation"):
         v = r.value
-        status = "past" if v.get("invalid_at") else "current"
+        status = ("done" if v.get(DONE) else "past") if v.get("invalid_at") else "current"
         since = (r.valid_from or r.created_at).isoformat() if (r.valid_from or r.created_at) else ""
         out.append(
             Item(
@@ -667,7 +671,7 @@ def stored_items(memory: Any, user_id: str, threads: Iterable[str] = ()) -> list
             for note in settled_by_profile(items, profile, r.value.get("lang", "en"), names, entities_of(memory.store, user, items)):
                 if note.get("said") or not (note.get("subject") and note.get("object")):
                     continue  # a quote of the user's turn, or a merged note without a statement
-                status = "past" if note.get("superseded_at") or note.get("past") else "current"
+                status = ("done" if note.get(DONE) else "past") if note.get("superseded_at") or note.get("past") else "current"
                 out.append(
                     Item(
                         note["subject"],
@@ -798,7 +802,7 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
                 return Verdict(item, "wrong_current", stale[0], stale[1], reads)
             also = tuple(c[5] for c in own if c[5] != best[5] and c[3] and c[0] >= 2 and not c[4])
             return Verdict(item, "correct", best[5], reads_as=reads, also=also)
-        if item.status == "current" and _shown_as_current(reads, g):
+        if item.status in ("current", "done") and _shown_as_current(reads, g):
             return Verdict(
                 item,
                 "wrong_current",
@@ -810,7 +814,7 @@ def score_item(item: Item, conv: FactConversation) -> Verdict:
     best = max(candidates, key=lambda c: (conv.gold[c[5]].status == "not_a_fact", c[0], c[2]))
     g = conv.gold[best[5]]
     if g.status == "not_a_fact":  # a trap's object under any subject: the assistant's words or a question
-        if item.status == "current" and reads != "negated":
+        if item.status in ("current", "done") and reads != "negated":
             return Verdict(
                 item, "wrong_current", best[5], "not a fact (the assistant's suggestion or a question), stored as current", reads
             )
@@ -823,7 +827,7 @@ def _stale_beside(item: Item, reads: str, conv: FactConversation, is_user: bool,
     its object ("日常用Spark、Airflow和Hive" after Hive was replaced; "年糕汤圆" after 汤圆 died) or in
     its predicate, an attribute's name that swallowed a value ("住在上海=喜欢打网球" after the move).
     Not when the item's words say which one is old ("从上海搬到深圳")."""
-    if item.status != "current" or reads != "current" or _CHANGE.search(_light(f"{item.predicate} {item.object}")):
+    if item.status not in ("current", "done") or reads != "current" or _CHANGE.search(_light(f"{item.predicate} {item.object}")):
         return None
     for c in own:
         g = conv.gold[c[5]]

@@ -31,6 +31,7 @@ from . import register_layer
 from .attributes import attribute_values, settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, first_person
+from .fulfil import DONE
 from .graph import cite, past, reconcile, same_value
 from .names import names_of
 from .relevance import (
@@ -293,7 +294,7 @@ def relevant_attributes(attributes: dict[str, Any], query: str, others: int = OT
     elif asks_about_now_only(query):
         # "我现在怎么锻炼？" beside "练=（目前未知；此前：力量）": the small model answered 力量; a value
         # that ended with nothing known in its place says nothing about now (the turns may)
-        keys = [k for k in keys if attribute_values(attributes[k])[0]]
+        keys = [k for k in keys if attribute_values(attributes[k])[0] or any(p.get(DONE) for p in attribute_values(attributes[k])[1])]
     return {k: attributes[k] for k in keys}
 
 
@@ -407,6 +408,11 @@ def render_attribute(
             + (
                 ("，" if zh else ", ") + (f"{p['valid_from'][:10]}起" if zh else f"from {p['valid_from'][:10]}")
                 if p.get("valid_from") and dated
+                else ""
+            )
+            + (
+                ("，" if zh else ", ") + (f"{str(p.get('until', ''))[:10]}已实现" if zh else f"done {str(p.get('until', ''))[:10]}")
+                if p.get(DONE)
                 else ""
             )
             for p in before

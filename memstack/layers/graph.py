@@ -30,6 +30,7 @@ from . import register_layer
 from .attributes import settled_attributes
 from .base import ExtractedLayer, LayerOutput, ReadRequest, current_records, dated_quote, record_lines
 from .extractor import SELF_KEY, entity_key, first_person, stem
+from .fulfil import DONE
 from .names import names_of
 from .relevance import IDENTITY, asks_about_change, asks_about_now_only, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
 from .supersede import canonical, instant, settle, single_valued
@@ -146,7 +147,8 @@ def pertinent(found: list[Record], query: str, named: set[str]) -> list[Record]:
         keep = {
             r.id
             for r in found
-            if r.id in keep and (not past(r) or (r.value.get("source_key"), canonical(str(r.value.get("relation", "")))) in held)
+            if r.id in keep
+            and (not past(r) or r.value.get(DONE) or (r.value.get("source_key"), canonical(str(r.value.get("relation", "")))) in held)
         }
     ends = {k for r in found if r.id in keep for k in (r.value.get("source_key"), r.value.get("target_key")) if k and k != SELF_KEY}
     while True:  # the paths from the user to what is kept
@@ -217,7 +219,10 @@ def render_relation(r: Record, lang: str, *, provenance: bool = False, quote: bo
     v = r.value
     zh = lang == "zh"
     date = (r.valid_from or r.created_at).date().isoformat()
-    if not dated:
+    if past(r) and v.get(DONE):  # a plan carried out: done, not called off
+        until = str(v["invalid_at"])[:10]
+        date = ("已实现" if zh else "done") if not dated else (f"{date}说，{until}已实现" if zh else f"said {date}, done {until}")
+    elif not dated:
         date = ("此前，已不成立" if zh else "before, no longer true") if past(r) else ""
     elif past(r):
         until = str(v["invalid_at"])[:10]

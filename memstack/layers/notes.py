@@ -34,6 +34,7 @@ from ..reldates import annotate
 from ..types import Message
 from .attributes import later, settled_attributes
 from .base import short_quote
+from .fulfil import DONE
 from .supersede import canonical, replaced_items
 from .verify import cessations, ends_value
 
@@ -254,5 +255,5 @@ def settled_by_profile(
         shown = ("、" if lang == "zh" else ", ").join(str(v["value"]) for v in now)
         owner = ("用户" if lang == "zh" else "the user") if subject == "user" else str(item["subject"]).strip()
         by = (f"{owner}{key}{shown}" if lang == "zh" else f"{owner} {key} {shown}") if shown else ""
-        out.append({**item, "superseded_at": until, "superseded_by": by})
+        out.append({**item, "superseded_at": until, "superseded_by": by, **({DONE: True} if ended[-1].get(DONE) else {})})
     return out

@@ -18,6 +18,7 @@ from ..llm.grounding import name_sources, normalize, overlap, sentence_sources
 from ..stores import RecordStore
 from ..types import Change, Message, Record, Scope
 from .attributes import attribute_values, later, stored, update_attribute
+from .fulfil import DONE, completes, completions
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
 from .supersede import canonical, instant, replaced_items, said_as_old, says_change
 from .verify import RESIGNED, cessations, ends_value, goes_with
@@ -194,7 +195,8 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
     练=蛙泳 ends with 游泳馆, ``verify.goes_with``); a clause with a subject or a setting of its own
     stays."""
     ended = cessations(batch.messages)
-    if not ended:
+    came_true = completions(batch.messages)
+    if not ended and not came_true:
         return pending
     changes = {(c.kind, c.key): c for c in pending}
     entities = {
@@ -228,15 +230,25 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
                 )
             ),
         )
+    for done in came_true:  # a plan that came true ends, done ("搬好啦": fulfil)
+        _end(done, batch, entities, relations, changes, lambda name, value, evidence, d=done: completes(d, name, value, evidence), True)
     return list(changes.values())
 
 
 def _end(
-    c: Any, batch: Batch, entities: dict[str, Change], relations: dict[str, Change], changes: dict[tuple[str, str], Change], hit: Any
+    c: Any,
+    batch: Batch,
+    entities: dict[str, Change],
+    relations: dict[str, Change],
+    changes: dict[tuple[str, str], Change],
+    hit: Any,
+    done: bool = False,
 ) -> list[tuple[str, str]]:
     """Ends, from when ``c`` was said, the current values of its owners that ``hit(name, value,
     evidence)`` picks (said no later than it), in ``entities``, ``relations`` and ``changes``;
-    returns the (evidence, value) of each one ended."""
+    returns the (evidence, value) of each one ended. ``done``: they ended because they came true
+    (a plan carried out), marked ``fulfil.DONE``."""
+    mark = {DONE: True} if done else {}
     at = c.message.timestamp
     owners = _owners(c.whose, entities)
     ended: list[tuple[str, str]] = []
@@ -258,7 +270,7 @@ def _end(
                 touched = True
                 ended += [(str(x.get("evidence", "")), str(x.get("value", ""))) for x in gone]
                 attributes[name] = stored(
-                    [x for x in current if x not in gone], past + [{**x, "until": at.isoformat()} for x in gone], batch.lang
+                    [x for x in current if x not in gone], past + [{**x, "until": at.isoformat(), **mark} for x in gone], batch.lang
                 )
         if touched:
             value["attributes"] = attributes
@@ -275,7 +287,7 @@ def _end(
         if forward or backward:
             ended.append((evidence, str(v.get("target" if forward else "source", ""))))
             relations[key] = changes[("relation", key)] = Change(
-                "put", "relation", key, {**v, "invalid_at": at.isoformat()}, r.source_ids, r.at
+                "put", "relation", key, {**v, "invalid_at": at.isoformat(), **mark}, r.source_ids, r.at
             )
     return ended
 

@@ -22,6 +22,7 @@ from ..tokens import TokenCounter, get_counter
 from ..types import Dropped, Message, Scope, Section
 from . import register_layer
 from .base import LayerOutput, ReadRequest, current_records, dropped_between
+from .fulfil import DONE
 from .names import SELF_KEY, entity_key
 from .notes import settled_by_profile
 
@@ -131,12 +132,16 @@ PAST = {"zh": "（过去的情况：{day}起改为 {now}）", "en": " (past: sin
 #: a note whose value ended with nothing in its place ("不再做数据分析了")
 GONE = {"zh": "（过去的情况：{day}起已不成立）", "en": " (past: no longer so since {day})"}
 CURRENT = {"zh": "（现在的情况；此前：{before}）", "en": " (current; before: {before})"}
+#: a plan that came true ("搬好啦": ``fulfil``)
+DONE_MARK = {"zh": "（计划已于{day}实现）", "en": " (done: carried out by {day})"}
 
 
 def _status(item: dict[str, Any], lang: str) -> str:
     """The mark of a superseded note (past, with the date and the note that replaced it) or of
     the note that superseded others (current, with the values it replaced); else nothing."""
     lang = lang if lang in PAST else "en"
+    if item.get("superseded_at") and item.get(DONE):
+        return DONE_MARK[lang].format(day=_day(item["superseded_at"]))
     if item.get("superseded_at") and not item.get("superseded_by"):
         return GONE[lang].format(day=_day(item["superseded_at"]))
     if item.get("superseded_at"):
