@@ -92,7 +92,7 @@ def test_a_plan_carried_out_is_done_in_the_profile_and_the_graph_and_shown_as_do
     attributes = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
     now, before = attribute_values(attributes["计划"])
     assert now == [] and [p["value"] for p in before] == ["搬到雨花区"] and before[0][DONE]
-    assert "2026-09-03已实现" in render_attribute("计划", attributes["计划"], "zh")
+    assert render_attribute("计划", attributes["计划"], "zh") == "计划=（已实现：搬到雨花区，2026-09-03实现）"
     (relation,) = mem.store.records.current(mem.scope("u"), "relation")
     assert relation.value[DONE] and relation.value["invalid_at"].startswith("2026-09-03")
     ctx = mem.context(user_id="u", thread_id="ask", query="我搬到雨花区了吗？", at=T0 + timedelta(days=70))

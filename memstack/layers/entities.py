@@ -402,7 +402,18 @@ def render_attribute(
         notes = [sep.join(x for x in (when, said) if x)]
     if provenance and attribute.get("source_ids"):
         notes.append(cite(attribute["source_ids"], lang))
-    if before:
+    done = [p for p in before if p.get(DONE)]  # plans carried out: done, not ended (``fulfil``)
+    gone = [p for p in before if not p.get(DONE)]
+    if done:
+        notes.append(
+            ("已实现：" if zh else "done: ")
+            + ("、" if zh else ", ").join(
+                p["value"]
+                + (("，" if zh else ", ") + (f"{str(p.get('until', ''))[:10]}实现" if zh else f"by {str(p.get('until', ''))[:10]}"))
+                for p in done
+            )
+        )
+    if gone:
         old = ("、" if zh else ", ").join(
             p["value"]
             + (
@@ -410,14 +421,11 @@ def render_attribute(
                 if p.get("valid_from") and dated
                 else ""
             )
-            + (
-                ("，" if zh else ", ") + (f"{str(p.get('until', ''))[:10]}已实现" if zh else f"done {str(p.get('until', ''))[:10]}")
-                if p.get(DONE)
-                else ""
-            )
-            for p in before
+            for p in gone
         )
         notes.append(("此前：" if zh else "before: ") + old)
+    if not shown and done and not gone:
+        return f"{key}=" + _paren(notes, lang).strip()
     if not shown:
         return f"{key}=" + _paren(["目前未知" if zh else "unknown now", *notes], lang).strip()
     return f"{key}={shown}" + _paren(notes, lang)
