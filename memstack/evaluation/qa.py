@@ -153,7 +153,7 @@ def _inflected(part: str, got: str, end: int, breaks: frozenset[int]) -> bool:
     while stop < len(got) and _latin(got[stop]) and (stop == end or stop not in breaks):
         stop += 1
     m = _INFLECTION.fullmatch(got, end, stop)
-    return bool(m) and m.group("twin") in (None, part[-1])
+    return m is not None and m.group("twin") in (None, part[-1])
 
 
 def contains(answer: str, part: str) -> bool:
