@@ -36,17 +36,21 @@ def user(text: str) -> Message:
         ("we finally moved last weekend, the new place is great", "move", ""),
         ("I'm back in Leeds now", "return", ""),
         ("I started at Stripe last week", "start", ""),
+        ("新学校上了两个礼拜课了，班主任终于不当了。", "new post", ""),
+        ("my new job is way less stressful", "new post", ""),
     ],
 )
 def test_the_words_that_say_a_change_is_done(text, kind, whose):
-    (done,) = completions([user(text)])
-    assert (done.kind, done.whose) == (kind, whose)
+    done = completions([user(text)])
+    assert (done[0].kind, done[0].whose) == (kind, whose)
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "新学校上了两个礼拜课了",  # nothing names the change: left as it is
+        "终于弄好了",  # nothing names the change: left as it is
+        "我在找新工作，面试了两家",
+        "i'm looking for a new job",
         "铺子盘下来了，下个月初开业。",  # still to come
         "还没搬完呢",
         "我们下个月搬家",
@@ -70,6 +74,9 @@ def test_a_completion_completes_only_a_plan_of_its_kind():
     (back,) = completions([user("回沈阳了。")])
     assert completes(back, "打算住到", "开春再回沈阳", "打算住到开春再回沈阳。")
     assert not completes(back, "打算", "回老家过年", "过年打算回老家")  # another place
+    (post,) = completions([user("新学校上了两个礼拜课了")])
+    assert completes(post, "计划", "滨江区的一所高中", "下学期我要调到滨江区的一所高中去了")
+    assert not completes(post, "计划", "搬到雨花区", "下个月搬到雨花区")
 
 
 def memory(tmp_path, layers, answers):

@@ -13,12 +13,14 @@ must hold to be the one it completes:
 - a return: "回沈阳了", "I'm back in Leeds" (the plan says 回/back/return, and the place when named);
 - a transfer: "调过来了", "已经调过去了" (the plan says 调);
 - a start: "入职了", "上岗了", "started at", "first week at" (the plan says 入职/上班/offer/join/start);
+- a new post: "新学校上了两个礼拜课了", "my new job is fine" (the plan says 调/入职/跳槽/join/start/
+  transfer), not while looking for one ("在找新工作");
 - an opening: "开业一个多月了", "开张了", "we opened" (the plan says 开…店/馆/业 or open/launch).
 
 A plan of the same owner, said before the completion, whose words hold its kind's words, ends
 from the completion, marked done (``DONE``): the read side shows it as done, not as pending, and
-``bench facts`` reads its content as current. A completion that names none of these ("新学校上了两个
-礼拜课了") ends nothing: a plan kept pending costs a stale plan, a wrong completion a lost one.
+``bench facts`` reads its content as current. A completion that names none of these ("终于弄好了")
+ends nothing: a plan kept pending costs a stale plan, a wrong completion a lost one.
 """
 
 from __future__ import annotations
@@ -68,6 +70,15 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
         re.compile(r"入职|上班|跳槽|offer|\bjoin|\bstart|\bnew job\b", re.IGNORECASE),
     ),
     (
+        # "新学校上了两个礼拜课了", "my new job is fine": the new place is where one is now
+        "new post",
+        re.compile(
+            r"新(?:学校|公司|单位|岗位|部门|东家|办公室|工作)(?!.{0,6}(?:找|面试|投|看))|\b(?:my|our) new (?:job|school|office|company|employer|team|role)\b",
+            re.IGNORECASE,
+        ),
+        re.compile(r"调(?:到|去|回|动|岗|过)|入职|上班|跳槽|offer|\bjoin|\bstart|\bnew job\b|\btransfer", re.IGNORECASE),
+    ),
+    (
         "open",
         re.compile(
             r"开业[^，。！？吗]{0,8}了|开张[^，。！？吗]{0,8}了|(?:已经|终于)开(?:业|张)|\b(?:we|i)\s+(?:finally\s+|just\s+|officially\s+)?(?:opened|launched)\b",
@@ -76,6 +87,8 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
         re.compile(r"开[^，。！？]{0,4}(?:店|馆|铺|业|张|工作室|公司)|\bopen|\blaunch", re.IGNORECASE),
     ),
 )
+#: a clause about looking for the new place, not being there ("在找新工作", "looking for a new job")
+_SEEKING = re.compile(r"找|面试|投简历|应聘|看房|\b(?:looking|search|hunting|apply|applying|interview)", re.IGNORECASE)
 #: a negation right before a completion ("还没搬完", "haven't moved")
 _NOT_YET = re.compile(r"(?:没|不|未|别)[^，。！？]{0,3}$|(?:n't|\bnot|\bnever|\byet to)\s*\w*\s*$", re.IGNORECASE)
 
@@ -111,7 +124,7 @@ def completions(messages: Sequence[Message]) -> list[Completion]:
                     continue
                 for kind, said, _plan in _KINDS:
                     hit = said.search(clause)
-                    if hit and not _NOT_YET.search(clause[: hit.start()]):
+                    if hit and not _NOT_YET.search(clause[: hit.start()]) and not (kind == "new post" and _SEEKING.search(clause)):
                         place = next((g for g in (hit.groupdict().get("place"), hit.groupdict().get("place_en")) if g), "")
                         out.append(Completion(kind, place, sentence.strip()[:200], m, _owner(text[: start + hit.start()])))
                         break
