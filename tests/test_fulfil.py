@@ -56,6 +56,7 @@ def test_the_words_that_say_a_change_is_done(text, kind, whose):
         "我们下个月搬家",
         "你回来了吗？",
         "回复了",
+        "我也回了他消息",
         "要是明年调过去就好了",
         "haven't moved yet",
         "if we moved, the rent would double",

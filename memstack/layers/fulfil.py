@@ -38,7 +38,9 @@ from .verify import _CLAUSE, _FUTURE, _HYPOTHETICAL, _PLAN, _asked, _owner
 DONE = "done"
 
 #: a name or predicate that says its value is a plan
-PLAN_NAME = re.compile(r"打算|计划|准备|考虑|想|希望|\bplan|\bconsider|\bintend|\bhop(?:e|es|ing) to\b|\bwant", re.IGNORECASE)
+PLAN_NAME = re.compile(
+    r"打算|计划|准备|考虑|想(?!念|法|象|起)|希望|\bplan|\bconsider|\bintend|\bhop(?:e|es|ing) to\b|\bwant", re.IGNORECASE
+)
 
 #: (kind, what says it is done, what a plan of the kind holds); a "回" completion's place is in group "place"
 _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
@@ -54,7 +56,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
     (
         "return",
         re.compile(
-            r"(?:^|我们?|俺|咱们?|已经|终于|总算|又|也)回(?:到|来)?(?P<place>[\u4e00-\u9fff]{2,4}?)?(?:了|啦)(?![\u4e00-\u9fff]{0,2}吗)|"
+            r"(?:^|我们?|俺|咱们?|已经|终于|总算|又|也)(?:回(?:到|来|去)?(?P<place>[\u4e00-\u9fff]{2,4}?)|回来|回去)(?:了|啦)(?![\u4e00-\u9fff]{0,2}吗)|"
             r"\b(?:i'm|i am|we're|we are)\s+(?:finally\s+)?back\b(?:\s+(?:in|home in)\s+(?P<place_en>[A-Z][\w-]+))?",
             re.IGNORECASE,
         ),
