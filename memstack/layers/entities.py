@@ -209,7 +209,8 @@ def _with_relations(
         match = [r for r in relations if same_value(str(r.value.get("target", "")), str(c.get("value", "")))]
         live = [r for r in match if not past(r)]
         if match and not live:
-            before = [*before, {**c, "until": max(str(r.value["invalid_at"]) for r in match)}]
+            done = {DONE: True} if all(r.value.get(DONE) for r in match) else {}  # a plan its relation says came true
+            before = [*before, {**c, "until": max(str(r.value["invalid_at"]) for r in match), **done}]
             continue
         quote = next((str(r.value["evidence"]) for r in [*live, *match] if r.value.get("evidence")), "")
         if quote and not c.get("evidence"):
