@@ -48,7 +48,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
         "move",
         re.compile(
             r"搬(?:完|好|过去|过来|进去|进来|进|家)+(?:了|啦|喽|咯)|搬了(?:家|过去|过来)|(?:已经|终于|总算)搬|"
-            r"\b(?:we|i)(?:'ve| have)?\s+(?:finally\s+|just\s+|officially\s+)?(?:moved|relocated)\b|\ball moved in\b|\bmoved in\b|\bmade the move\b",
+            r"\b(?:we|i)(?:'ve| have)?\s+(?:finally\s+|just\s+|officially\s+)?(?:moved|relocated)\b(?!\s+(?:the|a|an|it|our|my|his|her|their|them|that|this|some|everything)\b)|\ball moved in\b|\bmoved in\b|\bmade the move\b",
             re.IGNORECASE,
         ),
         re.compile(r"搬|\bmov(?:e|ing)\b|\brelocat", re.IGNORECASE),
