@@ -60,6 +60,7 @@ def test_the_words_that_say_a_change_is_done(text, kind, whose):
         "要是明年调过去就好了",
         "haven't moved yet",
         "we moved the meeting to friday",
+        "I started at 9 today",
         "if we moved, the rent would double",
         "we're thinking about moving",
     ],

@@ -66,7 +66,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
     (
         "start",
         re.compile(
-            r"入职了|上岗了|报到了|(?:已经|终于)(?:入职|上岗|报到)|\b(?:i|we)\s+(?:finally\s+|just\s+|officially\s+)?started\s+(?:at|with|the new|my new|work)\b|\bfirst (?:day|week|month) at\b",
+            r"入职了|上岗了|报到了|(?:已经|终于)(?:入职|上岗|报到)|\b(?:i|we)\s+(?:finally\s+|just\s+|officially\s+)?started\s+(?:(?:at|with)\s+(?!\d|noon|dawn|night|home|the gym|a |the beginning)|the new\b|my new\b|work\b)|\bfirst (?:day|week|month) at\b",
             re.IGNORECASE,
         ),
         re.compile(r"入职|上班|跳槽|offer|\bjoin|\bstart|\bnew job\b", re.IGNORECASE),
