@@ -680,6 +680,38 @@ def test_a_relatives_deed_in_the_users_sentence_is_not_the_users(statement, text
     assert not got.kept, got
 
 
+@pytest.mark.parametrize(
+    ("statement", "text", "reason"),
+    [
+        (
+            st("用户", "本来年后打算", "在惠州买套房"),
+            "本来年后打算在惠州买套房，首付都凑得差不多了，结果先不买了。",
+            "a plan given up, not a fact",
+        ),
+        (
+            st("User", "planned", "trip to Lisbon"),
+            "we were going to do a trip to Lisbon but the flights got cancelled",
+            "a plan given up, not a fact",
+        ),
+        (st("用户", "听", "你的"), "咖啡我听你的，全换成低因了。", "the object is a pronoun, not a value"),
+        (st("用户", "毕业", "女儿"), "女儿毕业了，在伦敦一家事务所找到工作了。", "the object is the one who does it, not a value"),
+    ],
+)
+def test_what_the_fifth_fresh_set_showed_is_dropped(statement, text, reason):
+    got = verify([statement], [user(text)])
+    assert not got.kept and got.rejected[0].reason == reason, got
+
+
+def test_what_the_fifth_fresh_set_showed_does_not_drop_its_neighbours():
+    assert verify([st("用户", "带", "女儿")], [user("周末我带女儿去公园。")]).kept
+    assert verify([st("用户", "住在", "上海")], [user("我本来就住在上海。")]).kept  # 本来就: always, no plan
+    assert verify([st("用户", "打算", "去日本")], [user("我打算下个月去日本。")]).kept
+    assert [c.object for c in cessations([user("handed my notice in at the call centre, last day friday")])] == ["call centre"]
+    said = "我这边也换组了，从后端转去做AI平台，Go也不怎么写了，天天Python。"
+    assert [c.object for c in cessations([user(said)])] == ["后端", "go"]  # "不怎么…了": no longer much
+    assert cessations([user("香菜我不怎么吃")]) == []  # never much: nothing ended
+
+
 def test_a_place_the_tagger_reads_as_a_name_is_no_one_who_does_it():
     # jieba tags 岳麓区 "nr"; the move is the user's
     assert verify([st("用户", "计划", "搬到雨花区")], [user("我们家下个月从岳麓区搬到雨花区，离女儿学校近点。")]).kept
@@ -717,6 +749,8 @@ def test_an_dialect_first_person_introduces_the_user(said_text, names):
         (st("User", "uses", "Vancouver"), "I used to live in Toronto, now I'm in Vancouver.", False),  # "used to" is a time
         (st("User", "uses", "Figma"), "I used to use Sketch, now I use Figma.", True),
         (st("User", "lives in", "Vancouver"), "I used to live in Toronto, now I'm in Vancouver.", True),
+        (st("User", "uses", "Porto"), "Back from Santiago! 260 km from Porto in 14 days.", False),  # nothing says a use
+        (st("User", "uses", "Postgres"), "We switched to Postgres last year.", True),
     ],
 )
 def test_an_english_predicate_must_be_said_in_the_sentence_of_its_object(statement, text, kept):

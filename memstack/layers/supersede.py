@@ -136,7 +136,7 @@ SYNONYMS: dict[str, str] = {
         ("date", "time", "due", "due date", "scheduled for", "postponed to", "rescheduled to", "moved up to", "pushed to"), "date"
     ),
     **dict.fromkeys(("使用", "用", "采用", "改用", "换用", "换成", "改成用", "用的是", "使用的是", "基于"), "使用"),
-    **dict.fromkeys(("uses", "use", "using", "switched to", "built with", "runs on"), "uses"),
+    **dict.fromkeys(("uses", "use", "using", "switched to", "built with", "built on", "written in", "runs on", "migrated to"), "uses"),
     **dict.fromkeys(("名字", "姓名", "名字是", "名叫", "叫", "叫做", "名为", "改名", "改名为", "改名叫"), "名字"),
     **dict.fromkeys(("name", "is named", "named", "is called", "called", "name is"), "name"),
     **dict.fromkeys(("年龄", "岁数", "今年"), "年龄"),

@@ -93,7 +93,7 @@ _NEGATION = re.compile(rf"{_NEG_ZH}|{_NEG_EN}", re.IGNORECASE)
 #: a negation that ends a state (cessation), and verbs that end what follows them
 _CESSATION = re.compile(
     r"不再|已经不|再也不|戒掉|戒了|辞掉|辞去|辞了|离开|退出|放弃|停掉|停了|卸载|退掉|不干了|不做了"
-    r"|\b(?:no longer|any ?more|quit|quitted|left|stopped|gave up|give up|dropped|cancel(?:l)?ed|sold)\b",
+    r"|\b(?:no longer|any ?more|quit|quitted|left|stopped|gave up|give up|dropped|cancel(?:l)?ed|sold|resigned|handed (?:in )?(?:my |her |his )?notice(?: in)?)\b",
     re.IGNORECASE,
 )
 #: what says the clause is a supposition, not a fact
@@ -229,6 +229,23 @@ def _said_of(reason: str) -> str | None:
     return name if _NAMED.fullmatch(name) else None
 
 
+#: a kin word of the user's that may be a Chinese object ("我女儿", "女儿", "俺闺女")
+_KIN_OBJECT = re.compile(rf"(?:我的?|俺的?|咱的?)?(?:{_KIN})")
+
+
+def _object_does_it(s: Statement, messages: Sequence[Message]) -> bool:
+    """Whether a Chinese object that is a person (a kin word, a name) is said right before the
+    predicate's verb, as its subject: "女儿毕业了" is 女儿's graduation, not the user's of 女儿."""
+    obj, verb = normalize(s.object), (normalize(s.predicate).rstrip("了过着") or normalize(s.predicate))
+    if not obj or not verb or obj.isascii() or verb.isascii():
+        return False
+    person = _KIN_OBJECT.fullmatch(obj) or any(name == obj for _start, _end, name in person_names(obj))
+    if not person:
+        return False
+    pattern = re.compile(re.escape(obj) + r"(?:也|都|已经|刚|才|终于|今年|去年|早就|就)?" + re.escape(verb))
+    return any(m.role == "user" and pattern.search(normalize(m.text)) for m in messages)
+
+
 def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Rejected:
     """A statement in the shape of a relation, before its words are checked: a predicate that is a
     clause of the user's words is split back into its verb and value or dropped, and an object
@@ -253,6 +270,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
     if s.object.isascii() and _EN_CLAUSE.search(s.object):
         return Rejected(s, "the object is a clause, not a value")  # "…|been doing it since college"
+    if _object_does_it(s, messages):
+        return Rejected(s, "the object is the one who does it, not a value")  # "用户|毕业|女儿" of "女儿毕业了"
     p = normalize(s.predicate)
     if _REPORTED.search(p):
         return Rejected(s, "the predicate reports words, not a fact")  # "医生|说|三个月不能跑", "听说"
@@ -289,7 +308,9 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
 
 
 #: an object that only points at someone: no value
-_PRONOUN_ONLY = re.compile(r"我|你|您|他|她|它|我们|你们|他们|她们|咱们|自己|me|you|him|her|it|us|them|myself", re.IGNORECASE)
+_PRONOUN_ONLY = re.compile(
+    r"(?:我|你|您|他|她|它|我们|你们|他们|她们|咱们|自己)的?|me|you|him|her|it|us|them|myself|yours|mine|his|hers", re.IGNORECASE
+)  # "咖啡我听你的": 你的 is no value
 #: a clause copied as an object: a light verb between two stretches of words ("南京一家设计公司做UI设计师")
 _INNER_VERB = re.compile(r"[\u3400-\u9fffA-Za-z0-9]{2}(?:做|在|是|住|用)(?!法|事|客|人|户|品|意|具|途|处)[\u3400-\u9fffA-Za-z0-9]{2}")
 #: objects that are only an adverb of time or aspect ("User|drink water|now")
@@ -651,7 +672,12 @@ def _en_predicate_said(predicate: str, sentence: str) -> bool:
     if is_alias(predicate):
         return True
     if p in SYNONYMS or canonical(p) != p:  # a known relation: any of its spellings, said outside "used to"
-        return said == whole or any(_en_words_said(x, said) for x in _SPELLINGS.get(SYNONYMS.get(p, canonical(p)), frozenset({p})))
+        group = SYNONYMS.get(p, canonical(p))
+        # "uses" is a verb's own relation: one of its spellings must be said ("User|uses|Porto" of
+        # "260 km from Porto" is not); the others may be said as a copula ("I'm a nurse")
+        if said == whole and group != "uses":
+            return True
+        return any(_en_words_said(x, said) for x in _SPELLINGS.get(group, frozenset({p})))
     return _en_words_said(p, said)
 
 
@@ -1055,6 +1081,13 @@ _FUTURE = re.compile(
 )
 
 
+#: a plan said as one that was, not is: "本来打算…", "原本想…", "I was going to…", "we had planned to…"
+_PLAN_GIVEN_UP_BEFORE = re.compile(
+    r"(?:本来|原本|原先)[^，。！？,.!?]{0,6}?(?:打算|计划|准备|想|要)|本(?:打算|想|要)|\b(?:was|were) (?:going|planning|supposed|meant) to\b|\bhad (?:planned|meant|hoped|intended) to\b",
+    re.IGNORECASE,
+)
+
+
 def _mood(clause: str, before: str, predicate: str) -> tuple[str | None, str]:
     """(why the clause states no fact, or None; the plan word the predicate must carry, or "").
     A plan word in the predicate that the clause does not say, nor puts in the future ("用户|计划|
@@ -1062,6 +1095,8 @@ def _mood(clause: str, before: str, predicate: str) -> tuple[str | None, str]:
     tail = _clause_tail(before)
     if _HYPOTHETICAL.search(tail):
         return "a supposition, not a fact", ""
+    if _PLAN_GIVEN_UP_BEFORE.search(tail):
+        return "a plan given up, not a fact", ""  # "本来年后打算在惠州买套房…先不买了"
     if _PLAN_IN_PREDICATE.search(normalize(predicate)) and not (
         _PLAN_IN_PREDICATE.search(clause) or _PLAN.search(clause) or _FUTURE.search(clause)
     ):
@@ -1095,7 +1130,7 @@ _ENDS_ZH = re.compile(
     r"|不(?=[去做用玩吃喝抽养学开住练跑打弹看读写上参][^，。！？；]*了)"
 )
 _ENDS_EN = re.compile(
-    r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|cancel(?:l)?ed|uninstalled)\b",
+    r"(?:n't|\bnot|\bnever)\b(?=[^.;]*\bany ?more\b)|\b(?:no longer|quit|quitted|stopped|gave up|give up|given up|left|sold|cancel(?:l)?ed|uninstalled|resigned from|handed (?:in )?(?:my |her |his )?notice(?: in)? at)\b",
     re.IGNORECASE,
 )
 #: a "不…了" that is about one day, not a habit ended ("今天不去健身房了")
@@ -1108,7 +1143,7 @@ _TIME_ANYWHERE = re.compile(
 _DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
 #: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y", "从协和辞职了"
 _FROM_ZH = re.compile(
-    r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转成|跳槽到|调到|升级到|切换到|切到|辞职|离职|辞了职|离了职)"
+    r"从([^，。！？；从]{1,30}?)(?:全部|都|也)?(?:搬到|搬去|搬回|迁移到|迁移至|迁到|迁往|换成|换到|换为|改成|改为|改用|改到|转到|转去|转成|跳槽到|跳到|跳去|调到|调去|升级到|切换到|切到|辞职|离职|辞了职|离了职)"
 )
 _SWAP_ZH = re.compile(r"把([^，。！？；把]{1,30}?)(?:全部|都|也)?(?:换成|换为|改成|改为|迁移到|迁到|替换成|替换为|切换到|升级到|升级成)")
 _FROM_EN = re.compile(
@@ -1124,7 +1159,7 @@ _EN_STOP = re.compile(
 #: "奶茶我已经不喝了" (an ending adverb is needed: "香菜我不吃" never held)
 _FRONTED_END = re.compile(
     r"^(?P<obj>[^，。！？；\s]{2,14}?)(?:的事儿?|这事儿?|这块|那块|这件事|那件事)?(?:我们?|俺们?|咱们?)?(?:也|都)?"
-    r"(?:(?:早就|早已|早|已经|再也|好久|很久)都?(?:没|不)再?|没再|不再|(?:不|没)再?(?:打算|想|准备|计划))"
+    r"(?:(?:早就|早已|早|已经|再也|好久|很久)都?(?:没|不)再?|没再|不再|(?:不|没)再?(?:打算|想|准备|计划)|不怎么(?=[\u4e00-\u9fff]{1,2}了))"
     r"(?P<verb>[\u4e00-\u9fff]{1,2}?)(?:过|了|啦)*$"
 )
 _ZH_LEAD = re.compile(r"^(?:了|掉|再|去|在|用|使用|做|玩|吃|喝|抽|养|学|开|住|练|跑|打|弹|看|读|写|上|参加|跟|和)+")
