@@ -166,13 +166,19 @@ _PLACE_WORDS = frozenset({"城市", "城区", "市区", "郊区", "地区", "省
 @lru_cache(maxsize=4096)
 def leading_place(text: str) -> str:
     """The place name Chinese ``text`` opens with, as jieba's part-of-speech tagger reads place
-    names (``ns``: "重庆渝北区了…" -> "重庆渝北区", "宜昌找份工作" -> "宜昌"); "" without one."""
+    names (``ns``: "重庆渝北区了…" -> "重庆渝北区", "宜昌找份工作" -> "宜昌"), or a word of three
+    characters or more that ends as a district does ("雨花区", which it tags n); "" without one."""
     place = ""
     for pair in _tagger().cut(text):
-        if pair.flag != "ns":
+        # "雨花区" (tagged n) and "岳麓区" (nr) end as districts do: places too
+        if pair.flag != "ns" and not (len(pair.word) >= 3 and pair.word[-1] in _DISTRICT_ENDS and "\u4e00" <= pair.word[0] <= "\u9fff"):
             break
         place += pair.word
     return place
+
+
+#: the last character of a place's name the tagger may not know ("雨花区", "岳麓区")
+_DISTRICT_ENDS = frozenset("区县市省镇乡村")
 
 
 @lru_cache(maxsize=1)

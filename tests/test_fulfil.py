@@ -120,3 +120,18 @@ def test_a_plan_called_off_is_not_done(tmp_path):
     attributes = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
     _now, before = attribute_values(attributes["计划"])
     assert all(not p.get(DONE) for p in before)
+
+
+def test_a_move_said_ahead_is_a_plan_the_rule_adds_when_the_model_gave_it_another_subject(tmp_path):
+    # the local model wrote "长沙岳麓区|计划|雨花区" (dropped: it names no subject the words say);
+    # the move rule adds the user's move, said ahead of time, as a plan; "搬好啦" then marks it done
+    mem = memory(tmp_path, ["profile"], [statements(("长沙岳麓区", "地点", "计划", "雨花区")), statements()])
+    said(
+        mem,
+        (["跟你说个事，我们家下个月搬到雨花区，离孩子学校近点。", "好的"], T0),
+        (["搬好啦！雨花区这边菜市场多。", "恭喜"], T0 + timedelta(days=40)),
+    )
+    attributes = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
+    now, before = attribute_values(attributes["计划搬到"])
+    assert now == [] and [p["value"] for p in before] == ["雨花区"] and before[0][DONE]
+    assert "住在" not in attributes and "搬到" not in attributes  # never current before it happened

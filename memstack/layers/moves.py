@@ -7,7 +7,9 @@ statements, a statement for each move the words say that the model did not write
 ``verify`` checks it like any other (whose words, a plan or a supposition, a question).
 
 Decision: only a place name right after a move verb, as jieba's tagger reads place names (``ns``:
-"搬回宜昌找份工作" is 宜昌), or in English capitalised words right after "moved/relocated to"
+"搬回宜昌找份工作" is 宜昌; or a word that ends as a district does, "雨花区"); a move said ahead of
+time ("下个月搬到雨花区", "打算搬去…") is a plan, "计划搬到", which ``fulfil`` marks done when the user
+says it happened, or in English capitalised words right after "moved/relocated to"
 ("moved to Hoboken"; not "moved to the Manchester office", which is where one works). A place
 the tagger does not know is left to the model: a missed move costs recall, a wrong one precision.
 """
@@ -22,6 +24,7 @@ from ..llm.extract import Statement
 from ..llm.grounding import normalize
 from ..text import leading_place
 from ..types import Message
+from .names import SELF_KEY, entity_key
 
 #: verbs that say the speaker now lives somewhere else (each a spelling of 住在 / lives in)
 _MOVE_ZH = re.compile(r"搬家到|搬到|搬去|搬回|迁到|移居")
@@ -45,17 +48,24 @@ def said_moves(messages: Sequence[Message], lang: str) -> list[Statement]:
 
 
 def missed_moves(statements: Sequence[Statement], messages: Sequence[Message], lang: str) -> list[Statement]:
-    """The moves of ``said_moves`` whose place no statement of the model names (nor a part of it)."""
-    named = [normalize(s.object) for s in statements]
+    """The moves of ``said_moves`` whose place no statement of the model about the user names (nor
+    a part of it): one the model gave another subject ("长沙岳麓区|住在|雨花区", dropped by ``verify``)
+    does not stand for the user's move."""
+    named = [normalize(s.object) for s in statements if entity_key(s.subject) == SELF_KEY]
     return [m for m in said_moves(messages, lang) if not any(normalize(m.object) in n or n in normalize(m.object) for n in named if n)]
+
+
+#: words before a Chinese move verb that put it ahead ("下个月搬到雨花区"): a planned move, "计划搬到"
+_AHEAD_ZH = re.compile(r"明年|下个?月|下周|下星期|下礼拜|明天|后天|过几天|过阵子|年底|年后|打算|计划|准备|想|要")
 
 
 def _places_zh(sentence: str) -> list[tuple[str, str]]:
     out = []
     for match in _MOVE_ZH.finditer(sentence):
         place = leading_place(sentence[match.end() :].lstrip("了")[:16])
+        ahead = _AHEAD_ZH.search(re.split(r"[，,。；;！!？?]", sentence[: match.start()])[-1])
         if len(place) >= 2:
-            out.append((match.group(0), place))
+            out.append((("计划" if ahead else "") + match.group(0), place))
     return out
 
 

@@ -710,7 +710,7 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
     plan = _PLAN_IN_PREDICATE.match(core)
     if plan and plan.end() == len(core):  # "计划|搬到杭州": the object holds the verb; the mood check decides
         return True
-    if plan and plan.end() < len(core) and _PLAN.search(clause):
+    if plan and plan.end() < len(core) and (_PLAN.search(clause) or _FUTURE.search(clause)):  # "下个月搬到…": 计划搬到
         core = _ADVERBS.sub("", core[plan.end() :]) or core[plan.end() :]
     core = core.rstrip("了过着") or core
     if len(core) > 1 and core[0] == "是" and core not in SYNONYMS:  # "是笔名" of "莫尔索是小李的笔名"
