@@ -134,4 +134,19 @@ def test_a_move_said_ahead_is_a_plan_the_rule_adds_when_the_model_gave_it_anothe
     attributes = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
     now, before = attribute_values(attributes["计划搬到"])
     assert now == [] and [p["value"] for p in before] == ["雨花区"] and before[0][DONE]
-    assert "住在" not in attributes and "搬到" not in attributes  # never current before it happened
+    (lives,) = attribute_values(attributes["住在"])[0]  # from the day it happened, never before
+    assert lives["value"] == "雨花区" and lives["valid_from"].startswith("2026-08-07") and "搬到" not in attributes
+
+
+def test_a_planned_move_that_came_true_is_where_the_user_lives_from_then(tmp_path):
+    mem = memory(tmp_path, ["profile"], [statements(("用户", "人物", "住在", "长沙岳麓区")), statements(), statements()])
+    said(
+        mem,
+        (["我叫周敏，住在长沙岳麓区。", "你好"], T0),
+        (["我们家下个月搬到雨花区，离孩子学校近点。", "好的"], T0 + timedelta(days=30)),
+        (["搬好啦！雨花区这边菜市场多。", "恭喜"], T0 + timedelta(days=75)),
+    )
+    attributes = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
+    now, before = attribute_values(attributes["住在"])
+    assert [c["value"] for c in now] == ["雨花区"] and now[0]["valid_from"].startswith("2026-09-11")
+    assert [p["value"] for p in before] == ["长沙岳麓区"]

@@ -19,6 +19,7 @@ from ..stores import RecordStore
 from ..types import Change, Message, Record, Scope
 from .attributes import attribute_values, later, stored, update_attribute
 from .fulfil import DONE, completes, completions
+from .moves import said_moves
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
 from .supersede import canonical, instant, replaced_items, said_as_old, says_change
 from .verify import RESIGNED, cessations, ends_value, goes_with
@@ -231,8 +232,34 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
             ),
         )
     for done in came_true:  # a plan that came true ends, done ("搬好啦": fulfil)
-        _end(done, batch, entities, relations, changes, lambda name, value, evidence, d=done: completes(d, name, value, evidence), True)
+        plans = _end(
+            done, batch, entities, relations, changes, lambda name, value, evidence, d=done: completes(d, name, value, evidence), True
+        )
+        if done.kind == "move" and not done.whose:
+            _moved(done, plans, batch, entities, changes)
     return list(changes.values())
+
+
+def _moved(
+    done: Any, plans: list[tuple[str, str]], batch: Batch, entities: dict[str, Change], changes: dict[tuple[str, str], Change]
+) -> None:
+    """A planned move that came true is where the user lives from then ("下个月搬到雨花区", then
+    "搬好啦": 住在=雨花区 from that day, the old place past): the place the move rule reads in the
+    plan's own words (``moves.said_moves``), one place only."""
+    places = {m.object for evidence, _value in plans for m in said_moves([Message(role="user", content=evidence)], batch.lang) if evidence}
+    me = entities.get(SELF_KEY)
+    if len(places) != 1 or me is None:
+        return
+    value = dict(me.value or {})
+    attributes = dict(value.get("attributes", {}))
+    key = "住在" if batch.lang == "zh" else "lives in"
+    key = next((k for k in attributes if canonical(k) == canonical(key)), key)
+    new = {"value": places.pop(), "source_ids": [done.message.id], "valid_from": done.message.timestamp.isoformat(), "evidence": done.quote}
+    attributes[key] = update_attribute(attributes.get(key), key, new, done.quote, batch.lang, cue=True)
+    value["attributes"] = attributes
+    entities[SELF_KEY] = changes[("entity", SELF_KEY)] = Change(
+        "put", "entity", SELF_KEY, value, tuple(sorted({*me.source_ids, done.message.id})), batch.messages[-1].timestamp
+    )
 
 
 def _end(
