@@ -37,4 +37,5 @@ def schema() -> Iterator[str]:
     """A fresh schema name, dropped (with everything in it) after the test."""
     name = f"memstack_test_{uuid.uuid4().hex[:12]}"
     yield name
-    drop_schema(os.environ["MEMSTACK_TEST_PG_DSN"], name)
+    if os.environ.get("MEMSTACK_TEST_PG_DSN"):  # a test skipped without a server made no schema
+        drop_schema(os.environ["MEMSTACK_TEST_PG_DSN"], name)
