@@ -29,10 +29,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..budget import split_text
 from ..llm.grounding import normalize
 from ..types import Message
-from .verify import _CLAUSE, _FUTURE, _HYPOTHETICAL, _PLAN, _asked, _owner
+from .verify import _FUTURE, _PLAN, _owner, said_clauses
 
 #: the key a done plan's past value carries (with the day it came true in "until")
 DONE = "done"
@@ -89,6 +88,8 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
         re.compile(r"开[^，。！？]{0,4}(?:店|馆|铺|业|张|工作室|公司)|\bopen|\blaunch", re.IGNORECASE),
     ),
 )
+#: the words a plan of each kind holds
+_PLAN_WORDS = {kind: plan for kind, _said, plan in _KINDS}
 #: a clause about looking for the new place, not being there ("在找新工作", "looking for a new job")
 _SEEKING = re.compile(r"找|面试|投简历|应聘|看房|\b(?:looking|search|hunting|apply|applying|interview)", re.IGNORECASE)
 #: a negation right before a completion ("还没搬完", "haven't moved")
@@ -111,25 +112,15 @@ class Completion:
 def completions(messages: Sequence[Message]) -> list[Completion]:
     """The completions the user's turns say (see the module's decision)."""
     out: list[Completion] = []
-    for m in messages:
-        if m.role != "user":
+    for m, sentence, text, clause, start in said_clauses(messages):
+        if _PLAN.search(clause) or _FUTURE.search(clause):
             continue
-        for sentence in split_text(m.text):
-            text = normalize(sentence)
-            if _HYPOTHETICAL.search(text) or text.rstrip().endswith(("?", "？")):
-                continue
-            at = 0
-            for clause in _CLAUSE.split(text):
-                start = text.find(clause, at)
-                at = start + len(clause)
-                if not clause.strip() or _asked(clause) or _PLAN.search(clause) or _FUTURE.search(clause):
-                    continue
-                for kind, said, _plan in _KINDS:
-                    hit = said.search(clause)
-                    if hit and not _NOT_YET.search(clause[: hit.start()]) and not (kind == "new post" and _SEEKING.search(clause)):
-                        place = next((g for g in (hit.groupdict().get("place"), hit.groupdict().get("place_en")) if g), "")
-                        out.append(Completion(kind, place, sentence.strip()[:200], m, _owner(text[: start + hit.start()])))
-                        break
+        for kind, said, _plan in _KINDS:
+            hit = said.search(clause)
+            if hit and not _NOT_YET.search(clause[: hit.start()]) and not (kind == "new post" and _SEEKING.search(clause)):
+                place = next((g for g in (hit.groupdict().get("place"), hit.groupdict().get("place_en")) if g), "")
+                out.append(Completion(kind, place, sentence.strip()[:200], m, _owner(text[: start + hit.start()])))
+                break
     return out
 
 
@@ -139,7 +130,7 @@ def completes(c: Completion, name: str, value: str, evidence: str) -> bool:
     if not PLAN_NAME.search(normalize(name)):
         return False
     words = normalize(f"{name} {value} {evidence}")
-    plan = dict((k, p) for k, _said, p in _KINDS)[c.kind]
+    plan = _PLAN_WORDS[c.kind]
     if not plan.search(words) or normalize(evidence) == normalize(c.quote):
         return False
     return not c.place or normalize(c.place) in words

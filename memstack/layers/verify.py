@@ -45,7 +45,7 @@ ends every current value of the owner that one names (``ends_value``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..budget import split_text
@@ -1166,14 +1166,9 @@ _ZH_LEAD = re.compile(r"^(?:了|掉|再|去|在|用|使用|做|玩|吃|喝|抽|�
 _ZH_TAIL = re.compile(r"(?:了|啦|吧|呢|了吧|的|这件事|这个习惯)+$")
 
 
-def cessations(messages: Sequence[Message]) -> list[Cessation]:
-    """What the user's turns end: the object right after a cessation ("不再", "已经不…了", "戒",
-    "退出", "no longer", "quit", "stopped", "sold"), a thing disposed of named before its verb
-    ("卡罗拉卖给了我表弟"), and the old value of a change said with "从…到"/"把…换成"/"from … to".
-    A negation without an end ("我不吃香菜") ends nothing: it never held. Questions and suppositions
-    end nothing either. Each says whose value it ends: the user's, unless the words before it in
-    its sentence name someone or something else last ("我妹妹已经不住在杭州了", "他们…不去云南了")."""
-    out: list[Cessation] = []
+def said_clauses(messages: Sequence[Message]) -> Iterator[tuple[Message, str, str, str, int]]:
+    """(message, sentence, its normalised text, clause, where the clause starts in that text) of
+    each clause the user's turns state: not in a question or a supposition, not asked."""
     for m in messages:
         if m.role != "user":
             continue
@@ -1185,14 +1180,25 @@ def cessations(messages: Sequence[Message]) -> list[Cessation]:
             for clause in _CLAUSE.split(text):
                 start = text.find(clause, at)
                 at = start + len(clause)
-                if not clause.strip() or _asked(clause):
-                    continue
-                for obj, phrase, where in _ended_in(clause, text):
-                    parts = [x.strip() for x in _list_parts(obj) if x.strip()]
-                    owner = _owner(text[: start + where])
-                    for part in parts:
-                        if not _WHEN.match(part):
-                            out.append(Cessation(part, phrase if len(parts) == 1 else part, sentence.strip()[:200], m, owner))
+                if clause.strip() and not _asked(clause):
+                    yield m, sentence, text, clause, start
+
+
+def cessations(messages: Sequence[Message]) -> list[Cessation]:
+    """What the user's turns end: the object right after a cessation ("不再", "已经不…了", "戒",
+    "退出", "no longer", "quit", "stopped", "sold"), a thing disposed of named before its verb
+    ("卡罗拉卖给了我表弟"), and the old value of a change said with "从…到"/"把…换成"/"from … to".
+    A negation without an end ("我不吃香菜") ends nothing: it never held. Questions and suppositions
+    end nothing either. Each says whose value it ends: the user's, unless the words before it in
+    its sentence name someone or something else last ("我妹妹已经不住在杭州了", "他们…不去云南了")."""
+    out: list[Cessation] = []
+    for m, sentence, text, clause, start in said_clauses(messages):
+        for obj, phrase, where in _ended_in(clause, text):
+            parts = [x.strip() for x in _list_parts(obj) if x.strip()]
+            owner = _owner(text[: start + where])
+            for part in parts:
+                if not _WHEN.match(part):
+                    out.append(Cessation(part, phrase if len(parts) == 1 else part, sentence.strip()[:200], m, owner))
     return out
 
 
