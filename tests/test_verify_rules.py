@@ -823,3 +823,47 @@ def test_quitting_a_group_ends_what_we_did_in_it(tmp_path):
     attributes = me(mem)
     assert values(attributes["rehearses on"]) == ([], ["Sundays"])
     assert values(attributes["plays"]) == (["bass"], [])  # said in the band's clause, not of it: kept
+
+
+@pytest.mark.parametrize(
+    ("predicate", "obj", "text"),
+    [
+        # a noun phrase of the user's words is no relation of theirs: after an article or a
+        # demonstrative, or a word that can never be a verb
+        ("book club", "Tuesdays", "I quit the book club on Tuesdays, too many people who never read the book."),
+        ("coach", "drills", "The new coach makes us do nothing but drills."),
+        ("library", "two evenings a week", "finally sorted: library two evenings a week and the café on Saturdays."),
+        ("legs feel", "fine", "Skipped the massage, the legs feel fine anyway."),
+    ],
+)
+def test_a_noun_of_the_words_is_no_relation_of_the_users(predicate, obj, text):
+    got = shape(st("User", predicate, obj), [user(text)])
+    assert isinstance(got, Rejected) and got.reason == "the predicate is a noun of the user's words, not the subject's relation"
+
+
+@pytest.mark.parametrize(
+    ("predicate", "obj", "text"),
+    [
+        ("hobby", "pottery", "My hobby is pottery these days."),  # the user's own label
+        ("cat", "Miso", "My cat Miso sleeps all day."),
+        ("coaches", "under-12s", "I coach the under-12s on Saturdays."),  # a verb, said as one
+        ("works at", "a garage", "I work at a garage in Bristol."),
+        ("dog", "Pickle", "we adopted a greyhound called Pickle"),  # the phrase never said as such
+    ],
+)
+def test_a_verb_or_the_users_own_label_stays(predicate, obj, text):
+    assert isinstance(shape(st("User", predicate, obj), [user(text)]), list)
+
+
+def test_a_time_of_day_or_how_something_went_is_no_value():
+    said_text = [user("昨晚值班到十一点，回家倒头就睡，睡得特别香。")]
+    got = shape(st("用户", "值班", "十一点"), said_text)
+    assert isinstance(got, Rejected) and got.reason == "the object is a time of day, not a value"
+    got = shape(st("用户", "睡得", "特别香"), said_text)
+    assert isinstance(got, Rejected) and got.reason == "the predicate is a verb and how it went (得), not a relation"
+    got = shape(st("User", "finished", "7 pm"), [user("finished the shift at 7 pm, knackered")])
+    assert isinstance(got, Rejected) and got.reason == "the object is a time of day, not a value"
+    # a time the predicate asks for stays: "after", "到", a time attribute
+    assert isinstance(shape(st("User", "no coffee after", "3 pm"), [user("No coffee after 3 pm for me now.")]), list)
+    assert isinstance(shape(st("用户", "起床时间", "六点半"), [user("我每天六点半起床。")]), list)
+    assert isinstance(shape(st("用户", "觉得", "太累"), [user("我觉得太累了。")]), list)

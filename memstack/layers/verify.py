@@ -283,6 +283,10 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
     if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
         return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
+    if _CLOCK.fullmatch(normalize(s.object)) and not _TIMELY.search(p) and not _AT_TIME.search(p):
+        return Rejected(s, "the object is a time of day, not a value")  # "用户|加班|十点" of "加班到十点"
+    if not p.isascii() and p.endswith("得") and not p.endswith(_DE_WORDS):
+        return Rejected(s, "the predicate is a verb and how it went (得), not a relation")  # "用户|睡得|确实好点"
     said = _said_predicate(s, messages)
     if isinstance(said, Rejected):
         return said
@@ -330,6 +334,15 @@ _NO_RELATION = re.compile(
 _TIMELY = re.compile(r"时间|日期|频率|次数|多久|几点|生日|time|date|when|often|frequen|schedule|since|until|birthday|day", re.IGNORECASE)
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
 _TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
+#: an object that is only a time of day ("十点", "7:30", "6 pm")
+_CLOCK = re.compile(
+    r"(?:[0-9一二两三四五六七八九十]+(?:点|點)(?:半|钟|多|左右)?|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)|\d{1,2}:\d{2})",
+    re.IGNORECASE,
+)
+#: a predicate that takes a time of day ("avoids caffeine after|2 pm", "睡到|十点")
+_AT_TIME = re.compile(r"(?:到|至|前|后|之前|以后|之后|以前|\b(?:at|after|before|until|till|by|from))$", re.IGNORECASE)
+#: words that end in 得 and are verbs of their own (觉得, 记得), not a verb with its complement ("睡得")
+_DE_WORDS = ("觉得", "记得", "获得", "取得", "懂得", "晓得", "舍得", "值得", "显得", "使得", "免得", "难得", "赢得", "认得", "博得", "习得")
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
 _QUANTITY = re.compile(
     r"[0-9０-９]|[一二两三四五六七八九十几半]\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
@@ -409,7 +422,11 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
     p = normalize(s.predicate)
     core = _ADVERBS.sub("", p) or p
     if p.isascii():
-        return Rejected(s, "the predicate holds a number or frequency, not a relation") if _QUANTITY.search(p) else s
+        if _QUANTITY.search(p):
+            return Rejected(s, "the predicate holds a number or frequency, not a relation")
+        if _noun_of_the_words(s.predicate, messages):
+            return Rejected(s, "the predicate is a noun of the user's words, not the subject's relation")
+        return s
     if canonical(p) != s.predicate.strip() or len(core) < 2:
         return s
     copula = _COPULA_ONE.fullmatch(core)
@@ -452,6 +469,52 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
     if not value or _QUANTITY.search(value) or _WHEN.match(value):
         return Rejected(s, "the predicate holds a number or frequency, not a relation")
     return s.model_copy(update={"predicate": verb.removesuffix("了"), "object": value})
+
+
+#: a word before a noun that is not the user's: an article, a demonstrative, another's possessive
+_DETERMINER = frozenset(
+    {"the", "a", "an", "this", "that", "these", "those", "his", "her", "their", "its", "your", "some", "any", "every", "each"}
+    | {"no", "another", "new", "old"}
+)
+#: the word classes of an English word that can only name a thing (or describe one)
+_NOMINAL = frozenset({"NOUN", "PROPN", "ADJ", "NUM"})
+_EN_TOKEN = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
+
+
+def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
+    """Whether an English predicate that is no known relation is a noun phrase of the user's words
+    rather than a verb of theirs: everywhere the user says it, it follows an article, a
+    demonstrative or another's possessive ("I've given up the pub quiz on Thursdays" gave
+    "User|pub quiz|Thursdays", "the new quizmaster asks …" gave "User|quizmaster|TikTok"), or it
+    starts with a word that can never be a verb ("college three days a week" gave
+    "User|college|three days a week"). Said after "my" or "our" it is a label of the user's own
+    ("my hobby is knitting"), kept; so is a name (a capital: "a lurcher called Sailor") and a phrase
+    the user never says as such (the other checks decide)."""
+    from ..text import english_word_classes
+
+    words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", normalize(predicate)) if not _LIGHT.fullmatch(w)]
+    if not words or normalize(predicate) in SYNONYMS or canonical(normalize(predicate)) != normalize(predicate) or is_alias(predicate):
+        return False
+    classes = english_word_classes(words[0])
+    verbal = not classes or not classes <= _NOMINAL  # a word the lexicon does not know may be one
+    said = False
+    for m in messages:
+        if m.role != "user":
+            continue
+        tokens = _EN_TOKEN.findall(m.text)
+        lowered = [t.lower() for t in tokens]
+        for i in range(len(tokens)):
+            if lowered[i : i + len(words)] != words and not (len(words) > 1 and lowered[i] == words[0]):
+                continue
+            if tokens[i][:1].isupper() and i and tokens[i - 1] not in ".!?":
+                return False  # a name
+            said = True
+            before = lowered[i - 1] if i else ""
+            if before in ("my", "our"):
+                return False  # the user's own: a label ("my sister Anna", "my hobby is …")
+            if before not in _DETERMINER and verbal:
+                return False  # a verb of the user's (or a word that can be one), said as such
+    return said
 
 
 #: what separates the values of a list ("Spark、Airflow和Hive", "Python, Go and Rust")
