@@ -258,3 +258,37 @@ def test_a_question_about_now_gets_no_value_that_ended_with_nothing_in_its_place
     assert "住在=苏州" in facts("我现在住在哪里？")  # a current value stays
     still = facts("我还在练抱石吗？")  # whether it still holds: the ended value answers it
     assert "抱石" in still and "已不成立" in still
+
+
+def test_a_user_who_writes_in_both_languages_has_one_city(tmp_path):
+    # "住在" said in Chinese, then "I'm in Vancouver now" in English: one attribute, the newer
+    # value current; the key stays the one first written, and "lives" is a spelling of "lives in"
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [out(("用户", "人物", "住在", "成都")), out(("User", "person", "lives", "Vancouver"))],
+    )
+    said(
+        mem,
+        (["我住在成都，做翻译。", "好的"], T0),
+        (["Big news: I live in Vancouver now, moved last month.", "Congrats!"], T0 + timedelta(days=90)),
+    )
+    attributes = user_entity(mem)["attributes"]
+    assert list(attributes) == ["住在"]
+    assert attributes["住在"]["value"] == "Vancouver" and [p["value"] for p in attributes["住在"]["past"]] == ["成都"]
+    ctx = mem.context(user_id="u", thread_id="t2", strategy="profile", query="Where do I live now?", max_tokens=1000)
+    assert "住在=Vancouver" in system(ctx) and "此前：成都" in system(ctx)
+
+
+def test_values_stored_under_each_languages_key_are_read_as_one_attribute():
+    from memstack.layers.attributes import settled_attributes
+
+    attributes = {
+        "住在": {"value": "成都", "source_ids": ["m1"], "valid_from": "2026-03-01T09:00:00+00:00"},
+        "lives in": {"value": "Vancouver", "source_ids": ["m2"], "valid_from": "2026-06-01T09:00:00+00:00"},
+        "job": {"value": "translator", "source_ids": ["m2"], "valid_from": "2026-06-01T09:00:00+00:00"},
+    }
+    settled = settled_attributes(attributes)
+    key, now, before = settled["住在"]
+    assert key == "住在" and [v["value"] for v in now] == ["Vancouver"] and [v["value"] for v in before] == ["成都"]
+    assert [v["value"] for v in settled["职业"][1]] == ["translator"]

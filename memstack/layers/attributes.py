@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..llm.grounding import normalize
-from .supersede import canonical, instant, replaced_items, said_as_old, settle
+from .supersede import canonical, instant, kind, replaced_items, said_as_old, settle
 
 
 def attribute_values(attribute: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -96,7 +96,7 @@ def stored(current: list[dict[str, Any]], past: list[dict[str, Any]], lang: str)
 
 
 def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
-    """An entity's attributes by canonical predicate (``supersede.canonical``, normalised): the name
+    """An entity's attributes by canonical predicate (``supersede.kind``, normalised): the name
     first written, and the current and past values as ``supersede.settle`` says they stand, the
     values of attributes written under two spellings of one predicate ("住在", "移居") together.
 
@@ -108,7 +108,7 @@ def settled_attributes(attributes: dict[str, Any]) -> dict[str, tuple[str, list[
     read = {k: attribute_values(a if isinstance(a, dict) else {"value": str(a)}) for k, a in attributes.items()}
     for key in sorted(read, key=lambda k: (min((str(v.get("valid_from") or "") for v in (*read[k][0], *read[k][1])), default=""), k)):
         current, before = read[key]
-        _, now, then = groups.setdefault(normalize(canonical(key)), (key, [], []))
+        _, now, then = groups.setdefault(normalize(kind(key)), (key, [], []))
         now += [c for c in current if c.get("value") and all(normalize(str(c["value"])) != normalize(str(x["value"])) for x in now)]
         then += before
     out = {}

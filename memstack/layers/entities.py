@@ -46,7 +46,7 @@ from .relevance import (
     query_terms,
     shared_terms,
 )
-from .supersede import canonical
+from .supersede import kind
 
 #: the dates beside attributes are when the user said them, not when a thing happened ("去了=膝盖的
 #: 核磁共振（2026-01-27）" was said on 01-27 of a scan "上周六"): the titles say so, and a lone
@@ -191,7 +191,7 @@ def as_read(record: Record, relations: Sequence[Record] = ()) -> Record:
     mine = [r for r in relations if r.value.get("source_key") == record.key and not r.value.get("alias")]
     out: dict[str, Any] = {}
     for predicate, (key, current, before) in settled_attributes(attributes).items():
-        said = [r for r in mine if normalize(canonical(str(r.value.get("relation", "")))) == predicate]
+        said = [r for r in mine if normalize(kind(str(r.value.get("relation", "")))) == predicate]
         if said:
             current, before = _with_relations(current, before, said)
         out[key] = _attribute(current, before)

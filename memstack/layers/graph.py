@@ -33,7 +33,7 @@ from .extractor import SELF_KEY, entity_key, first_person, stem
 from .fulfil import DONE
 from .names import names_of
 from .relevance import IDENTITY, asks_about_change, asks_about_now_only, asks_for_a_day, asks_own_name, asks_what_you_said, mentions_terms
-from .supersede import canonical, instant, settle, single_valued
+from .supersede import canonical, instant, kind, settle, single_valued
 
 #: the dates are when a thing was said, the quotes the words it came from (the titles say so)
 TITLES = {
@@ -276,7 +276,7 @@ def reconcile(relations: Sequence[Record], entities: Sequence[Record] = ()) -> l
     for r in relations:
         v = r.value
         if not v.get("alias") and v.get("relation"):
-            groups[(v.get("source_key", ""), normalize(canonical(str(v["relation"]))))].append(r)
+            groups[(v.get("source_key", ""), normalize(kind(str(v["relation"]))))].append(r)
     attributes = {e.key: settled_attributes(e.value.get("attributes") or {}) for e in entities}
     until: dict[str, str | None] = {}
     for (source, predicate), members in groups.items():

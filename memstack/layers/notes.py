@@ -35,7 +35,7 @@ from ..types import Message
 from .attributes import later, settled_attributes
 from .base import short_quote
 from .fulfil import DONE
-from .supersede import canonical, replaced_items
+from .supersede import kind, replaced_items
 from .verify import cessations, ends_value
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
@@ -126,7 +126,7 @@ def _same_slot(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Same subject and canonical predicate."""
     if not (a.get("subject") and b.get("subject")) or _subject(a) != _subject(b):
         return False
-    return canonical(a.get("predicate", "")) == canonical(b.get("predicate", ""))
+    return kind(a.get("predicate", "")) == kind(b.get("predicate", ""))
 
 
 def _rival(new: dict[str, Any], old: dict[str, Any]) -> bool:
@@ -236,7 +236,7 @@ def settled_by_profile(
         group = None
         subject = "user" if _subject(item) in mine else _subject(item)
         if item.get("predicate") and item.get("object") and not item.get("superseded_at") and not item.get("past"):
-            group = groups.get(subject, {}).get(normalize(canonical(item["predicate"])))
+            group = groups.get(subject, {}).get(normalize(kind(item["predicate"])))
         if group is None:
             out.append(item)
             continue

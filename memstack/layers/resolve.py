@@ -21,7 +21,7 @@ from .attributes import attribute_values, later, stored, update_attribute
 from .fulfil import DONE, completes, completions
 from .moves import said_moves
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
-from .supersede import canonical, instant, replaced_items, said_as_old, says_change
+from .supersede import canonical, instant, kind, replaced_items, said_as_old, says_change
 from .verify import RESIGNED, cessations, ends_value, goes_with
 
 # ---- entities ----------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def _moved(
     value = dict(me.value or {})
     attributes = dict(value.get("attributes", {}))
     key = "住在" if batch.lang == "zh" else "lives in"
-    key = next((k for k in attributes if canonical(k) == canonical(key)), key)
+    key = next((k for k in attributes if kind(k) == kind(key)), key)
     new = {"value": places.pop(), "source_ids": [done.message.id], "valid_from": done.message.timestamp.isoformat(), "evidence": done.quote}
     attributes[key] = update_attribute(attributes.get(key), key, new, done.quote, batch.lang, cue=True)
     value["attributes"] = attributes
@@ -422,7 +422,7 @@ def _superseded(value: dict[str, Any], sentence: str, others: Sequence[Any], *, 
             or v.get("invalid_at")
             or v.get("alias")
             or v.get("source_key") != value["source_key"]
-            or normalize(canonical(v.get("relation", ""))) != normalize(predicate)
+            or normalize(kind(v.get("relation", ""))) != normalize(kind(predicate))
         ):
             continue
         if v.get("target_key") != value["target_key"]:
@@ -493,6 +493,7 @@ def _merge_entity(
         k, v = canonical(attr.key), attr.value.strip()
         if not k or not v:
             continue
+        k = next((x for x in attributes if kind(x) == kind(k)), k)  # "lives in" of a user with 住在
         users = [m for m in batch.messages if m.role == "user"]  # the assistant's words are never the user's facts
         sources, _ = sentence_sources(v, users, threshold=0.3)
         if not sources:

@@ -78,7 +78,20 @@ SYNONYMS: dict[str, str] = {
         "住在",
     ),
     **dict.fromkeys(
-        ("lives in", "live in", "living in", "lived in", "resides in", "moved to", "relocated to", "based in", "home city"), "lives in"
+        (
+            "lives in",
+            "live in",
+            "living in",
+            "lived in",
+            "lives",
+            "lived",
+            "resides in",
+            "moved to",
+            "relocated to",
+            "based in",
+            "home city",
+        ),
+        "lives in",
     ),
     **dict.fromkeys(
         (
@@ -249,6 +262,19 @@ def canonical(predicate: str) -> str:
     if noun:
         return SYNONYMS.get(noun, noun)
     return text
+
+
+#: a group's name in the other language, where a predicate has one in each: a user who writes in
+#: both has one city, one employer, one job ("I'm in Vancouver now" after "住在雨花区")
+ACROSS = {"lives in": "住在", "works at": "工作单位", "job": "职业", "name": "名字", "age": "年龄"}
+
+
+def kind(predicate: str) -> str:
+    """``canonical``, one name for both languages where the group has a spelling in each ("lives
+    in" and "住在" are 住在): what two values must share to be one attribute's, or to replace one
+    another. The key a value is written under stays in its own language."""
+    c = canonical(predicate)
+    return ACROSS.get(normalize(c), c)
 
 
 def changed_noun(predicate: str) -> str:
