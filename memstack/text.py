@@ -192,6 +192,13 @@ def english_word_classes(word: str) -> frozenset[str]:
     return frozenset(getAllLemmas(word.lower()))
 
 
+@lru_cache(maxsize=4096)
+def chinese_word_classes(text: str) -> tuple[tuple[str, str], ...]:
+    """Each word of the text with jieba's part-of-speech flag ("嗓子" -> n, "冒烟" -> v, "一场" ->
+    m): what a rule about word classes reads, out of context as jieba gives them."""
+    return tuple((pair.word, pair.flag) for pair in _tagger().cut(text))
+
+
 @lru_cache(maxsize=1)
 def _tagger() -> Any:
     """jieba's part-of-speech tagger over the process's private tokenizer."""

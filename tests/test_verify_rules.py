@@ -867,3 +867,37 @@ def test_a_time_of_day_or_how_something_went_is_no_value():
     assert isinstance(shape(st("User", "no coffee after", "3 pm"), [user("No coffee after 3 pm for me now.")]), list)
     assert isinstance(shape(st("用户", "起床时间", "六点半"), [user("我每天六点半起床。")]), list)
     assert isinstance(shape(st("用户", "觉得", "太累"), [user("我觉得太累了。")]), list)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "obj", "text"),
+    [
+        # a noun the words say something of, the object that something: no relation of the user's
+        ("腰", "疼死", "这几天腰都快疼死了，搬家搬的。"),
+        ("领导", "骂到不行", "方案又被领导骂到不行，心累。"),
+        ("球赛", "一场不落", "世界杯那阵子球赛一场不落，天天熬夜。"),
+    ],
+)
+def test_the_topic_of_a_clause_is_no_relation(predicate, obj, text):
+    got = shape(st("用户", predicate, obj), [user(text)])
+    assert isinstance(got, Rejected) and got.reason == "the predicate is the topic of a clause, not a relation"
+
+
+def test_a_noun_before_a_value_a_label_and_a_verb_stay():
+    assert isinstance(shape(st("用户", "月薪", "两万"), [user("我现在月薪两万，还行吧。")]), list)
+    assert isinstance(shape(st("用户", "爱好", "钓鱼"), [user("我爱好钓鱼，周末常去水库。")]), list)
+    assert isinstance(shape(st("用户", "开发", "读书App"), [user("我正在开发读书App。")]), list)
+
+
+def test_a_sentence_as_a_subject_and_a_frequency_as_a_predicate_are_no_statement():
+    got = shape(st("I gave up on it", "t", "e"), [user("Honestly I gave up on it.")])
+    assert isinstance(got, Rejected) and got.reason == "the subject is a clause, not a name"
+    got = shape(st("Maria sold the van to a neighbour.", "max", "neighbour"), [user("Maria sold the van to a neighbour.")])
+    assert isinstance(got, Rejected) and got.reason == "the subject is a clause, not a name"
+    assert isinstance(
+        shape(st("University of Cape Town", "located in", "Rondebosch"), [user("University of Cape Town is in Rondebosch")]), list
+    )
+    got = shape(st("用户", "天天", "加班"), [user("我们组天天加班。")])
+    assert isinstance(got, Rejected) and got.reason == "the predicate is a time word, not a relation"
+    got = shape(st("用户", "骑车到公司", "二十分钟"), [user("我骑车到公司二十分钟。")])
+    assert isinstance(got, Rejected) and got.reason == "the object is a time or a frequency, not a value"

@@ -256,8 +256,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     s = _split_swallowed(s, messages)
     if normalize(s.subject) == normalize(s.object):
         return Rejected(s, "the subject is its own object")
-    if re.search(r"[，,。；;！!？?]", s.subject.strip()):
-        return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的"
+    if re.search(r"[，,。；;！!？?]", s.subject.strip()) or _EN_CLAUSE_SUBJECT.match(s.subject.strip()):
+        return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的", "I have no spine"
     if _PRONOUN_ONLY.fullmatch(normalize(s.object)) and s.object.strip() != "IT":  # "IT": a department
         return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
@@ -283,6 +283,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
     if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
         return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
+    if _topic_of_a_clause(s, messages):
+        return Rejected(s, "the predicate is the topic of a clause, not a relation")  # "用户|嗓子|冒烟" of "嗓子都快冒烟咧"
     if _CLOCK.fullmatch(normalize(s.object)) and not _TIMELY.search(p) and not _AT_TIME.search(p):
         return Rejected(s, "the object is a time of day, not a value")  # "用户|加班|十点" of "加班到十点"
     if not p.isascii() and p.endswith("得") and not p.endswith(_DE_WORDS):
@@ -333,7 +335,45 @@ _NO_RELATION = re.compile(
 #: predicates whose value may be a time or a frequency ("健身频率=每周三次", "birthday")
 _TIMELY = re.compile(r"时间|日期|频率|次数|多久|几点|生日|time|date|when|often|frequen|schedule|since|until|birthday|day", re.IGNORECASE)
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
-_TIME_ONLY = re.compile(r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每)", re.IGNORECASE)
+_TIME_ONLY = re.compile(
+    r"(?:next|last|this|coming|previous|on|at|下个?|上个?|这个?|本|每|天天|每天|每日|成天|整天|经常|平时|一直|总是|常常|老是)",
+    re.IGNORECASE,
+)
+#: an English subject that is a sentence: a pronoun and more words, or words ending as a sentence does
+#: ("I have no spine", "Gerard finished dory number three and sold it …")
+_EN_CLAUSE_SUBJECT = re.compile(r"(?:(?:I|I'm|I've|we|he|she|they|you)\s+\S+\s+\S+.*|\S+\s+\S+\s+\S+.*[.!?])$", re.IGNORECASE)
+#: what may stand between a topic and what is said of it ("嗓子都快冒烟", "作息倒是正常了")
+_TOPIC_ADVERBS = "(?:都|也|就|快|倒是|还|又|真|太|特别|一直|总是|老是|简直|确实|可|挺|蛮|超|贼|忒|已经)*"
+
+
+def _topic_of_a_clause(s: Statement, messages: Sequence[Message]) -> bool:
+    """Whether a Chinese predicate is a noun the user's words say something of, with the object
+    that something (a verb or an adjective said right after it): "嗓子都快冒烟咧" gave
+    "用户|嗓子|冒烟", "被医生念到不行" "用户|医生|念到不行", "演唱会一场不落" "用户|演唱会|一场不落".
+    A noun before a value is kept ("月薪两万"), and so are a known relation and a label (爱好, 职业)."""
+    from ..text import chinese_word_classes
+    from .supersede import canonical
+
+    p, obj = normalize(s.predicate), normalize(_DATE_NOTE.sub("", s.object))
+    if p.isascii() or p in SYNONYMS or canonical(p) != p or p in _LABELS or len(obj) < 2 or p in _OWN_VERBS or p in _ZH_VERBS:
+        return False  # jieba tags a verb of one character a noun ("学游泳": 学 n)
+    said = re.compile(re.escape(p) + _TOPIC_ADVERBS + re.escape(obj[:2]))
+    for m in messages:
+        found = said.search(normalize(m.text)) if m.role == "user" else None
+        if not found:
+            continue
+        # the words' classes where the user says them ("学游泳": 学 a verb there, a noun alone)
+        words, at, tagged = chinese_word_classes(normalize(m.text)), 0, []
+        for word, flag in words:
+            if found.start() <= at < found.start() + len(p):
+                tagged.append(flag)
+            at += len(word)
+        noun = any(f.startswith("n") for f in tagged) and all(f.startswith("n") or f in ("m", "q", "r") for f in tagged)
+        if noun and any(flag[:1] in ("v", "a") for _, flag in chinese_word_classes(obj)):
+            return True
+    return False
+
+
 #: an object that is only a time of day ("十点", "7:30", "6 pm")
 _CLOCK = re.compile(
     r"(?:[0-9一二两三四五六七八九十]+(?:点|點)(?:半|钟|多|左右)?|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.|o'clock)|\d{1,2}:\d{2})",
@@ -345,7 +385,7 @@ _AT_TIME = re.compile(r"(?:到|至|前|后|之前|以后|之后|以前|\b(?:at|a
 _DE_WORDS = ("觉得", "记得", "获得", "取得", "懂得", "晓得", "舍得", "值得", "显得", "使得", "免得", "难得", "赢得", "认得", "博得", "习得")
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
 _QUANTITY = re.compile(
-    r"[0-9０-９]|[一二两三四五六七八九十几半]\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
+    r"[0-9０-９]|[一二两三四五六七八九十几半]+\s*(?:次|杯|个|天|周|年|月|小时|分钟|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
     r"|\b(?:once|twice|(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) (?:times?|days?|cups?|cans?|hours?|miles?|km|glasses|bottles|packs?))\b|\b(?:every|per|a) (?:day|week|month|year|morning|night)\b",
     re.IGNORECASE,
 )
