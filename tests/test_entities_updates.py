@@ -292,3 +292,15 @@ def test_values_stored_under_each_languages_key_are_read_as_one_attribute():
     key, now, before = settled["住在"]
     assert key == "住在" and [v["value"] for v in now] == ["Vancouver"] and [v["value"] for v in before] == ["成都"]
     assert [v["value"] for v in settled["职业"][1]] == ["translator"]
+
+
+def test_an_entity_the_question_neither_names_nor_shares_a_word_with_is_left_out(tmp_path):
+    mem = memory(tmp_path, ["entities"], [out(("李四", "人物", "住在", "上海"), ("王五", "人物", "使用", "Kafka"))])
+    said(mem, (["李四住在上海。王五使用Kafka。", "好的"], T0))
+
+    def shown(query):
+        return system(mem.context(user_id="u", thread_id="t2", strategy="entities", query=query, max_tokens=1000))
+
+    assert "李四" in shown("李四住在哪个城市？") and "王五" not in shown("李四住在哪个城市？")
+    assert "王五" in shown("谁在用Kafka？") and "李四" not in shown("谁在用Kafka？")  # a word of its attributes
+    assert "李四" in shown("怎么样？") and "王五" in shown("怎么样？")  # no word that names anything: all

@@ -121,6 +121,7 @@ class Entities(ExtractedLayer):
                 or r.value.get("description")
                 or (asks_name and [a for a in r.value.get("aliases", []) if a != r.value.get("name")])
             ]
+            ordered = _about_the_question(ordered, request.query, relations)
         budget = None if request.budget is None else int(request.budget * self.share)
         # a name that is a value of a shown attribute ("住在=深圳") is said there already
         stated = {normalize(str(v.get("value", ""))) for r in rich for a in (r.value.get("attributes") or {}).values() for v in _values(a)}
@@ -231,6 +232,33 @@ def _attribute(current: list[dict[str, Any]], before: list[dict[str, Any]]) -> d
     if before:
         out["past"] = before
     return out
+
+
+def _about_the_question(records: list[Record], query: str, relations: Sequence[Record]) -> list[Record]:
+    """The entities a question can use: the user's own, those it names, and those that share a word
+    with it in their names, descriptions, attributes or the relations that reach them ("我女儿在哪
+    上学？" keeps 朵朵 of `用户 —女儿→ 朵朵`). Another entity is a line the answer cannot use and a
+    small model may read instead: "念念的小青蛙：演出=成功" above "我现在在绍兴是干什么工作的？" was
+    answered without the school the retrieved self-introduction named (LifeAssist-CN, BENCHMARKS.md).
+    A question with no word that can name anything ("怎么样？") keeps them all, the most recent first."""
+    terms = query_terms(query)
+    if not terms:
+        return records
+    q, me = normalize(query), first_person(query)
+    around: dict[str, list[str]] = {}
+    for r in relations:
+        v = r.value or {}
+        said = f"{v.get('source', '')} {v.get('relation', '')} {v.get('target', '')}"
+        for key in (v.get("source_key"), v.get("target_key")):
+            if key:
+                around.setdefault(str(key), []).append(said)
+
+    def text(r: Record) -> str:
+        v = r.value
+        attributes = " ".join(f"{k} {x.get('value', '')}" for k, a in (v.get("attributes") or {}).items() for x in _values(a))
+        return " ".join([*names_of(r), str(v.get("description", "")), attributes, *around.get(r.key, [])])
+
+    return [r for r in records if r.key == SELF_KEY or asked_about(r, q, me) or shared_terms(terms, text(r))]
 
 
 def rank(records: list[Record], query: str) -> list[Record]:
