@@ -901,3 +901,12 @@ def test_a_sentence_as_a_subject_and_a_frequency_as_a_predicate_are_no_statement
     assert isinstance(got, Rejected) and got.reason == "the predicate is a time word, not a relation"
     # a duration is a value of what takes it ("通勤|二十分钟"), not a frequency
     assert isinstance(shape(st("用户", "骑车到公司", "二十分钟"), [user("我骑车到公司二十分钟。")]), list)
+
+
+def test_an_object_that_holds_a_verbs_particle_is_a_verb_phrase():
+    # "handed my notice in at the call centre" gave "User|handed|notice in at call centre"
+    got = shape(st("User", "put", "my name down for the 10k"), [user("put my name down for the 10k in May")])
+    assert isinstance(got, Rejected) and got.reason == "the object is a verb phrase, not a value"
+    got = shape(st("User", "handed", "keys back to landlord"), [user("handed the keys back to the landlord yesterday")])
+    assert isinstance(got, Rejected) and got.reason == "the object is a verb phrase, not a value"
+    assert isinstance(shape(st("User", "works at", "Back to Basics Cafe"), [user("I work at Back to Basics Cafe")]), list)

@@ -308,8 +308,11 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a time word, not a value")
     if _INTERJECTION.fullmatch(normalize(s.object)):
         return Rejected(s, "the object is an interjection, not a value")
-    if re.search(r"\b(?:for|to|at|in|on|of|with|from|about|by)$", normalize(s.object)) and s.object.isascii():
-        return Rejected(s, "the object is a verb phrase, not a value")
+    if s.object.isascii() and (
+        re.search(r"\b(?:for|to|at|in|on|of|with|from|about|by)$", normalize(s.object))
+        or re.search(r"\b(?:in|out|up|off|down|back|away) (?:at|to|for|with|from|on|of)\b", s.object)  # not "Back to Basics"
+    ):
+        return Rejected(s, "the object is a verb phrase, not a value")  # "User|handed|notice in at call centre"
     return [s]
 
 
