@@ -910,3 +910,40 @@ def test_an_object_that_holds_a_verbs_particle_is_a_verb_phrase():
     got = shape(st("User", "handed", "keys back to landlord"), [user("handed the keys back to the landlord yesterday")])
     assert isinstance(got, Rejected) and got.reason == "the object is a verb phrase, not a value"
     assert isinstance(shape(st("User", "works at", "Back to Basics Cafe"), [user("I work at Back to Basics Cafe")]), list)
+
+
+def test_a_noun_phrase_before_the_verb_is_the_one_who_does_it():
+    # "the new organiser only ever plays Catan" gave "User|plays|catan" (a new-user trial, stop 41)
+    said_text = [user("I stopped going to the Tuesday run club, the new coach only ever does hill sprints.")]
+    got = verify([st("User", "does", "hill sprints")], said_text)
+    assert not got.kept and got.rejected[0].reason == "the words say it of the new coach"
+    got = verify([st("User", "uses", "Trello")], [user("I write Go and the team uses Trello.")])
+    assert not got.kept and got.rejected[0].reason == "the words say it of the team"
+    assert verify([st("User", "writes", "Go")], [user("I write Go and the team uses Trello.")]).kept
+    assert verify([st("User", "takes", "bus")], [user("I take the bus to work.")]).kept
+    # "User|new organiser|plays": the noun phrase does the verb that is the object
+    got = shape(st("User", "new coach", "does"), said_text)
+    assert isinstance(got, Rejected) and got.reason == "the predicate is the topic of a clause, not a relation"
+
+
+def test_what_the_user_is_follows_a_copula():
+    said_text = [user("Big news: I moved to Lisbon in March and I'm now teaching at a language school. I'm a Pisces, I'm 41.")]
+    for obj, reason in (("lisbon", "the words do not say it is"), ("teaching", "a verb in progress, not what the subject is")):
+        got = shape(st("User", "is", obj), said_text)
+        assert isinstance(got, Rejected) and got.reason == reason
+    assert isinstance(shape(st("User", "is", "Pisces"), said_text), list)
+    assert isinstance(shape(st("User", "is", "41"), said_text), list)
+
+
+def test_a_move_the_model_named_under_another_predicate_is_still_added():
+    from memstack.layers.moves import missed_moves
+
+    said_text = [user("Quick one: I moved to Lisbon in March, loving it.")]
+    assert [m.object for m in missed_moves([st("User", "is", "lisbon")], said_text, "en")] == ["Lisbon"]
+    assert missed_moves([st("User", "lives in", "Lisbon")], said_text, "en") == []
+    assert missed_moves([st("用户", "搬到", "里斯本")], [user("我三月搬到里斯本了。")], "zh") == []
+
+
+def test_a_one_character_comment_on_a_topic_is_no_value():
+    got = shape(st("用户", "腰", "疼"), [user("最近加班太多，腰也疼得不行。")])
+    assert isinstance(got, Rejected) and got.reason == "the predicate is the topic of a clause, not a relation"

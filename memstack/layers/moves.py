@@ -48,11 +48,21 @@ def said_moves(messages: Sequence[Message], lang: str) -> list[Statement]:
 
 
 def missed_moves(statements: Sequence[Statement], messages: Sequence[Message], lang: str) -> list[Statement]:
-    """The moves of ``said_moves`` whose place no statement of the model about the user names (nor
-    a part of it): one the model gave another subject ("长沙岳麓区|住在|雨花区", dropped by ``verify``)
-    does not stand for the user's move."""
-    named = [normalize(s.object) for s in statements if entity_key(s.subject) == SELF_KEY]
+    """The moves of ``said_moves`` whose place no statement of the model about where the user lives
+    names (nor a part of it): one the model gave another subject ("长沙岳麓区|住在|雨花区", dropped by
+    ``verify``) or another predicate ("User|is|vancouver") does not stand for the user's move."""
+    named = [normalize(s.object) for s in statements if entity_key(s.subject) == SELF_KEY and _says_where(s.predicate, s.object)]
     return [m for m in said_moves(messages, lang) if not any(normalize(m.object) in n or n in normalize(m.object) for n in named if n)]
+
+
+def _says_where(predicate: str, obj: str) -> bool:
+    """Whether a statement says where someone lives or moved, in its predicate ("住在", "搬到",
+    "lives in", "moved to") or with its object ("计划|搬到雨花区"): one that names the place under
+    another predicate ("User|is|vancouver") does not stand for the move."""
+    from .supersede import kind
+
+    said = normalize(predicate + " " + obj)
+    return kind(predicate) == "住在" or bool(_MOVE_ZH.search(said)) or bool(re.search(r"\b(?:mov|reloc|liv)", said))
 
 
 #: words before a Chinese move verb that put it ahead ("下个月搬到雨花区"): a planned move, "计划搬到"

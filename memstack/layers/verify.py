@@ -283,6 +283,12 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
     if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
         return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
+    if p in _EN_COPULAS and s.object.isascii():
+        unsaid = _copula_says(s.object, messages)
+        if unsaid is not None:
+            return Rejected(s, unsaid)  # "User|is|vancouver" of "I moved to Vancouver", "User|is|working"
+    if _en_topic(s, messages):
+        return Rejected(s, "the predicate is the topic of a clause, not a relation")  # "User|new organiser|plays"
     if _topic_of_a_clause(s, messages):
         return Rejected(s, "the predicate is the topic of a clause, not a relation")  # "用户|嗓子|冒烟" of "嗓子都快冒烟咧"
     if _CLOCK.fullmatch(normalize(s.object)) and not _TIMELY.search(p) and not _AT_TIME.search(p):
@@ -358,7 +364,7 @@ def _topic_of_a_clause(s: Statement, messages: Sequence[Message]) -> bool:
     from .supersede import canonical
 
     p, obj = normalize(s.predicate), normalize(_DATE_NOTE.sub("", s.object))
-    if p.isascii() or p in SYNONYMS or canonical(p) != p or p in _LABELS or len(obj) < 2 or p in _OWN_VERBS or p in _ZH_VERBS:
+    if p.isascii() or p in SYNONYMS or canonical(p) != p or p in _LABELS or not obj or p in _OWN_VERBS or p in _ZH_VERBS:
         return False  # jieba tags a verb of one character a noun ("学游泳": 学 n)
     said = re.compile(re.escape(p) + _TOPIC_ADVERBS + re.escape(obj[:2]))
     for m in messages:
@@ -536,8 +542,9 @@ def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
     from ..text import english_word_classes
 
     words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", normalize(predicate)) if not _LIGHT.fullmatch(w)]
-    if not words or normalize(predicate) in SYNONYMS or canonical(normalize(predicate)) != normalize(predicate) or is_alias(predicate):
-        return False
+    p = normalize(predicate)
+    if not words or p in SYNONYMS or canonical(p) != p or is_alias(predicate):
+        return False  # a known relation, or a noun said as changed ("I have a new coach now, Priya")
     classes = english_word_classes(words[0])
     verbal = not classes or not classes <= _NOMINAL  # a word the lexicon does not know may be one
     said = False
@@ -941,6 +948,7 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     for m in _BARE_KIN.finditer(before):
         if not any(m.group(0) in o for o in own):
             others.append((m.end(), m.group(0)))
+    others.extend(_en_doers(before))
     for m in _NAMED.finditer(before):
         # "一家电商公司" is a company introduced, not one named: no subject ("去了杭州一家电商公司")
         if not _INDEFINITE.search(before[max(0, m.start() - 2) : m.end()]) and not any(o in m.group(0) or m.group(0) in o for o in own):
@@ -969,6 +977,76 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
         return "the words do not name the subject"
     later = [text for end, text in sorted(others) if end > anchor]
     return f"{_SAID_OF}{later[-1]}" if later else None
+
+
+_EN_COPULAS = frozenset({"is", "am", "are", "was", "were", "be", "is a", "is an", "am a", "am an"})
+_EN_COPULA_SAID = r"(?:\bi'm|\bi am|\bi was|\bwe're|\bwe are|\bwe were|\bis|\bare|\bwas|\bwere|'s|'re)\s+(?:(?:a|an|the|now|still|currently|also|just|really|pretty|very|so|from)\s+)*"
+
+
+def _copula_says(obj: str, messages: Sequence[Message]) -> str | None:
+    """Why "X is <obj>" is not what the user's words say, or None: the object must follow a
+    copula ("I'm a nurse", "I'm 34", "we're vegetarian"), not be said elsewhere ("I moved to
+    Vancouver" is no `User|is|vancouver`), and not be a verb in progress ("I'm now working at …"
+    is no `User|is|working`)."""
+    from ..text import english_word_classes
+
+    o = normalize(obj)
+    if o.endswith("ing") and " " not in o and "VERB" in english_word_classes(o):
+        return "a verb in progress, not what the subject is"
+    said = re.compile(_EN_COPULA_SAID + re.escape(o) + r"\b")
+    if any(m.role == "user" and said.search(normalize(m.text)) for m in messages):
+        return None
+    return "the words do not say it is"
+
+
+def _en_topic(s: Statement, messages: Sequence[Message]) -> bool:
+    """Whether an English predicate is a noun phrase of the user's words that does what the object
+    says: the object is the verb said right after it ("the new organiser only ever plays Catan" gave
+    "User|new organiser|plays"); "a new coach now, Priya" names a value, kept."""
+    from ..text import english_word_classes
+
+    p, obj = normalize(s.predicate), normalize(s.object)
+    verb = obj.split()[0] if obj.split() else ""
+    if not p.isascii() or not verb.isalpha() or not verb.endswith(("s", "ed")) or "VERB" not in english_word_classes(verb):
+        return False
+    adverbs = "|".join(sorted(_EN_FREQUENCY))
+    said = re.compile(rf"\b{re.escape(p)}\s+(?:(?:{adverbs})\s+)*{re.escape(verb)}\b")
+    return any(m.role == "user" and said.search(normalize(m.text)) for m in messages)
+
+
+#: a determiner that opens an English noun phrase of someone or something else
+_EN_DETERMINER = re.compile(r"\b(?:the|this|that|his|her|their|your)\s+")  # not "our": the user's own ("our backend")
+_EN_FREQUENCY = frozenset(
+    {"only", "ever", "also", "still", "now", "usually", "always", "never", "just", "really", "often"} | {"sometimes", "mostly", "even"}
+)
+
+
+def _en_doers(before: str) -> list[tuple[int, str]]:
+    """(end, words) of each English noun phrase that does the verb after it ("the new organiser only
+    ever plays Catan": the organiser plays, not the user): a determiner, one to three words that end
+    in a noun, adverbs, and a verb of a third person ("plays", "played") or of a plural ("the kids
+    love")."""
+    from ..text import english_word_classes
+
+    out = []
+    for m in _EN_DETERMINER.finditer(before):
+        words = [(w.group(0), m.end() + w.end()) for w in re.finditer(r"[a-z]+", before[m.end() : m.end() + 80])]
+        for k in range(1, min(3, len(words)) + 1):
+            noun, end = words[k - 1]
+            rest = [w for w, _ in words[k:]]
+            while rest and rest[0] in _EN_FREQUENCY:
+                rest = rest[1:]
+            if not rest:
+                break
+            verb, nominal = rest[0], english_word_classes(noun)
+            if (
+                (not nominal or "NOUN" in nominal)
+                and "VERB" in english_word_classes(verb)
+                and (verb.endswith(("s", "ed")) or noun.endswith("s"))
+            ):
+                out.append((end, before[m.start() : end]))
+                break
+    return out
 
 
 #: an indefinite article or a description inside what looks like a name ("一家电商公司", "做跨境电商的
