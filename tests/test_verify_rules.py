@@ -947,3 +947,13 @@ def test_a_move_the_model_named_under_another_predicate_is_still_added():
 def test_a_one_character_comment_on_a_topic_is_no_value():
     got = shape(st("用户", "腰", "疼"), [user("最近加班太多，腰也疼得不行。")])
     assert isinstance(got, Rejected) and got.reason == "the predicate is the topic of a clause, not a relation"
+
+
+def test_a_supposition_inside_the_object_is_a_clause_and_yao_shi_is_no_copula():
+    # "额想着要是生意一直好，明年把后院再加盖两间房" gave "用户|是|额想着要是生意一直好"
+    said_text = [user("我想着要是行情一直好，年底把车也换了。")]
+    got = verify([st("用户", "是", "我想着要是行情一直好")], said_text)
+    assert not got.kept and got.rejected[0].reason == "the object is a clause, not a value"
+    got = verify([st("用户", "是", "年底")], [user("要是顺利的话年底就能回来。")])
+    assert not got.kept
+    assert verify([st("用户", "是", "护士")], [user("我是护士，在儿童医院上班。")]).kept

@@ -270,6 +270,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
     if s.object.isascii() and _EN_CLAUSE.search(s.object):
         return Rejected(s, "the object is a clause, not a value")  # "…|been doing it since college"
+    if not s.object.isascii() and _HYPOTHETICAL.search(normalize(s.object)):
+        return Rejected(s, "the object is a clause, not a value")  # "用户|是|额想着要是生意一直好"
     if _object_does_it(s, messages):
         return Rejected(s, "the object is the one who does it, not a value")  # "用户|毕业|女儿" of "女儿毕业了"
     p = normalize(s.predicate)
@@ -720,7 +722,7 @@ _LABELS = frozenset(
 )
 #: a copula, and what says one in Chinese ("在厦门做自由译者" is 是|自由译者)
 _COPULAS = frozenset({"是", "就是", "为", "即", "属于"})
-_COPULA_SAID = re.compile(r"是|当|做|作为|担任|成为|成了|叫|属于")
+_COPULA_SAID = re.compile(r"(?<![要若但可于只凡或总倒])是|当|做|作为|担任|成为|成了|叫|属于")  # not 要是, 但是
 #: each synonym group's spellings, by the group's name ("住在": 住, 搬到, 定居…)
 _SPELLINGS: dict[str, frozenset[str]] = {name: frozenset(k for k, v in SYNONYMS.items() if v == name) for name in set(SYNONYMS.values())}
 #: what may stand beside a verb inside one of jieba's words ("开了", "在做", "也是")
