@@ -304,3 +304,15 @@ def test_an_entity_the_question_neither_names_nor_shares_a_word_with_is_left_out
     assert "李四" in shown("李四住在哪个城市？") and "王五" not in shown("李四住在哪个城市？")
     assert "王五" in shown("谁在用Kafka？") and "李四" not in shown("谁在用Kafka？")  # a word of its attributes
     assert "李四" in shown("怎么样？") and "王五" in shown("怎么样？")  # no word that names anything: all
+
+
+def test_a_city_and_the_longer_name_that_holds_it_said_together_are_both_current(tmp_path):
+    # "也从上海搬到杭州余杭了": the move rule reads 杭州 (jieba tags 余杭 apart), the model 杭州余杭
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [out(("用户", "人物", "住在", "上海")), out(("用户", "人物", "搬到", "杭州余杭"), ("用户", "人物", "搬到", "杭州"))],
+    )
+    said(mem, (["我住在上海。", "好的"], T0), (["我跳槽了，也从上海搬到杭州余杭了。", "恭喜"], T0 + timedelta(days=40)))
+    lives = user_entity(mem)["attributes"]["住在"]
+    assert sorted(v["value"] for v in lives["values"]) == ["杭州", "杭州余杭"] and [p["value"] for p in lives["past"]] == ["上海"]

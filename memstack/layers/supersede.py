@@ -361,16 +361,17 @@ _PART_OF_PLACE = re.compile(r"(?:区|县|镇|乡|街道|村|\bdistrict|\bcounty|
 
 def one_place(a: str, b: str, sentence: str) -> bool:
     """Whether values ``a`` and ``b`` name one place at two scales in one ``sentence`` ("从成都搬到
-    杭州了，现在住在西湖区": 杭州 and 西湖区), neither said as the old one: the one does not replace
-    the other. Decision: by the sentence and a district's suffix, not a gazetteer; without it a
-    question about the city found only the district."""
+    杭州了，现在住在西湖区": 杭州 and 西湖区; "搬到杭州余杭了": 杭州 and 杭州余杭), neither said as the old
+    one: the one does not replace the other. Decision: by the sentence and a district's suffix or
+    one name holding the other, not a gazetteer; without it a question about the city found only
+    the district."""
     x, y, s = normalize(a), normalize(b), normalize(sentence)
     return bool(
         x
         and y
         and x in s
         and y in s
-        and (_PART_OF_PLACE.search(x) or _PART_OF_PLACE.search(y))
+        and (_PART_OF_PLACE.search(x) or _PART_OF_PLACE.search(y) or x in y or y in x)  # "杭州" of "杭州余杭"
         and not said_as_old(a, sentence)
         and not said_as_old(b, sentence)
     )
