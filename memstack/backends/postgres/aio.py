@@ -24,8 +24,9 @@ log = logging.getLogger("memstack")
 
 
 class AsyncPostgresHistory:
-    """``AsyncHistory`` over one PostgreSQL schema: ``min_size`` to ``max_size`` async connections,
-    a call waiting up to ``pool_timeout`` seconds for one."""
+    """``AsyncHistory`` over one PostgreSQL schema: ``max_size`` async connections, all opened
+    with the pool (``min_size`` is the sync pool's; see ``open``), a call waiting up to
+    ``pool_timeout`` seconds for one."""
 
     def __init__(
         self,
@@ -62,7 +63,11 @@ class AsyncPostgresHistory:
                 return
             pool = self._pools.AsyncConnectionPool(
                 self._conninfo,
-                min_size=self._size[0],
+                # fixed size, all opened here: a pool that grows runs the growth as a task whose
+                # worker swallows a cancellation (psycopg_pool catches CancelledError in its
+                # workers), so a loop that ended while one ran (asyncio.run, with the pool left
+                # open) waited for it for ever; seen once in CI under load
+                min_size=self._size[1],
                 max_size=self._size[1],
                 kwargs=self._kwargs,
                 configure=self._configure,
