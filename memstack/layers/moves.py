@@ -25,6 +25,7 @@ from ..llm.grounding import normalize
 from ..text import leading_place
 from ..types import Message
 from .names import SELF_KEY, entity_key
+from .supersede import kind
 
 #: verbs that say the speaker now lives somewhere else (each a spelling of 住在 / lives in)
 _MOVE_ZH = re.compile(r"搬家到|搬到|搬去|搬回|迁到|移居")
@@ -59,8 +60,6 @@ def _says_where(predicate: str, obj: str) -> bool:
     """Whether a statement says where someone lives or moved, in its predicate ("住在", "搬到",
     "lives in", "moved to") or with its object ("计划|搬到雨花区"): one that names the place under
     another predicate ("User|is|vancouver") does not stand for the move."""
-    from .supersede import kind
-
     said = normalize(predicate + " " + obj)
     return kind(predicate) == "住在" or bool(_MOVE_ZH.search(said)) or bool(re.search(r"\b(?:mov|reloc|liv)", said))
 

@@ -363,7 +363,6 @@ def _topic_of_a_clause(s: Statement, messages: Sequence[Message]) -> bool:
     "用户|嗓子|冒烟", "被医生念到不行" "用户|医生|念到不行", "演唱会一场不落" "用户|演唱会|一场不落".
     A noun before a value is kept ("月薪两万"), and so are a known relation and a label (爱好, 职业)."""
     from ..text import chinese_word_classes
-    from .supersede import canonical
 
     p, obj = normalize(s.predicate), normalize(_DATE_NOTE.sub("", s.object))
     if p.isascii() or p in SYNONYMS or canonical(p) != p or p in _LABELS or not obj or p in _OWN_VERBS or p in _ZH_VERBS:
@@ -543,8 +542,8 @@ def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
     the user never says as such (the other checks decide)."""
     from ..text import english_word_classes
 
-    words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", normalize(predicate)) if not _LIGHT.fullmatch(w)]
     p = normalize(predicate)
+    words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", p) if not _LIGHT.fullmatch(w)]
     if not words or p in SYNONYMS or canonical(p) != p or is_alias(predicate):
         return False  # a known relation, or a noun said as changed ("I have a new coach now, Priya")
     classes = english_word_classes(words[0])
@@ -1011,8 +1010,7 @@ def _en_topic(s: Statement, messages: Sequence[Message]) -> bool:
     verb = obj.split()[0] if obj.split() else ""
     if not p.isascii() or not verb.isalpha() or not verb.endswith(("s", "ed")) or "VERB" not in english_word_classes(verb):
         return False
-    adverbs = "|".join(sorted(_EN_FREQUENCY))
-    said = re.compile(rf"\b{re.escape(p)}\s+(?:(?:{adverbs})\s+)*{re.escape(verb)}\b")
+    said = re.compile(rf"\b{re.escape(p)}\s+(?:(?:{_EN_FREQUENCY_SAID})\s+)*{re.escape(verb)}\b")
     return any(m.role == "user" and said.search(normalize(m.text)) for m in messages)
 
 
@@ -1021,6 +1019,7 @@ _EN_DETERMINER = re.compile(r"\b(?:the|this|that|his|her|their|your)\s+")  # not
 _EN_FREQUENCY = frozenset(
     {"only", "ever", "also", "still", "now", "usually", "always", "never", "just", "really", "often"} | {"sometimes", "mostly", "even"}
 )
+_EN_FREQUENCY_SAID = "|".join(sorted(_EN_FREQUENCY))
 
 
 def _en_doers(before: str) -> list[tuple[int, str]]:

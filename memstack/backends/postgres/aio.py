@@ -66,7 +66,7 @@ class AsyncPostgresHistory:
                 # fixed size, all opened here: a pool that grows runs the growth as a task whose
                 # worker swallows a cancellation (psycopg_pool catches CancelledError in its
                 # workers), so a loop that ended while one ran (asyncio.run, with the pool left
-                # open) waited for it for ever; seen once in CI under load
+                # open) waited for it for ever (twice in CI, the suite's first test on a fresh server)
                 min_size=self._size[1],
                 max_size=self._size[1],
                 kwargs=self._kwargs,
