@@ -16,7 +16,8 @@ from .tokens import TokenCounter
 from .types import Message, Section, group_turns
 
 Strategy = Literal["last", "first"]
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.](?=\s))")
+#: where a sentence ends; not after a title's full stop ("Mr. Patel", "Dr. Li")
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.](?=\s))(?<!\b[MmDd]r\.)(?<!\b[Mm]rs\.)(?<!\b[Mm]s\.)(?<!\b[Ss]t\.)(?<!\bProf\.)")
 
 
 def window(messages: Sequence[Message], k: int) -> list[Message]:

@@ -957,3 +957,34 @@ def test_a_supposition_inside_the_object_is_a_clause_and_yao_shi_is_no_copula():
     got = verify([st("用户", "是", "年底")], [user("要是顺利的话年底就能回来。")])
     assert not got.kept
     assert verify([st("用户", "是", "护士")], [user("我是护士，在儿童医院上班。")]).kept
+
+
+def test_the_user_naming_one_of_their_people_is_their_relation():
+    # "My wife Chen Yu joined me last week" gave user|wife|Chen Yu, dropped as said of "my wife"
+    for text, pred, obj in (
+        ("My husband Tomasz got a job offer in Gdansk, we'll see.", "husband", "Tomasz"),
+        ("Ingrid is my sister, she lives in Bergen.", "sister", "Ingrid"),
+        ("我表哥周凯下个月结婚。", "表哥", "周凯"),
+        ("郭晓晴是我室友，我们合租三年了。", "室友", "郭晓晴"),
+    ):
+        subject = "User" if text.isascii() else "用户"
+        assert verify([st(subject, pred, obj)], [user(text)]).kept, text
+    # a value of the kin word's clause is no name, and another kin word is not the one said
+    assert not verify([st("用户", "表哥", "下个月")], [user("我表哥周凯下个月结婚。")]).kept
+    assert not verify([st("User", "husband", "Gdansk")], [user("My husband Tomasz got a job offer in Gdansk.")]).kept
+    assert not verify([st("用户", "表弟", "周凯")], [user("我表哥周凯下个月结婚。")]).kept
+
+
+def test_a_pronoun_goes_to_the_one_person_named_before_it():
+    # "…; she teaches piano at a music school" was dropped from the user, never given to the wife
+    got = verify([st("User", "works as", "nurse")], [user("My husband Tomasz moved here in May, and he works as a nurse now.")])
+    assert [(k.subject, k.object) for k in got.kept] == [("Tomasz", "nurse")]
+    got = verify([st("User", "coaches", "volleyball")], [user("Went with my roommate to the gym; she coaches volleyball on Sundays.")])
+    assert [(k.subject, k.object) for k in got.kept] == [("roommate", "volleyball")]
+    got = verify([st("用户", "开", "奶茶店")], [user("我表哥周凯回老家了，他在镇上开了家奶茶店。")])
+    assert [(k.subject, k.object) for k in got.kept] == [("周凯", "奶茶店")]
+    # two people before the pronoun: no guess between them; a place is nobody
+    assert not verify([st("用户", "钓了", "三条鲫鱼")], [user("周末我跟老周和小董去水库，他钓了三条鲫鱼。")]).kept
+    assert not verify([st("User", "coaches", "volleyball")], [user("My roommate and Dr. Okafor came; she coaches volleyball.")]).kept
+    got = verify([st("User", "coaches", "volleyball")], [user("I moved to Leeds with my roommate, she coaches volleyball.")])
+    assert [(k.subject, k.object) for k in got.kept] == [("roommate", "volleyball")]

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
-from ..text import person_names, place_names, word_spans
+from ..text import english_word_classes, person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS, canonical, change_cue
@@ -176,6 +176,19 @@ def verify(
                 # say it of, when the words support it of that project, or nowhere
                 moved = check(part.model_copy(update={"subject": owner}), messages, names=names | {normalize(owner)}, context=context)
                 result = moved if not isinstance(moved, Rejected) else result
+            elif isinstance(result, Rejected) and _is_self(part.subject, self_names) and _names_kin(part, messages):
+                result = part  # "my wife Emma": the user's own relation, though the words go on of the wife
+            elif (
+                isinstance(result, Rejected)
+                and result.reason.startswith(_SAID_OF)
+                and _HE_SHE.fullmatch(result.reason[len(_SAID_OF) :].strip())
+            ):
+                # "My wife Chen Yu joined me; she teaches piano" given to the user: the statement goes
+                # to the one person the turn names before the pronoun, when the words support it of them
+                who = _referent(part.object, messages, self_names)
+                if who and normalize(who) != normalize(part.subject):
+                    moved = check(part.model_copy(update={"subject": who}), messages, names=names | {normalize(who)}, context=context)
+                    result = moved if not isinstance(moved, Rejected) else result
             if isinstance(result, Rejected):
                 rejected.append(result)
             else:
@@ -227,6 +240,82 @@ def _said_of(reason: str) -> str | None:
             break
         name = name[len(verb) :]
     return name if _NAMED.fullmatch(name) else None
+
+
+#: the person a she/he/她/他 of the user's words may stand for: a name (not after a preposition:
+#: "moved to Richmond"), or one of the user's people ("my wife", "我老婆"), a name right after it
+#: being that same person ("my wife Chen Yu", "我妹妹小雨")
+_EN_NAME = re.compile(r"(?<![\w.])(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\b")
+_EN_PLACE_BEFORE = re.compile(r"\b(?:in|to|at|from|of|for|near|into|on)\s+$", re.IGNORECASE)
+_MY_KIN = re.compile(rf"(?:我的?|俺的?|咱的?|\bmy\s+|\bour\s+)({_KIN})", re.IGNORECASE)
+_HE_SHE = re.compile(r"他|她|\b(?:he|she)\b", re.IGNORECASE)
+#: a 小/老/阿 name after "和", "跟", a comma (jieba misses some: "我跟老王和小李"); one more person
+#: can only keep a pronoun from being given to someone
+_ZH_NICKNAME = re.compile(r"(?:^|(?<=[和跟与同、，,\s]))(?:小|老|阿)[\u4e00-\u9fff]")
+
+
+def _people_before(text: str, self_names: Sequence[str]) -> list[str]:
+    """The people ``text`` names, in order, one entry per person: a kin word with the name that
+    follows it is one ("my wife Chen Yu" -> Chen Yu)."""
+    found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group(1).lower()) for m in _MY_KIN.finditer(text)]
+    own = {normalize(n) for n in self_names}
+    names = [(a, b, n) for a, b, n in person_names(text)]
+    names += [(m.start(), m.end(), m.group(0)) for m in _ZH_NICKNAME.finditer(text) if not any(a <= m.start() < b for a, b, _n in names)]
+    names += [
+        (m.start(), m.end(), m.group(0))
+        for m in _EN_NAME.finditer(text)
+        if not _EN_PLACE_BEFORE.search(text[: m.start()])
+        and not any(english_word_classes(w) for w in m.group(0).replace(".", " ").split() if w not in {"Mr", "Mrs", "Ms", "Dr"})
+    ]
+    for a, b, name in names:
+        if normalize(name) in own:
+            continue
+        kin = next((i for i, (_s, e, _k) in enumerate(found) if text[e:a].strip(" ,，") in {"", "叫", "named", "called"}), None)
+        if kin is not None:
+            found[kin] = (found[kin][0], b, name)  # the kin word and its name: one person, by name
+        elif not any(s <= a < e for s, e, _n in found):
+            found.append((a, b, name))
+    return [name for _s, _e, name in sorted(found)]
+
+
+def _referent(obj: str, messages: Sequence[Message], self_names: Sequence[str]) -> str | None:
+    """Who the she/he (她/他) right before ``obj`` in the user's words stands for, when the turn
+    names exactly one person before it ("My wife Chen Yu joined me; she teaches piano" -> Chen
+    Yu); None when it names none or several (no guess between two)."""
+    o = normalize(obj)
+    for m in messages:
+        if m.role != "user":
+            continue
+        text = m.text
+        at = normalize(text).find(o)
+        if at < 0:
+            continue
+        pronouns = list(_HE_SHE.finditer(text[:at]))
+        if not pronouns:
+            continue
+        people = {normalize(p): p for p in _people_before(text[: pronouns[-1].start()], self_names)}
+        return next(iter(people.values())) if len(people) == 1 else None
+    return None
+
+
+def _names_kin(s: Statement, messages: Sequence[Message]) -> bool:
+    """Whether the user names one of their people as the statement says: user|妹妹|林小雨 of
+    "我妹妹林小雨…" or "林小雨是我妹妹", user|wife|Emma of "my wife Emma" or "Emma is my wife". The
+    object is a name (a Chinese person's name, or capitalised English words no dictionary knows),
+    never a value of the kin word's clause ("我妹妹大三")."""
+    pred = re.sub(r"^(?:has\s+|have\s+|my\s+|有|我的?)", "", normalize(s.predicate))
+    if not re.fullmatch(rf"(?:{_KIN})", pred):
+        return False
+    raw = s.object.strip()
+    if raw.isascii():
+        words = raw.replace(".", " ").split()
+        if not words or not all(w[0].isupper() and (w in {"Mr", "Mrs", "Ms", "Dr"} or not english_word_classes(w)) for w in words):
+            return False
+    elif not person_names(raw):
+        return False
+    p, o = re.escape(pred), re.escape(normalize(raw))
+    said = re.compile(rf"(?:\bmy\s+|我的?|俺的?){p}\s*[,，]?\s*(?:叫|名叫|named|called)?\s*{o}|{o}\s*(?:is|是)\s*(?:my\s+|我的?){p}")
+    return any(m.role == "user" and said.search(normalize(m.text)) for m in messages)
 
 
 #: a kin word of the user's that may be a Chinese object ("我女儿", "女儿", "俺闺女")
@@ -540,7 +629,6 @@ def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
     "User|college|three days a week"). Said after "my" or "our" it is a label of the user's own
     ("my hobby is knitting"), kept; so is a name (a capital: "a lurcher called Sailor") and a phrase
     the user never says as such (the other checks decide)."""
-    from ..text import english_word_classes
 
     p = normalize(predicate)
     words = [w for w in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", p) if not _LIGHT.fullmatch(w)]
@@ -989,7 +1077,6 @@ def _copula_says(obj: str, messages: Sequence[Message]) -> str | None:
     copula ("I'm a nurse", "I'm 34", "we're vegetarian"), not be said elsewhere ("I moved to
     Vancouver" is no `User|is|vancouver`), and not be a verb in progress ("I'm now working at …"
     is no `User|is|working`)."""
-    from ..text import english_word_classes
 
     o = normalize(obj)
     if o.endswith("ing") and " " not in o and "VERB" in english_word_classes(o):
@@ -1004,7 +1091,6 @@ def _en_topic(s: Statement, messages: Sequence[Message]) -> bool:
     """Whether an English predicate is a noun phrase of the user's words that does what the object
     says: the object is the verb said right after it ("the new organiser only ever plays Catan" gave
     "User|new organiser|plays"); "a new coach now, Priya" names a value, kept."""
-    from ..text import english_word_classes
 
     p, obj = normalize(s.predicate), normalize(s.object)
     verb = obj.split()[0] if obj.split() else ""
@@ -1027,11 +1113,11 @@ def _en_doers(before: str) -> list[tuple[int, str]]:
     ever plays Catan": the organiser plays, not the user): a determiner, one to three words that end
     in a noun, adverbs, and a verb of a third person ("plays", "played") or of a plural ("the kids
     love")."""
-    from ..text import english_word_classes
 
     out = []
     for m in _EN_DETERMINER.finditer(before):
-        words = [(w.group(0), m.end() + w.end()) for w in re.finditer(r"[a-z]+", before[m.end() : m.end() + 80])]
+        span = re.split(r"[;,.!?:，。；！？：]", before[m.end() : m.end() + 80], maxsplit=1)[0]  # one clause
+        words = [(w.group(0), m.end() + w.end()) for w in re.finditer(r"[a-z]+", span)]
         for k in range(1, min(3, len(words)) + 1):
             noun, end = words[k - 1]
             rest = [w for w, _ in words[k:]]
