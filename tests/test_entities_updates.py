@@ -316,3 +316,18 @@ def test_a_city_and_the_longer_name_that_holds_it_said_together_are_both_current
     said(mem, (["我住在上海。", "好的"], T0), (["我跳槽了，也从上海搬到杭州余杭了。", "恭喜"], T0 + timedelta(days=40)))
     lives = user_entity(mem)["attributes"]["住在"]
     assert sorted(v["value"] for v in lives["values"]) == ["杭州", "杭州余杭"] and [p["value"] for p in lives["past"]] == ["上海"]
+
+
+def test_a_kin_word_names_the_users_person_across_languages(tmp_path):
+    # "我老婆是做什么的？" over "wife=Chen Yu", said in English: 老婆 shares no word with "wife"
+    mem = memory(
+        tmp_path,
+        ["entities"],
+        [out(("User", "人物", "wife", "Chen Yu"), ("User", "人物", "likes", "skiing"), ("User", "人物", "drives", "a Volvo"))],
+    )
+    said(mem, (["My wife Chen Yu joined me last week. I like skiing and I drive a Volvo.", "Nice!"], T0))
+    asked = system(mem.context(user_id="u", thread_id="t2", strategy="entities", query="我老婆叫什么名字？", max_tokens=1000))
+    assert "wife=Chen Yu" in asked and "skiing" not in asked
+    assert "wife=Chen Yu" not in system(
+        mem.context(user_id="u", thread_id="t2", strategy="entities", query="我喜欢滑雪吗？", max_tokens=1000)
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ..text import segment
 
@@ -74,10 +75,65 @@ def query_terms(query: str) -> list[str]:
     return [t for t in dict.fromkeys(segment(query)) if t not in _UNSPECIFIC]
 
 
+#: the words for the user's people in each language, so that "我老婆是做什么的？" names the
+#: "wife=Chen Yu" the user said in English, and "my sister" the 妹妹 said in Chinese (a question and
+#: its facts are often in two languages: see BENCHMARKS.md, the translated questions)
+KIN_ACROSS: dict[str, tuple[str, ...]] = {
+    "wife": ("老婆", "妻子", "太太", "爱人", "媳妇"),
+    "husband": ("老公", "丈夫", "爱人"),
+    "son": ("儿子",),
+    "daughter": ("女儿", "闺女"),
+    "kid": ("孩子",),
+    "kids": ("孩子",),
+    "mom": ("妈妈", "母亲", "妈"),
+    "mum": ("妈妈", "母亲", "妈"),
+    "mother": ("妈妈", "母亲", "妈"),
+    "dad": ("爸爸", "父亲", "爸"),
+    "father": ("爸爸", "父亲", "爸"),
+    "parents": ("父母", "爸妈"),
+    "sister": ("姐姐", "妹妹"),
+    "brother": ("哥哥", "弟弟"),
+    "boss": ("老板", "上司", "领导"),
+    "manager": ("经理", "领导"),
+    "girlfriend": ("女朋友", "女友"),
+    "boyfriend": ("男朋友", "男友"),
+    "partner": ("对象", "爱人"),
+    "roommate": ("室友",),
+    "colleague": ("同事",),
+    "coworker": ("同事",),
+    "friend": ("朋友",),
+    "neighbor": ("邻居",),
+    "neighbour": ("邻居",),
+    "teacher": ("老师",),
+    "cousin": ("表哥", "表姐", "表弟", "表妹", "堂哥", "堂姐", "堂弟", "堂妹"),
+    "grandma": ("奶奶", "外婆", "姥姥"),
+    "grandpa": ("爷爷", "外公", "姥爷"),
+}
+
+
+@lru_cache(maxsize=1)
+def _kin_words() -> dict[str, tuple[str, ...]]:
+    """Each kin word, as ``segment`` spells it (an English stem: "roommat"), and its translations."""
+    out: dict[str, tuple[str, ...]] = {}
+    for en, zh in KIN_ACROSS.items():
+        stem = segment(en)[0]
+        out[stem] = (*out.get(stem, ()), *zh)
+        for w in zh:
+            out[w] = (*out.get(w, ()), stem)
+    return out
+
+
+def translations(words: set[str]) -> set[str]:
+    """The other language's words (as ``segment`` spells them) for the kin words among ``words``."""
+    kin = _kin_words()
+    return {t for w in words for t in kin.get(w, ())}
+
+
 def shared_terms(terms: Sequence[str], text: str) -> int:
     """How many of ``terms`` the text holds: as words, as Chinese characters of its words (a one-character term), or
-    as a substring (a longer term)."""
+    as a substring (a longer term); a kin word also in the other language ("wife" holds 老婆)."""
     have = set(segment(text))
+    have |= translations(have)
     have |= {c for t in have for c in t if "\u3400" <= c <= "\u9fff"}
     return sum(1 for t in terms if t in have or (len(t) > 1 and t in text))
 
