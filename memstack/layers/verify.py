@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
-from ..text import english_word_classes, person_names, place_names, word_spans
+from ..text import chinese_word_classes, english_word_classes, person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS, canonical, change_cue
@@ -62,7 +62,8 @@ _SELF = re.compile(r"我|俺|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we
 _KIN = (
     "妹妹|姐姐|哥哥|弟弟|老婆|妻子|太太|爱人|丈夫|老公|女朋友|男朋友|女友|男友|爸爸|妈妈|父亲|母亲|爸|妈|儿子|女儿|孩子|老板|上司|领导|经理|同事|朋友|室友|"
     "邻居|老师|同学|表妹|表姐|表哥|表弟|堂妹|堂姐|堂哥|堂弟|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|侄子|侄女|外甥女|外甥|孙子|孙女|"
-    "爸妈|父母|岳父|岳母|公公|婆婆|媳妇|对象|闺女|闺蜜|哥们|兄弟|家人|亲戚|哥|姐|弟|妹|"
+    "爸妈|父母|岳父|岳母|公公|婆婆|媳妇|对象|闺女|闺蜜|哥们|兄弟|家人|亲戚|老伴儿|老伴|老汉|老娘|老爹|老妈|老爸|阿妈|阿爸|家姐|细佬|"
+    "小舅子|小姨子|大舅子|姐夫|妹夫|嫂子|弟媳|儿媳|女婿|外孙女|外孙|娘|爹|哥|姐|弟|妹|"
     r"\b(?:wife|husband|sister|brother|mom|mum|mother|dad|father|son|daughter|kid|kids|boss|manager|friend|colleague|coworker|partner|girlfriend|boyfriend|roommate|neighbou?r|teacher|mate|nephew|niece|parents|grandma|grandpa|cousin)\b"
 )
 #: a kin word of two characters or more that opens a clause with no "我" before it: the clause's
@@ -298,20 +299,31 @@ def _referent(obj: str, messages: Sequence[Message], self_names: Sequence[str]) 
     return None
 
 
+def _a_name(text: str) -> bool:
+    """Whether ``text`` can be a person's name: a Chinese name (jieba's, or 小/老/阿 and a
+    character), or capitalised English words no dictionary knows ("Chen Yu", "Mr. Patel")."""
+    if text.isascii():
+        words = text.replace(".", " ").split()
+        return bool(words) and all(w[0].isupper() and (w in {"Mr", "Mrs", "Ms", "Dr"} or not english_word_classes(w)) for w in words)
+    return bool(person_names(text) or _ZH_NICKNAME.fullmatch(text))
+
+
+def _kin_predicate(predicate: str) -> str:
+    """The kin word a predicate is ("妹妹", "has sister" -> sister, "我的老婆"), or ""."""
+    pred = re.sub(r"^(?:has\s+|have\s+|my\s+|有|我的?|俺的?)", "", normalize(predicate))
+    return pred if re.fullmatch(rf"(?:{_KIN})", pred) else ""
+
+
 def _names_kin(s: Statement, messages: Sequence[Message]) -> bool:
     """Whether the user names one of their people as the statement says: user|妹妹|林小雨 of
     "我妹妹林小雨…" or "林小雨是我妹妹", user|wife|Emma of "my wife Emma" or "Emma is my wife". The
     object is a name (a Chinese person's name, or capitalised English words no dictionary knows),
     never a value of the kin word's clause ("我妹妹大三")."""
-    pred = re.sub(r"^(?:has\s+|have\s+|my\s+|有|我的?)", "", normalize(s.predicate))
-    if not re.fullmatch(rf"(?:{_KIN})", pred):
+    pred = _kin_predicate(s.predicate)
+    if not pred:
         return False
     raw = s.object.strip()
-    if raw.isascii():
-        words = raw.replace(".", " ").split()
-        if not words or not all(w[0].isupper() and (w in {"Mr", "Mrs", "Ms", "Dr"} or not english_word_classes(w)) for w in words):
-            return False
-    elif not person_names(raw):
+    if not _a_name(raw):
         return False
     p, o = re.escape(pred), re.escape(normalize(raw))
     said = re.compile(rf"(?:\bmy\s+|我的?|俺的?){p}\s*[,，]?\s*(?:叫|名叫|named|called)?\s*{o}|{o}\s*(?:is|是)\s*(?:my\s+|我的?){p}")
@@ -335,6 +347,18 @@ def _object_does_it(s: Statement, messages: Sequence[Message]) -> bool:
     return any(m.role == "user" and pattern.search(normalize(m.text)) for m in messages)
 
 
+_ZH_PERSONAL = frozenset({"我", "你", "他", "她", "俺", "咱", "我们", "你们", "他们", "她们", "咱们", "佢", "侬", "阿拉"})
+
+
+def _pronoun_and_verb(obj: str) -> bool:
+    """Whether a Chinese object holds a personal pronoun and a verb: a clause ("我这边来住", "帮我
+    带孩子"), not a value ("我家" has no verb)."""
+    if not any(p in obj for p in _ZH_PERSONAL):
+        return False
+    words = chinese_word_classes(obj)
+    return any(w in _ZH_PERSONAL for w, _f in words) and any(f.startswith("v") for _w, f in words)
+
+
 def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Rejected:
     """A statement in the shape of a relation, before its words are checked: a predicate that is a
     clause of the user's words is split back into its verb and value or dropped, and an object
@@ -351,12 +375,14 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
         return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
-    if (
-        not s.object.isascii()
-        and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object)))
-        and len(normalize(s.object)) > 2
-    ):
-        return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了"
+    if normalize(s.predicate) == normalize(s.object):
+        return Rejected(s, "the predicate is its own object")  # "俺这个月|工资少了一千|工资少了一千"
+    if not s.object.isascii() and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object))):
+        return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了", "婚期|改了"
+    if not s.object.isascii() and _pronoun_and_verb(normalize(s.object)):
+        return Rejected(s, "the object is a clause, not a value")  # "唐甜|搬到|我这边来住"
+    if _kin_predicate(s.predicate) and not _a_name(s.object.strip()):
+        return Rejected(s, "a kin word relates to a person, not a value")  # "我|娘|港" of "我娘天天港我…"
     if s.object.isascii() and _EN_CLAUSE.search(s.object):
         return Rejected(s, "the object is a clause, not a value")  # "…|been doing it since college"
     if not s.object.isascii() and _HYPOTHETICAL.search(normalize(s.object)):
@@ -451,7 +477,6 @@ def _topic_of_a_clause(s: Statement, messages: Sequence[Message]) -> bool:
     that something (a verb or an adjective said right after it): "嗓子都快冒烟咧" gave
     "用户|嗓子|冒烟", "被医生念到不行" "用户|医生|念到不行", "演唱会一场不落" "用户|演唱会|一场不落".
     A noun before a value is kept ("月薪两万"), and so are a known relation and a label (爱好, 职业)."""
-    from ..text import chinese_word_classes
 
     p, obj = normalize(s.predicate), normalize(_DATE_NOTE.sub("", s.object))
     if p.isascii() or p in SYNONYMS or canonical(p) != p or p in _LABELS or not obj or p in _OWN_VERBS or p in _ZH_VERBS:
@@ -730,6 +755,9 @@ def check(
         if _CAUSE.search(_clause_tail(before)) and not _CAUSE.search(normalize(s.predicate)):
             reasons.append("the words give it as a cause, not a value")
             continue
+        if _REPORTS.search(_clause_tail(before)):
+            reasons.append("the words report what someone thinks or says, not a fact")  # "my mom thinks I wasted…"
+            continue
         if is_self and _POSSESSED.search(before) and not _HAS.search(normalize(s.predicate)):
             reasons.append("the words name something of the user's, not what the user is or does")
             continue
@@ -756,6 +784,14 @@ def check(
     return Rejected(s, reasons[0], found[0][0].strip()[:120])
 
 
+#: a clause that reports what someone thinks or says of a person ("my mom thinks I wasted my master's",
+#: "我娘天天港我要三十岁之前结婚", "他说他下个月辞职"): an opinion or a saying, no fact of anyone's; not
+#: the user telling the assistant ("跟你说我搬家了")
+_REPORTS = re.compile(
+    r"\b(?:thinks?|thought|says?|said|reckons?|believes?|claims?|insists?)\s+(?:that\s+)?(?:i|i'm|i've|you|he|she|we|they)\b|"
+    r"(?<!跟你)(?<!和你)(?<!给你)(?<!对你)(?<!告诉你)(?:说|港|讲|觉得|认为|以为|嫌)(?:我|你|他|她|俺)(?!们?[，,。！？!?]|$)",
+    re.IGNORECASE,
+)
 #: a predicate that reports words or a belief: what follows is someone's saying, no fact
 #: ("医生说至少三个月不能跑", "听说游泳对哮喘好", "the physio reckons I'm done"); advice stays (建议)
 _REPORTED = re.compile(
