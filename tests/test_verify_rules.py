@@ -1011,3 +1011,14 @@ def test_an_object_that_is_a_verb_or_a_clause_with_a_pronoun_is_no_value():
     ):
         assert isinstance(shape(st("用户", pred, obj), [user(text)]), Rejected), obj
     assert isinstance(shape(st("用户", "住在", "我家楼下"), [user("她住在我家楼下。")]), list)  # no verb: a place
+
+
+def test_lao_and_a_surname_is_someone_else_who_does_it():
+    # "回来以后老周非要买个电动三轮带我去郊区玩，我没让" gave 用户|计划|去郊区玩 (jieba tags no 老周)
+    text = "回来以后老孙非要买个电动三轮带我去郊区玩，我没让。"
+    assert not verify([st("用户", "要", "买个电动三轮")], [user(text)]).kept
+    assert verify([st("用户", "去", "钓鱼")], [user("周末我跟老孙去钓鱼。")]).kept  # with him: the user goes
+    from memstack.layers.verify import _nicknames
+
+    assert _nicknames("我腰有点小毛病，不碍事。") == []  # 小毛 of 小毛病 is nobody
+    assert [n for _a, _b, n in _nicknames("回来以后老孙非要买个电动三轮")] == ["老孙"]

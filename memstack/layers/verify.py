@@ -255,13 +255,34 @@ _HE_SHE = re.compile(r"他|她|\b(?:he|she)\b", re.IGNORECASE)
 _ZH_NICKNAME = re.compile(r"(?:^|(?<=[和跟与同、，,\s]))(?:小|老|阿)[\u4e00-\u9fff]")
 
 
+#: 老, 小 or 阿 and a common surname: how a friend or a spouse is called ("老周非要买个电动三轮"),
+#: which jieba often does not tag as a name
+_SURNAME_NICK = re.compile(
+    r"[老小阿][王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金廖贾夏韦方白邹孟熊秦邱江尹薛段雷侯史陶黎贺顾郝龚邵万严武戴孔汤]"
+)
+
+
+def _nicknames(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, name) of each 老周, 小李 in ``text`` that is a word of its own there (not the
+    小毛 of "小毛病")."""
+    if not _SURNAME_NICK.search(text):
+        return []
+    bounds, at = {0}, 0
+    for word, _flag in chinese_word_classes(text):
+        at += len(word)
+        bounds.add(at)
+    return [(m.start(), m.end(), m.group(0)) for m in _SURNAME_NICK.finditer(text) if m.start() in bounds and m.end() in bounds]
+
+
 def _people_before(text: str, self_names: Sequence[str]) -> list[str]:
     """The people ``text`` names, in order, one entry per person: a kin word with the name that
     follows it is one ("my wife Chen Yu" -> Chen Yu)."""
     found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group(1).lower()) for m in _MY_KIN.finditer(text)]
     own = {normalize(n) for n in self_names}
     names = [(a, b, n) for a, b, n in person_names(text)]
-    names += [(m.start(), m.end(), m.group(0)) for m in _ZH_NICKNAME.finditer(text) if not any(a <= m.start() < b for a, b, _n in names)]
+    for a, b, name in [(m.start(), m.end(), m.group(0)) for m in _ZH_NICKNAME.finditer(text)] + _nicknames(text):
+        if not any(x <= a < y for x, y, _n in names):
+            names.append((a, b, name))
     names += [
         (m.start(), m.end(), m.group(0))
         for m in _EN_NAME.finditer(text)
@@ -1084,7 +1105,7 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     # a person the words name as the one who does it ("老秦也交了作品，拍的海边日出": 老秦 拍, not
     # the user); one named after a preposition or a verb ("我和老王去钓鱼", "陪张姐") is not it, nor
     # a kin word's name (the kin word is the one named)
-    for start, end, name in person_names(before):
+    for start, end, name in (*person_names(before), *_nicknames(before)):
         after_kin = _ENDS_WITH_KIN.search(before[:start]) is not None  # "我妹妹小雨": the sister's name
         if not any(name in o or o in name for o in own) and before[start - 1 : start] not in _WITH and not after_kin:
             others.append((end, name))
