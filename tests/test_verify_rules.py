@@ -1022,3 +1022,14 @@ def test_lao_and_a_surname_is_someone_else_who_does_it():
 
     assert _nicknames("我腰有点小毛病，不碍事。") == []  # 小毛 of 小毛病 is nobody
     assert [n for _a, _b, n in _nicknames("回来以后老孙非要买个电动三轮")] == ["老孙"]
+
+
+def test_dialect_pronouns_say_whose_it_is():
+    # Cantonese 佢 is he or she, Shanghainese 阿拉 is I or we; Shaanxi 额 is I (not 额头, 金额)
+    assert not verify([st("用户", "做", "会计")], [user("我家姐喺深圳做会计，佢话下个月转工。")]).kept
+    assert not verify([st("用户", "参加", "辩论队")], [user("阿拉儿子现在参加学校的辩论队了。")]).kept
+    got = verify([st("用户", "教", "钢琴")], [user("我家姐阿欣搬返广州喇，佢喺琴行教钢琴。")])
+    assert [(k.subject, k.object) for k in got.kept] == [("阿欣", "钢琴")]
+    from memstack.layers.verify import _SELF
+
+    assert _SELF.search("额想着明年再加盖两间房") and not _SELF.search("额头磕破了，金额也不对")

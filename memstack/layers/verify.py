@@ -57,7 +57,10 @@ from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS, canonical, change_cue
 
 #: words that name the speaker
-_SELF = re.compile(r"我|俺|咱|本人|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b")
+#: the user: 我 and its dialect spellings (俺, 阿拉 in Shanghai; 额 in Shaanxi, not the 额 of 额头, 金额, 名额)
+_SELF = re.compile(
+    r"我|俺|咱|本人|阿拉|(?<![金名限份超差余定配数总税票面])额(?![头外度])|\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|our|us)\b"
+)
 #: people a user speaks of as theirs: "我妹妹", "my wife": what follows is theirs, not the user's
 _KIN = (
     "妹妹|姐姐|哥哥|弟弟|老婆|妻子|太太|爱人|丈夫|老公|女朋友|男朋友|女友|男友|爸爸|妈妈|父亲|母亲|爸|妈|儿子|女儿|孩子|老板|上司|领导|经理|同事|朋友|室友|"
@@ -74,11 +77,11 @@ _BARE_KIN = re.compile(
     + r")(?=[\u3400-\u9fff])"
 )
 _OTHER_PERSON = re.compile(
-    rf"(?:我的?|俺的?|咱的?|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
+    rf"(?:我的?|俺的?|咱的?|阿拉|\bmy\s+|\bour\s+)(?:{_KIN})|(?:他|她|它|他们|她们|佢|\bhe\b|\bshe\b|\bthey\b|\bhis\b|\bher\b|\btheir\b)"
 )
 #: a kin word just before a name: the name is that person's ("我妹妹小雨")
 _ENDS_WITH_KIN = re.compile(rf"(?:{_KIN})$")
-_PRONOUN = re.compile(r"他|她|它|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
+_PRONOUN = re.compile(r"他|她|它|佢|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
 #: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
 _CLAUSE = re.compile(
@@ -248,8 +251,8 @@ def _said_of(reason: str) -> str | None:
 #: being that same person ("my wife Chen Yu", "我妹妹小雨")
 _EN_NAME = re.compile(r"(?<![\w.])(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\b")
 _EN_PLACE_BEFORE = re.compile(r"\b(?:in|to|at|from|of|for|near|into|on)\s+$", re.IGNORECASE)
-_MY_KIN = re.compile(rf"(?:我的?|俺的?|咱的?|\bmy\s+|\bour\s+)({_KIN})", re.IGNORECASE)
-_HE_SHE = re.compile(r"他|她|\b(?:he|she)\b", re.IGNORECASE)
+_MY_KIN = re.compile(rf"(?:我的?|俺的?|咱的?|阿拉|\bmy\s+|\bour\s+)({_KIN})", re.IGNORECASE)
+_HE_SHE = re.compile(r"他|她|佢|\b(?:he|she)\b", re.IGNORECASE)
 #: a 小/老/阿 name after "和", "跟", a comma (jieba misses some: "我跟老王和小李"); one more person
 #: can only keep a pronoun from being given to someone
 _ZH_NICKNAME = re.compile(r"(?:^|(?<=[和跟与同、，,\s]))(?:小|老|阿)[\u4e00-\u9fff]")
