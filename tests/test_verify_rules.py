@@ -1033,3 +1033,29 @@ def test_dialect_pronouns_say_whose_it_is():
     from memstack.layers.verify import _SELF
 
     assert _SELF.search("额想着明年再加盖两间房") and not _SELF.search("额头磕破了，金额也不对")
+
+
+def test_a_group_that_ended_ends_what_we_did_in_it_not_the_instrument(tmp_path):
+    # "乐队也散伙了": the band's doings end as when the user quits it; the instrument played in it
+    # is the user's own (see test_quitting_a_group_ends_what_we_did_in_it)
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("用户", "人物", "弹", "吉他"), ("用户", "人物", "演出", "酒吧")), statements()],
+    )
+    said(
+        mem,
+        (["我在一个乐队里弹吉他，我们经常去酒吧演出。", "好的"], T0),
+        (["跟你说，我们乐队上个月解散了。", "可惜了"], T0 + timedelta(days=40)),
+    )
+    assert values(me(mem)["演出"]) == ([], ["酒吧"]) and values(me(mem)["弹"]) == (["吉他"], [])
+    english = memory(tmp_path / "en", ["profile"], [statements(("User", "person", "rehearses on", "Fridays")), statements()])
+    said(
+        english,
+        (["I play drums in a wedding band, we rehearse on Fridays.", "nice"], T0),
+        (["The band split up in March, so no more gigs.", "sorry"], T0 + timedelta(days=40)),
+    )
+    assert values(me(english)["rehearses on"]) == ([], ["Fridays"])
+    from memstack.types import Message as Msg
+
+    assert not cessations([Msg(role="user", content="那家店倒闭了，婚事也黄了。")])  # no group: nothing ended

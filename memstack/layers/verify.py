@@ -1471,6 +1471,12 @@ _TIME_ANYWHERE = re.compile(
     r"上上?个?(?:月|周|星期|礼拜)|下个?(?:月|周)|这个?(?:月|周)|本(?:月|周)|去年|今年|前年|上周[一二三四五六日天末]?|昨天|前天|今天|刚刚|刚才|最近|前不久|\d{1,4}年(?:\d{1,2}月)?|\d{1,2}月(?:\d{1,2}[日号])?"
 )
 #: a thing disposed of, named before the verb ("卡罗拉卖给了我表弟", "把卡罗拉卖了")
+#: a group that ended, named before its verb: "乐队也散伙了", "球队解散了", "the band split up"
+_DISSOLVED = re.compile(
+    r"(?:^|(?<=[，,。；;\s]))(?:我们|我的|我那个|我们那个|那个)?([^，,。！？；;\s]{2,8}?)(?:也|都|已经|早就|终于)*(?:散伙|解散|散了|黄了)|"
+    r"\b(?:the|our|my)\s+((?:\w+\s+)?\w+)\s+(?:has\s+|have\s+|finally\s+)?(?:split up|broke up|disbanded|folded|fell apart|called it quits)\b",
+    re.IGNORECASE,
+)
 _DISPOSED = re.compile(r"(?:^|把)([^，。！？；]{2,12}?)(?:已经|也|都)?(?:卖给|卖掉|卖了|送给|转让给|转给|退掉|退了)")
 #: the old value of a change: "从MySQL迁移到了TiDB", "把Hive换成了Iceberg", "switched from X to Y", "从协和辞职了"
 _FROM_ZH = re.compile(
@@ -1553,6 +1559,10 @@ def _ended_in(clause: str, sentence: str = "") -> list[tuple[str, str, int]]:
         value = (m.group(1) or m.group(2) or "").strip()
         if value:
             found.append((value, value, m.start()))
+    for m in _DISSOLVED.finditer(clause):  # "乐队也散伙了", "the band split up"
+        group = _TIME_ANYWHERE.sub("", next((g for g in m.groups() if g), "")).strip()  # "乐队上个月解散了"
+        if _GROUP.search(group):
+            found.append((group.strip(), group.strip(), m.start()))
     for m in _DISPOSED.finditer(clause):
         value = _TIME_ANYWHERE.sub("", re.sub(r"^(?:我们?|已经|也|都|还)+", "", m.group(1).split("把")[-1].strip())).strip()
         value = re.sub(r"^(?:我们?|已经|也|都|还)+", "", value).strip()
