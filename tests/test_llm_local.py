@@ -318,3 +318,12 @@ def test_a_looping_list_is_cut_at_its_first_repeat_and_decoding_stops(model):
     assert '"我住在杭州西湖区"' in completion.text and completion.text.count("我住在杭州西湖区") == 1
     result = generate(model, messages, Items, max_tokens=600)  # a whole list: nothing of it is missing
     assert result.value.items == ["我住在杭州西湖区"] and not result.repaired
+
+
+def test_an_answer_is_computed_afresh_and_the_write_side_keeps_its_cached_prefix():
+    # the same prompt must give the same answer whatever was asked before: a prefix reused from
+    # the previous request is evaluated in another batch, and its logits differ a little
+    model = LocalModel(threads=1)
+    said = [{"role": "user", "content": "我住在哪？"}]
+    assert model._request(said, None, 0.0, 20)["cache_prompt"] is False
+    assert "cache_prompt" not in model._request(said, {"type": "object"}, 0.0, 20)

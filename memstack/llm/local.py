@@ -244,7 +244,12 @@ class LocalModel:
     request. The lock is a ``PriorityLock``: a foreground call (an answer) that waits goes before
     the waiting background calls (the layers' write jobs, marked by ``llm.priority.background``). ``schema`` becomes a grammar (``native_schema``), so the output parses and conforms
     unless ``max_tokens`` cuts it off (``finish_reason == "length"``). ``seed`` is sent with every
-    request: at temperature 0 the same prompt gives the same answer. Errors: ProviderRejected for a
+    request, and an answer (a call with no schema) is computed afresh, never from the previous
+    request's cached prefix (llama.cpp's ``cache_prompt``: a prefix evaluated in another batch gives
+    logits a little different, which flipped a greedy answer with the same context between two
+    systems of one ``bench qa`` run, BENCHMARKS.md "Stop 42"): at temperature 0 the same prompt gives
+    the same answer whatever came before. The write side's schema-constrained calls share a long
+    instruction and keep the cache. Errors: ProviderRejected for a
     request the runtime refuses (prompt longer than ``context_window``, invalid schema),
     ProviderUnavailable when loading or running fails, MissingDependency without the ``local`` extra.
 
@@ -406,6 +411,8 @@ class LocalModel:
             request["max_tokens"] = max_tokens
         if schema is not None:
             request["response_format"] = {"type": "json_schema", "json_schema": {"schema": dict(schema)}}
+        else:
+            request["cache_prompt"] = False  # the same answer for the same prompt, whatever came before
         return request
 
     def _loaded(self) -> Any:
