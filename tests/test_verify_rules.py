@@ -1059,3 +1059,21 @@ def test_a_group_that_ended_ends_what_we_did_in_it_not_the_instrument(tmp_path):
     from memstack.types import Message as Msg
 
     assert not cessations([Msg(role="user", content="那家店倒闭了，婚事也黄了。")])  # no group: nothing ended
+
+
+def test_a_pronoun_after_two_people_is_nobodys():
+    # "周末跟老周和小何去千岛湖钓鱼，他钓了条五斤的鲢鱼" gave 钓=鲢鱼 to both
+    text = "周六跟老孙和小董去水库，他钓了条三斤的草鱼。"
+    assert not verify([st("老孙", "钓", "草鱼"), st("小董", "钓", "草鱼")], [user(text)]).kept
+    assert verify([st("老孙", "钓", "草鱼")], [user("周六跟老孙去水库，他钓了条三斤的草鱼。")]).kept
+    got = verify(
+        [st("Ines", "teaches", "yoga"), st("Marta", "teaches", "yoga")], [user("Had lunch with Ines and Marta; she teaches yoga.")]
+    )
+    assert not got.kept
+
+
+def test_a_copula_is_said_before_its_object():
+    # "在杭州一家外贸公司做单证" gave 是=外贸公司: the 做 after the company was taken for its copula
+    said_text = [user("我在苏州一家物流公司做调度。")]
+    assert not verify([st("用户", "是", "物流公司")], said_text).kept
+    assert verify([st("用户", "是", "调度")], said_text).kept

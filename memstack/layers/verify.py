@@ -303,6 +303,18 @@ def _people_before(text: str, self_names: Sequence[str]) -> list[str]:
     return [name for _s, _e, name in sorted(found)]
 
 
+def _named_before(text: str, names: set[str], self_names: Sequence[str]) -> set[str]:
+    """The people ``text`` names: as ``_people_before`` reads them, and the known ``names`` in it
+    (``text`` may be lower-cased, where an English name shows only as a known one)."""
+    found = {normalize(p) for p in _people_before(text, self_names)}
+    known = {n for n in names if n and n in text and n not in {normalize(x) for x in self_names}}
+    for m in _MY_KIN.finditer(text):  # "my husband tomasz": the kin word and the known name, one person
+        if any(text[m.end() :].lstrip(" ,，").startswith(n) for n in known):
+            found.discard(normalize(m.group(1)))
+    found |= known
+    return {f for f in found if not any(f != g and f in g for g in found)}  # "小雨" in "林小雨": one
+
+
 def _referent(obj: str, messages: Sequence[Message], self_names: Sequence[str]) -> str | None:
     """Who the she/he (她/他) right before ``obj`` in the user's words stands for, when the turn
     names exactly one person before it ("My wife Chen Yu joined me; she teaches piano" -> Chen
@@ -993,8 +1005,9 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
         respelt = len(core) > len(spelling) and core.endswith(spelling) and core[: -len(spelling)] in whole
         if respelt and any(_word_in(k, clause) for k in _SPELLINGS[group_name]):
             return True
-    if core in _COPULAS:
-        return bool(_COPULA_SAID.search(clause))
+    if core in _COPULAS:  # said before the object: "在一家外贸公司做单证" says no 是=外贸公司
+        at = clause.find(obj) if obj else -1
+        return any(m.start() < at for m in _COPULA_SAID.finditer(clause)) if at >= 0 else bool(_COPULA_SAID.search(clause))
     if any(_word_in(x, clause) for x in group) or (name == "使用" and bool(obj) and "是" + obj in clause):  # "缓存是Redis"
         return True
     if "我" in core or "的" in core or len(core) > 6:
@@ -1115,11 +1128,16 @@ def _about_subject(subject: str, is_self: bool, earlier: str, before: str, names
     mine = [m.end() for o in own for m in re.finditer(re.escape(o), before)]
     if is_self:  # "我" right before the object is its owner ("带我侄子"), not the one who does it
         mine += [m.end() for m in _SELF.finditer(before) if not _possessive(before, m.start()) and m.end() < len(before.rstrip())]
-    elif mine:  # a pronoun after the subject's own name refers back to it
+    elif mine:  # a pronoun after the subject's own name refers back to it, unless two were named before it
         first = min(mine)
-        pronouns = [(m.end(), m.group(0)) for m in _PRONOUN.finditer(before) if m.start() >= first]
+        pronouns = [
+            (m.end(), m.group(0))
+            for m in _PRONOUN.finditer(before)
+            if m.start() >= first and len(_named_before(before[: m.start()], names | own, self_names)) < 2
+        ]
         mine += [end for end, _ in pronouns]
-        others = [(end, text) for end, text in others if not _PRONOUN.fullmatch(text) or end < first]
+        theirs = {end for end, _ in pronouns}
+        others = [(end, text) for end, text in others if not _PRONOUN.fullmatch(text) or end < first or end not in theirs]
     topic = is_self or not others and any(o in earlier for o in own)
     anchor = max(mine, default=0 if topic else None)
     if anchor is None:
