@@ -249,6 +249,7 @@ def _said_of(reason: str) -> str | None:
 #: the person a she/he/她/他 of the user's words may stand for: a name (not after a preposition:
 #: "moved to Richmond"), or one of the user's people ("my wife", "我老婆"), a name right after it
 #: being that same person ("my wife Chen Yu", "我妹妹小雨")
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr"})
 _EN_NAME = re.compile(r"(?<![\w.])(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?\b")
 _EN_PLACE_BEFORE = re.compile(r"\b(?:in|to|at|from|of|for|near|into|on)\s+$", re.IGNORECASE)
 _MY_KIN = re.compile(rf"(?:我的?|俺的?|咱的?|阿拉|\bmy\s+|\bour\s+)({_KIN})", re.IGNORECASE)
@@ -289,8 +290,7 @@ def _people_before(text: str, self_names: Sequence[str]) -> list[str]:
     names += [
         (m.start(), m.end(), m.group(0))
         for m in _EN_NAME.finditer(text)
-        if not _EN_PLACE_BEFORE.search(text[: m.start()])
-        and not any(english_word_classes(w) for w in m.group(0).replace(".", " ").split() if w not in {"Mr", "Mrs", "Ms", "Dr"})
+        if not _EN_PLACE_BEFORE.search(text[: m.start()]) and _a_name(m.group(0))
     ]
     for a, b, name in names:
         if normalize(name) in own:
@@ -340,7 +340,7 @@ def _a_name(text: str) -> bool:
     character), or capitalised English words no dictionary knows ("Chen Yu", "Mr. Patel")."""
     if text.isascii():
         words = text.replace(".", " ").split()
-        return bool(words) and all(w[0].isupper() and (w in {"Mr", "Mrs", "Ms", "Dr"} or not english_word_classes(w)) for w in words)
+        return bool(words) and all(w[0].isupper() and (w in _TITLES or not english_word_classes(w)) for w in words)
     return bool(person_names(text) or _ZH_NICKNAME.fullmatch(text))
 
 
