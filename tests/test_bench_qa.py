@@ -241,6 +241,28 @@ def test_per_type_limit_and_only_select_questions(data):
         run("memorybank-cn", data, systems_for(baselines=["none"]), model=model, only=["nobody"])
 
 
+def test_evidence_sessions_ingest_only_the_sessions_that_hold_evidence(data, tmp_path):
+    from memstack import Memory
+
+    model = ScriptedModel(default=reader)
+    report = run(
+        "memorybank-cn",
+        data,
+        systems_for(strategies=["window,retrieval"]),
+        model=model,
+        only=["王芳"],
+        limit=1,
+        sessions="evidence",
+        reuse=tmp_path / "stores",
+    )
+    assert report["sessions"] == "evidence" and report["systems"]["window,retrieval"]["accuracy"] == 1.0
+    with Memory(tmp_path / "stores" / "memorybank-cn-evidence-window-retrieval.db") as m:
+        # the cat's question holds its evidence in 2026-03-02; the hike's day is not ingested
+        assert [t.thread_id for t in m.threads(user_id="王芳")] == ["2026-03-02"]
+    with pytest.raises(InvalidInput):
+        run("memorybank-cn", data, systems_for(baselines=["none"]), model=model, sessions="some")
+
+
 def test_a_failed_answer_is_wrong_with_its_reason(data):
     from memstack.errors import ProviderUnavailable
 

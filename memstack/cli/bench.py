@@ -78,6 +78,12 @@ def declare_bench(sub: Any) -> None:
     p.add_argument("--thread", choices=["new", "last"], default="new", help="ask in a new thread (default) or in the last session's thread")
     p.add_argument("--limit", type=int, help="questions at most")
     p.add_argument("--per-type", type=int, help="questions at most per question type (a stratified sample)")
+    p.add_argument(
+        "--sessions",
+        choices=["all", "evidence"],
+        default="all",
+        help="ingest every session (default) or only those that hold a question's evidence (LongMemEval's oracle setting)",
+    )
     p.add_argument("--only", action="append", default=[], metavar="ID", help="only this conversation (repeatable)")
     p.add_argument("--embedder", help="embedding provider of the retrieval layer (default: local)")
     p.add_argument("--reuse", metavar="DIR", help="keep each system's ingested store in DIR and reuse it on the next run")
@@ -166,6 +172,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> None:
             embedder=args.embedder,
             thread=args.thread,
             translated=args.translated,
+            sessions=args.sessions,
             progress=progress,
         )
     if args.answers:

@@ -58,6 +58,9 @@ RECALL_CORRECT = 0.6
 #: what context sizes are reported in, for memory systems and baselines alike (Memory's default)
 DEFAULT_COUNTER = get_counter()
 THREADS = ("new", "last")
+#: what of each conversation is ingested: every session, or only those that hold a question's
+#: evidence (LongMemEval's "oracle" setting; what a model-backed write side can read on a CPU)
+SESSIONS = ("all", "evidence")
 
 INSTRUCTIONS = {
     "zh": (
@@ -334,6 +337,7 @@ def run(
     embedder: str | None = None,
     thread: str = "new",
     translated: bool = False,
+    sessions: str = "all",
     progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Ingest, ask, answer and judge every question for every system; returns the report.
@@ -341,10 +345,18 @@ def run(
     ``thread``: ask in a new thread (a later session: what memory carries across sessions) or in
     the thread of the last session before the question (a conversation that goes on).
     ``translated``: ask each question in its other language (the fact set has both), so English
-    questions meet Chinese memory and Chinese questions English memory."""
+    questions meet Chinese memory and Chinese questions English memory.
+    ``sessions``: ``evidence`` ingests only the sessions that hold the asked questions' evidence
+    (each LongMemEval haystack is ~500 turns, hours of model-backed writing per question type on
+    two cores; its evidence sessions are 2 to 53 turns), so the stacks still choose among whole
+    sessions of distracting turns, but not among hundreds."""
     if thread not in THREADS:
         raise InvalidInput(f"thread must be one of {', '.join(THREADS)}", field="thread")
+    if sessions not in SESSIONS:
+        raise InvalidInput(f"sessions must be one of {', '.join(SESSIONS)}", field="sessions")
     conversations = _select(load(dataset, path, translated=translated), only, limit, per_type)
+    if sessions == "evidence":
+        conversations = [_evidence_sessions(c) for c in conversations]
     chat = get_chat_model(model)
     count = functools.lru_cache(maxsize=65536)(chat.count_tokens)
     grader = get_chat_model(judge) if judge is not None else None
@@ -356,7 +368,8 @@ def run(
         folder = Path(reuse) if reuse else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for system in systems:
-            memory = None if system.baseline else _memory(system, folder / f"{dataset}-{_slug(system.name)}.db", chat, embedder)
+            db = folder / f"{dataset}{'-evidence' if sessions == 'evidence' else ''}-{_slug(system.name)}.db"
+            memory = None if system.baseline else _memory(system, db, chat, embedder)
             try:
                 for conv in conversations:
                     if memory is not None:
@@ -373,7 +386,8 @@ def run(
             finally:
                 if memory is not None:
                     memory.close()
-    return {**_report(dataset, systems, tallies, chat, grader, max_tokens, questions, thread), "translated": translated}
+    report = _report(dataset, systems, tallies, chat, grader, max_tokens, questions, thread)
+    return {**report, "translated": translated, "sessions": sessions}
 
 
 def _select(conversations: list[Conversation], only: Sequence[str], limit: int | None, per_type: int | None) -> list[Conversation]:
@@ -398,6 +412,12 @@ def _select(conversations: list[Conversation], only: Sequence[str], limit: int |
     if not out:
         raise InvalidInput("no question left to ask", field="limit")
     return out
+
+
+def _evidence_sessions(conv: Conversation) -> Conversation:
+    """The conversation with only the sessions that hold one of its questions' evidence turns."""
+    keys = {k for q in conv.questions for k in q.evidence}
+    return Conversation(conv.id, tuple(s for s in conv.sessions if any(t.key in keys for t in s.turns)), conv.questions)
 
 
 def _memory(system: System, db: Path, chat: ChatModel, embedder: str | None) -> Memory:
@@ -587,6 +607,7 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"{report['dataset']}: {report['questions']} questions, model {report['model']}, judge {report['judge']}, max_tokens {report['max_tokens']}"
         + (", questions translated" if report.get("translated") else "")
+        + (", only the sessions that hold evidence ingested" if report.get("sessions") == "evidence" else "")
     ]
     head = [
         "system",
