@@ -1077,3 +1077,17 @@ def test_a_copula_is_said_before_its_object():
     said_text = [user("我在苏州一家物流公司做调度。")]
     assert not verify([st("用户", "是", "物流公司")], said_text).kept
     assert verify([st("用户", "是", "调度")], said_text).kept
+
+
+def test_a_verb_that_says_when_is_no_predicate():
+    # fresh7: "退休前在公交公司卖票" was stored as 退休=公交公司, current
+    words = [user("我退休前在纺织厂当会计，后来去了社区帮忙。")]
+    assert not verify([st("用户", "退休", "纺织厂"), st("用户", "退休前", "纺织厂")], words).kept
+    (kept,) = verify([st("用户", "工作单位", "纺织厂")], words).kept
+    assert kept.past  # what was before an event that happened is past
+    assert not verify([st("用户", "结婚", "西安")], [user("结婚以后我们住在西安。")]).kept
+    moved = verify([st("用户", "住在", "绵阳")], [user("搬到成都之前我住在绵阳。")]).kept
+    assert [s.past for s in moved] == [True]
+    # a word that only starts with 前/后 is no time: "做前台", "后来"
+    assert verify([st("用户", "做", "前台")], [user("我在酒店做前台。")]).kept
+    assert verify([st("用户", "带", "孙子")], [user("我去年退休了，后来一直在家带孙子。")]).kept

@@ -1010,14 +1010,20 @@ def predicate_in_clause(predicate: str, clause: str, sentence: str = "", obj: st
         return any(m.start() < at for m in _COPULA_SAID.finditer(clause)) if at >= 0 else bool(_COPULA_SAID.search(clause))
     if any(_word_in(x, clause) for x in group) or (name == "使用" and bool(obj) and "是" + obj in clause):  # "缓存是Redis"
         return True
-    if "我" in core or "的" in core or len(core) > 6:
+    if "我" in core or "的" in core or len(core) > 6 or (len(core) > 2 and _AS_TIME.fullmatch(core)):
         return False
     if _word_in(core, clause):
-        return True
+        # "退休前在公交公司卖票": 退休 says when, not what the company is ("结婚后住在…", "毕业时…")
+        return any(not re.match(_AFTER_AS_TIME, clause[m.end() :]) for m in re.finditer(re.escape(core), clause))
     # "用于" of "缓存使用Redis", "住到" of "住在": the verb without its preposition, or its spellings
     bare = core[:-1] if len(core) > 1 and core[-1] in "在到于给成为作" else ""
     bare_name = SYNONYMS.get(bare, "")
     return bool(bare) and (_word_in(bare, clause) or any(_word_in(k, clause) for k in _SPELLINGS.get(bare_name, ())))
+
+
+#: what after a verb makes it a time ("退休前", "结婚以后", "毕业时"), or a predicate that is one
+_AFTER_AS_TIME = r"(?:之|以)?(?:前(?![台面天年途景端夕线往去进锋])|后(?![来悔面续台端勤期半天年院座排方]))|的?时候?(?![间刻代尚髦装])"
+_AS_TIME = re.compile(rf"(?:[\u4e00-\u9fff]{{2,4}}?)?(?:{_AFTER_AS_TIME})")
 
 
 #: the object right after "my"/"我的": a thing of the user's ("my dentist appointment"), which only
@@ -1322,7 +1328,11 @@ def _after_object(predicate: str, clause: str, obj: str) -> str | None:
 
 #: a time word that puts what its clause says before now ("我以前住在成都", "俺之前在北京干了五年销售",
 #: "I used to live in Denver"); 以前/之前 only as an adverb, not after an event ("睡觉之前看书")
-_BEFORE_NOW_ZH = re.compile(rf"(?:{_BEFORE_ZH}|早年|当年|那时候?|小时候|年轻时|上学时|读书时|大学时|几年前|多年前|很久以前|好久以前)")
+_BEFORE_NOW_ZH = re.compile(
+    rf"(?:{_BEFORE_ZH}|早年|当年|那时候?|小时候|年轻时|上学时|读书时|大学时|几年前|多年前|很久以前|好久以前"
+    # before an event that has happened to whoever says it: "退休前在公交公司", "来深圳之前在长沙"
+    r"|(?:退休|来[\u4e00-\u9fff]{1,4}?|搬[来到过][\u4e00-\u9fff]{1,4}?)(?:之|以)?前)"
+)
 _BEFORE_NOW_EN = re.compile(
     r"\b(?:used to|previously|formerly|once(?! (?:a|an|every|in|per|or|more|again)\b)|back then|in the past)\b", re.IGNORECASE
 )
