@@ -97,7 +97,7 @@ def word_spans(text: str) -> list[tuple[int, int]]:
 
 #: the common Chinese surnames: a word jieba tags as a person's name counts as one only when it
 #: opens with one (or with 老/小/阿 and one: "老秦"); its tagger also calls "喝咖啡" a name
-_SURNAMES = frozenset(
+SURNAMES = frozenset(
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫"
     "段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤柯常温康施文牛樊葛邢安齐易乔伍庞颜倪庄聂章鲁岳翟殷詹申欧耿关兰焦俞左柳甘祝包宁尚符舒阮纪梅童凌毕单季裴霍涂"
     "成苗谷盛曲翁冉骆蓝路游辛靳管柴蒙鲍华喻祁蒲房滕屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应臧闵苟邬边卞姬师仇栾"
@@ -125,7 +125,7 @@ def person_names(text: str) -> tuple[tuple[int, int, str], ...]:
         if start < 0:
             continue
         at = start + len(word)
-        surname = word[0] in _SURNAMES or (word[0] in "老小阿" and (word[1:2] in _SURNAMES or len(word) == 2))
+        surname = word[0] in SURNAMES or (word[0] in "老小阿" and (word[1:2] in SURNAMES or len(word) == 2))
         place = len(word) >= 3 and word[-1] in _PLACE_ENDS  # "岳麓区", tagged nr: a place
         if flag == "nr" and 2 <= len(word) <= 4 and surname and not place and all("\u4e00" <= ch <= "\u9fff" for ch in word):
             out.append((start, at, word))

@@ -1091,3 +1091,23 @@ def test_a_verb_that_says_when_is_no_predicate():
     # a word that only starts with 前/后 is no time: "做前台", "后来"
     assert verify([st("用户", "做", "前台")], [user("我在酒店做前台。")]).kept
     assert verify([st("用户", "带", "孙子")], [user("我去年退休了，后来一直在家带孙子。")]).kept
+
+
+def test_what_is_said_of_my_husband_is_the_husbands():
+    # a trial: "我老公…" named him in Chinese, and "My husband is learning Japanese" given to him by
+    # name was dropped: the words do not say the name
+    words = [user("My husband is learning Japanese these days.")]
+    got = verify([st("周建国", "is learning", "Japanese")], words, kin=[("老公", "周建国")])
+    assert [(k.subject, k.object) for k in got.kept] == [("husband", "Japanese")]
+    got = verify([st("林涛", "工作单位", "银行")], [user("我老公在银行上班。")], kin=[("丈夫", "林涛")])
+    assert [(k.subject, k.object) for k in got.kept] == [("老公", "银行")]
+    # two people the user called husband (a word in each language): no guess; nor for someone else
+    assert not verify([st("周建国", "is learning", "Japanese")], words, kin=[("老公", "周建国"), ("丈夫", "林海")]).kept
+    assert not verify([st("周建国", "is learning", "Japanese")], [user("My boss is learning Japanese.")], kin=[("老公", "周建国")]).kept
+    # the user between the kin word and the object: the user's deed, or the user's gift
+    assert not verify([st("林建华", "考", "公务员")], [user("我爸让我考公务员。")], kin=[("爸", "林建华")]).kept
+    assert not verify([st("Tom", "bought", "bike")], [user("My husband bought me a bike.")], kin=[("husband", "Tom")]).kept
+    # nor is the user's statement moved to the kin word: "我妈做的红烧肉我最爱吃" is no 妈|爱吃|红烧肉
+    assert not verify([st("用户", "爱吃", "红烧肉")], [user("我妈做的红烧肉我最爱吃。")]).kept
+    # the kin relation of a name jieba does not tag alone ("周建国": 周 and 建国)
+    assert verify([st("用户", "老公", "周建国")], [user("我老公周建国是会计。")]).kept

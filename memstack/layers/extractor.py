@@ -36,6 +36,7 @@ from ..stores import Store, records_of
 from ..tokens import TokenCounter, get_counter
 from ..types import Change, Message, Scope, Unit
 from . import register_layer
+from .attributes import attribute_values
 from .base import LayerOutput, ReadRequest, Waiting, WriteRequest
 
 # re-exported: the entity and graph layers import these from here (their home: names)
@@ -46,7 +47,7 @@ from .names import first_person as first_person
 from .names import stem as stem
 from .notes import apply_updates, end_ceased, grounded_note, said_notes
 from .resolve import ended_changes, entity_changes, relation_changes
-from .verify import verify
+from .verify import kin_word, verify
 
 #: entity types that name a person (or a pet): who may be the subject of the user's sentences
 _PERSON_TYPE = re.compile(
@@ -244,7 +245,13 @@ class Extractor:
             for r in entities
             if r.key != SELF_KEY and _PERSON_TYPE.match(str(r.value.get("type") or "").strip())
         ]
-        checked = verify(statements, batch.messages, self_names=self_names, context=context, people=people)
+        kin = [
+            (key, str(v.get("value", "")))
+            for key, attribute in ((me[0].value.get("attributes") or {}).items() if me else ())
+            if kin_word(key)
+            for v in attribute_values(attribute)[0]
+        ]
+        checked = verify(statements, batch.messages, self_names=self_names, context=context, people=people, kin=kin)
         if not checked.rejected and checked.kept == said:
             return batch
         value = batch.result.value.model_copy(update={"memories": checked.kept})

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from ..budget import split_text
 from ..llm.extract import Statement
 from ..llm.grounding import normalize, overlap
-from ..text import chinese_word_classes, english_word_classes, person_names, place_names, word_spans
+from ..text import SURNAMES, chinese_word_classes, english_word_classes, person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
 from .supersede import SYNONYMS, canonical, change_cue
@@ -154,17 +154,21 @@ def verify(
     self_names: Sequence[str] = (),
     context: Sequence[Message] = (),
     people: Sequence[str] = (),
+    kin: Sequence[tuple[str, str]] = (),
 ) -> Verified:
     """The statements the user's words support (tidied, ``past`` set where the words end them),
     and those they do not, each with its reason. ``self_names``: the user's own names ("王磊");
     ``people``: the names of the people the user spoke of before (stored entities: "豆豆"), who may
     be the subject of a sentence that says the object;
     ``context``: the thread's turns just before these, whose topic a sentence that names no one
-    goes on with ("我正在开发知识中台。" … a batch later "缓存改用Memcached了。")."""
+    goes on with ("我正在开发知识中台。" … a batch later "缓存改用Memcached了。"); ``kin``: the
+    user's people by the kin word they named them with before (("老公", "林涛")): what the words
+    say of "my husband" is 林涛's."""
     # what may be the subject of a sentence: the batch's subjects (an object only is a place, a
     # thing, a value: "从上海搬到深圳" says nothing of 上海)
     names = {normalize(s.subject) for s in statements if len(normalize(s.subject)) >= 2}
     names |= {normalize(p) for p in people if len(normalize(p)) >= 2 and normalize(p) not in {normalize(n) for n in self_names}}
+    kin = [*kin, *((kin_word(s.predicate), s.object) for s in statements if _is_self(s.subject, self_names) and _names_kin(s, messages))]
     kept: list[Statement] = []
     rejected: list[Rejected] = []
     for s in statements:
@@ -193,11 +197,49 @@ def verify(
                 if who and normalize(who) != normalize(part.subject):
                     moved = check(part.model_copy(update={"subject": who}), messages, names=names | {normalize(who)}, context=context)
                     result = moved if not isinstance(moved, Rejected) else result
+            if isinstance(result, Rejected) and not _is_self(part.subject, self_names):
+                # "我老公叫林涛" … "My husband is learning Japanese" given to 林涛: the words say it of
+                # the husband, who is 林涛 (kept under the word the words say: its evidence names it)
+                for word in _kin_subjects(part.subject, kin):
+                    moved = check(part.model_copy(update={"subject": word}), messages, names=names, context=context)
+                    if not isinstance(moved, Rejected) and not _user_after(word, part.object, messages):
+                        result = moved
+                        break
             if isinstance(result, Rejected):
                 rejected.append(result)
             else:
                 kept.append(result)
     return Verified(kept, rejected)
+
+
+def _kin_subjects(subject: str, kin: Sequence[tuple[str, str]]) -> list[str]:
+    """The kin words a person the user named by one before (("老公", "林涛") for 林涛) may be
+    spoken of by, in either language (老公, husband, 丈夫), where no other person was named by
+    them. (What the words say of "my husband" is not moved from the user to the husband: "我妈做
+    的红烧肉我最爱吃", "我爸让我考公务员" are the user's, or nobody's.)"""
+    from .relevance import translations
+
+    out: list[str] = []
+    for word in sorted({k.lower() for k, n in kin if normalize(n) == normalize(subject)}):
+        same = {word} | translations({word})
+        same |= translations(same)  # 老公 -> husband -> 丈夫
+        if len({normalize(n) for k, n in kin if k.lower() in same and _a_name(n)}) == 1:
+            out += sorted(same - set(out))
+    return out
+
+
+def _user_after(word: str, obj: str, messages: Sequence[Message]) -> bool:
+    """Whether the user speaks of themself between ``word`` and ``obj`` in the sentence that says
+    them ("我爸让我考公务员", "my husband bought me a bike"): the user does it, or is given it."""
+    w, o = normalize(word), normalize(obj)
+    for m in messages:
+        if m.role != "user":
+            continue
+        for sentence in split_text(normalize(m.text)):
+            at, end = sentence.rfind(w, 0, max(sentence.find(o), 0)), sentence.find(o)
+            if at >= 0 and end > at and _SELF.search(sentence[at + len(w) : end]):
+                return True
+    return False
 
 
 #: the reason ``_about_subject`` gives when the words speak of something else; ``_said_of`` reads it back
@@ -341,11 +383,18 @@ def _a_name(text: str) -> bool:
     if text.isascii():
         words = text.replace(".", " ").split()
         return bool(words) and all(w[0].isupper() and (w in _TITLES or not english_word_classes(w)) for w in words)
-    return bool(person_names(text) or _ZH_NICKNAME.fullmatch(text))
+    if person_names(text) or _ZH_NICKNAME.fullmatch(text):
+        return True
+    # a name jieba does not tag alone ("周建国" reads as 周 and 建国): a surname and one to three
+    # characters that are not one word of the lexicon ("周末", "高兴")
+    words = chinese_word_classes(text)
+    whole_word = len(words) == 1 and not words[0][1].startswith("nr")
+    return 2 <= len(text) <= 4 and text[0] in SURNAMES and bool(re.fullmatch(r"[\u4e00-\u9fff]+", text)) and not whole_word
 
 
-def _kin_predicate(predicate: str) -> str:
-    """The kin word a predicate is ("妹妹", "has sister" -> sister, "我的老婆"), or ""."""
+def kin_word(predicate: str) -> str:
+    """The kin word a predicate is ("妹妹", "has sister" -> sister, "我的老婆"), or "": an
+    attribute of the user's so named holds the names of the user's people."""
     pred = re.sub(r"^(?:has\s+|have\s+|my\s+|有|我的?|俺的?)", "", normalize(predicate))
     return pred if re.fullmatch(rf"(?:{_KIN})", pred) else ""
 
@@ -355,7 +404,7 @@ def _names_kin(s: Statement, messages: Sequence[Message]) -> bool:
     "我妹妹林小雨…" or "林小雨是我妹妹", user|wife|Emma of "my wife Emma" or "Emma is my wife". The
     object is a name (a Chinese person's name, or capitalised English words no dictionary knows),
     never a value of the kin word's clause ("我妹妹大三")."""
-    pred = _kin_predicate(s.predicate)
+    pred = kin_word(s.predicate)
     if not pred:
         return False
     raw = s.object.strip()
@@ -417,7 +466,7 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")  # "天天往纸箱里钻了", "涨两回了", "婚期|改了"
     if not s.object.isascii() and _pronoun_and_verb(normalize(s.object)):
         return Rejected(s, "the object is a clause, not a value")  # "唐甜|搬到|我这边来住"
-    if _kin_predicate(s.predicate) and not _a_name(s.object.strip()):
+    if kin_word(s.predicate) and not _a_name(s.object.strip()):
         return Rejected(s, "a kin word relates to a person, not a value")  # "我|娘|港" of "我娘天天港我…"
     if s.object.isascii() and _EN_CLAUSE.search(s.object):
         return Rejected(s, "the object is a clause, not a value")  # "…|been doing it since college"
