@@ -387,8 +387,8 @@ def _a_name(text: str) -> bool:
         return True
     # a name jieba does not tag alone ("周建国" reads as 周 and 建国): a surname and one to three
     # characters that are not one word of the lexicon ("周末", "高兴")
-    words = chinese_word_classes(text)
-    whole_word = len(words) == 1 and not words[0][1].startswith("nr")
+    classes = chinese_word_classes(text)
+    whole_word = len(classes) == 1 and not classes[0][1].startswith("nr")
     return 2 <= len(text) <= 4 and text[0] in SURNAMES and bool(re.fullmatch(r"[\u4e00-\u9fff]+", text)) and not whole_word
 
 
