@@ -1111,3 +1111,19 @@ def test_what_is_said_of_my_husband_is_the_husbands():
     assert not verify([st("用户", "爱吃", "红烧肉")], [user("我妈做的红烧肉我最爱吃。")]).kept
     # the kin relation of a name jieba does not tag alone ("周建国": 周 and 建国)
     assert verify([st("用户", "老公", "周建国")], [user("我老公周建国是会计。")]).kept
+
+
+def test_what_the_user_asks_the_assistant_for_is_no_fact():
+    # "Kindly suggest some good weekend activity for kids" was stored as the user's
+    for statement, text in (
+        (st("User", "kindly suggest", "weekend activity"), "Kindly suggest some weekend activity for kids near Leeds."),
+        (st("User", "recommend", "Python book"), "Can you recommend a good Python book?"),
+        (st("用户", "推荐", "周末活动"), "请推荐几个适合孩子的周末活动。"),
+        (st("用户", "查", "机票"), "能不能帮我查一下去三亚的机票"),
+    ):
+        got = verify([statement], [user(text)])
+        assert not got.kept and got.rejected[0].reason == "the words ask the assistant for it, not a fact", text
+    # the user's own recommendation, leave taken, a trip said: facts
+    assert verify([st("User", "recommends", "ramen place")], [user("I recommend the ramen place near my office.")]).kept
+    assert verify([st("用户", "请了", "三天假")], [user("我请了三天假。")]).kept
+    assert verify([st("用户", "去", "三亚")], [user("能不能帮我查一下机票？我下个月去三亚。")]).kept

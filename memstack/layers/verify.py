@@ -843,6 +843,9 @@ def check(
         if _REPORTS.search(_clause_tail(before)):
             reasons.append("the words report what someone thinks or says, not a fact")  # "my mom thinks I wasted…"
             continue
+        if is_self and _REQUEST.search(_clause_tail(before)):
+            reasons.append("the words ask the assistant for it, not a fact")
+            continue
         if is_self and _POSSESSED.search(before) and not _HAS.search(normalize(s.predicate)):
             reasons.append("the words name something of the user's, not what the user is or does")
             continue
@@ -875,6 +878,14 @@ def check(
 _REPORTS = re.compile(
     r"\b(?:thinks?|thought|says?|said|reckons?|believes?|claims?|insists?)\s+(?:that\s+)?(?:i|i'm|i've|you|he|she|we|they)\b|"
     r"(?<!跟你)(?<!和你)(?<!给你)(?<!对你)(?<!告诉你)(?:说|港|讲|觉得|认为|以为|嫌)(?:我|你|他|她|俺)(?!们?[，,。！？!?]|$)",
+    re.IGNORECASE,
+)
+#: a request to the assistant opening the object's clause: what it asks for is no fact of the
+#: user's ("Kindly suggest some weekend activity", "请推荐几个周末活动", "能不能帮我查一下…")
+_REQUEST = re.compile(
+    r"^\W*(?:(?:so|and|also|then|now)\s+)?(?:please|pls|plz|kindly|can you|could you|would you|will you|can u|could u|"
+    r"help me (?:find|pick|choose|plan|write|with)|tell me|give me|suggest|recommend|let me know)\b|"
+    r"^\W*(?:那|就|再|也)?(?:请(?![了过假客])|麻烦你?|能不能|能否|可不可以|你能|你可以|求|给我|帮我(?=推荐|找|查|看看|想想|列|写|规划|安排|算|选))",
     re.IGNORECASE,
 )
 #: a predicate that reports words or a belief: what follows is someone's saying, no fact
