@@ -244,6 +244,35 @@ def test_malformed_output_fails_the_job_records_the_failure_and_loses_no_turn():
     assert mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"][0]["text"] == "用户叫李四"
 
 
+def test_a_batch_whose_names_are_clauses_is_split_at_a_round():
+    # the local model, given two long English rounds, wrote their sentences where names go
+    # ("Anand Iyer is a test lead in Pune with two kids, Aditya and Meera|=needs|=walking daily")
+    clauses = out(
+        ("Tom Reyes is a nurse in Leeds with two kids, and his BP is high", "人物", "=needs", "=walking daily"),
+        ("Lena is a teacher, and her office is far", "人物", "=not", "=having the same problem"),
+    )
+    model = ScriptedModel([clauses, out(("User", "person", "lives in", "Leeds")), out(("User", "person", "drives", "Toyota"))])
+    mem = memory(["entities"], model, batch_messages=4)
+    mem.add(
+        turns(
+            [
+                "I'm Tom Reyes, a nurse, and I live in Leeds with two kids.",
+                "Hi Tom!",
+                "My BP is high, and I drive a Toyota to work now.",
+                "Good.",
+            ]
+        ),
+        user_id="u",
+        thread_id="t",
+    )
+    assert mem.run_jobs().failed == 0
+    assert len(model.calls) == 3  # the whole batch, then one round each
+    me = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
+    assert set(me) == {"lives in", "drives"}
+    usage = mem.store.usage.read(mem.scope("u"))
+    assert [u.error for u in usage] == ["the model wrote clauses for names", None, None]
+
+
 def test_a_rerun_batch_writes_nothing_twice():
     extraction = out(("李四", "人物", "是", "用户"))
     model = ScriptedModel([extraction, extraction])

@@ -1127,3 +1127,13 @@ def test_what_the_user_asks_the_assistant_for_is_no_fact():
     assert verify([st("User", "recommends", "ramen place")], [user("I recommend the ramen place near my office.")]).kept
     assert verify([st("用户", "请了", "三天假")], [user("我请了三天假。")]).kept
     assert verify([st("用户", "去", "三亚")], [user("能不能帮我查一下机票？我下个月去三亚。")]).kept
+
+
+def test_a_name_is_no_predicate():
+    # "I am having two kids, Aditya who is in 5th std" gave User|Aditya|5th std
+    words = [user("I have two kids, Ravi who is in 4th grade and Asha who is in 1st grade. 我女儿小雨上三年级。")]
+    for statement in (st("User", "Ravi", "4th grade"), st("User", "Asha", "1st grade"), st("用户", "小雨", "三年级")):
+        got = shape(statement, words)
+        assert isinstance(got, Rejected) and got.reason == "the predicate is a name, not a relation"
+    assert not isinstance(shape(st("用户", "游泳时间", "每天"), words), Rejected)  # a surname's character opens a word
+    assert not isinstance(shape(st("User", "sister", "Asha"), words), Rejected)  # a kin word relates

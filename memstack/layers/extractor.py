@@ -47,13 +47,21 @@ from .names import first_person as first_person
 from .names import stem as stem
 from .notes import apply_updates, end_ceased, grounded_note, said_notes
 from .resolve import ended_changes, entity_changes, relation_changes
-from .verify import kin_word, verify
+from .verify import clause_for_name, kin_word, verify
 
 #: entity types that name a person (or a pet): who may be the subject of the user's sentences
 _PERSON_TYPE = re.compile(
     r"^(?:人物|人|人名|家人|亲人|亲属|朋友|同事|孩子|儿童|宠物|person|people|human|family|family member|relative|friend|colleague|child|kid|pet)$",
     re.IGNORECASE,
 )
+
+
+def _clauses_for_names(batch: Batch) -> bool:
+    """Whether most of the model's statements (two at least) have a clause for their subject."""
+    statements = getattr(batch.result.value, "memories", None) or []
+    clauses = sum(1 for s in statements if clause_for_name(s.subject))
+    return clauses >= 2 and clauses * 2 >= len(statements)
+
 
 #: which extraction parts each model-backed layer needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -190,6 +198,16 @@ class Extractor:
                 self._run(scope, turns[half:])
                 return
             raise JobError(f"the model's extraction stayed invalid; the batch stays queued: {exc}") from exc
+        users = [i for i, m in enumerate(turns) if m.role == "user"]
+        if len(users) > 1 and _clauses_for_names(batch):
+            # a small model given several long rounds may write their sentences where names go
+            # ("Anand Iyer is a test lead in Pune with two kids…|=needs|=walking daily"); one round
+            # at a time it writes statements: split at the round nearest the middle
+            metered.commit(getattr(self.store, "usage", None), scope, self.name, error="the model wrote clauses for names")
+            half = min(users[1:], key=lambda i: abs(i - len(turns) / 2))
+            self._run(scope, turns[:half])
+            self._run(scope, turns[half:])
+            return
         metered.commit(getattr(self.store, "usage", None), scope, self.name)
         batch = self._verified(scope, batch)
         value = batch.extracted

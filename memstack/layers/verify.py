@@ -385,11 +385,11 @@ def _a_name(text: str) -> bool:
         return bool(words) and all(w[0].isupper() and (w in _TITLES or not english_word_classes(w)) for w in words)
     if person_names(text) or _ZH_NICKNAME.fullmatch(text):
         return True
-    # a name jieba does not tag alone ("周建国" reads as 周 and 建国): a surname and one to three
-    # characters that are not one word of the lexicon ("周末", "高兴")
+    # a name jieba does not tag alone ("周建国" reads as 周 and 建国): a surname that is a word of
+    # its own and one or two characters (not "周末", "高兴", "游泳时间")
     classes = chinese_word_classes(text)
-    whole_word = len(classes) == 1 and not classes[0][1].startswith("nr")
-    return 2 <= len(text) <= 4 and text[0] in SURNAMES and bool(re.fullmatch(r"[\u4e00-\u9fff]+", text)) and not whole_word
+    surname_alone = len(classes) >= 2 and classes[0][0] == text[:1]  # "周/建国", not "游泳/时间"
+    return 2 <= len(text) <= 3 and text[0] in SURNAMES and bool(re.fullmatch(r"[\u4e00-\u9fff]+", text)) and surname_alone
 
 
 def kin_word(predicate: str) -> str:
@@ -444,6 +444,11 @@ def _pronoun_and_verb(obj: str) -> bool:
     return any(w in _ZH_PERSONAL for w, _f in words) and any(f.startswith("v") for _w, f in words)
 
 
+def clause_for_name(subject: str) -> bool:
+    """Whether a statement's subject is a clause, not a name ("好，我挺喜欢的", "I have no spine")."""
+    return bool(re.search(r"[，,。；;！!？?]", subject.strip()) or _EN_CLAUSE_SUBJECT.match(subject.strip()))
+
+
 def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Rejected:
     """A statement in the shape of a relation, before its words are checked: a predicate that is a
     clause of the user's words is split back into its verb and value or dropped, and an object
@@ -454,8 +459,10 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     s = _split_swallowed(s, messages)
     if normalize(s.subject) == normalize(s.object):
         return Rejected(s, "the subject is its own object")
-    if re.search(r"[，,。；;！!？?]", s.subject.strip()) or _EN_CLAUSE_SUBJECT.match(s.subject.strip()):
+    if clause_for_name(s.subject):
         return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的", "I have no spine"
+    if _a_name(s.predicate.strip()) and not kin_word(s.predicate) and not is_alias(s.predicate):
+        return Rejected(s, "the predicate is a name, not a relation")  # "User|Aditya|5th std"
     if _PRONOUN_ONLY.fullmatch(normalize(s.object)) and s.object.strip() != "IT":  # "IT": a department
         return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
