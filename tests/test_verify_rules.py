@@ -1137,3 +1137,15 @@ def test_a_name_is_no_predicate():
         assert isinstance(got, Rejected) and got.reason == "the predicate is a name, not a relation"
     assert not isinstance(shape(st("用户", "游泳时间", "每天"), words), Rejected)  # a surname's character opens a word
     assert not isinstance(shape(st("User", "sister", "Asha"), words), Rejected)  # a kin word relates
+
+
+def test_a_space_between_chinese_words_is_a_comma_of_chat():
+    # voice input and chat write no commas ("…总监Cindy 以前是老罗"): the space ends a clause
+    got = verify([st("用户", "汇报给", "老周")], [user("累死了 需求又改了 我现在汇报给新来的总监Vivian 以前是老周")])
+    assert not got.kept  # not a current value: 以前 opens its own clause
+    assert verify([st("用户", "工作", "Google")], [user("我用 Python 写爬虫，在 Google 工作。")]).kept  # spaced on both sides
+    # a service's identifier is a subject the words speak of
+    got = verify([st("用户", "数据库", "PostgreSQL")], [user("补充一下，payment-service用的是Go，数据库PostgreSQL。")])
+    assert [(k.subject, k.object) for k in got.kept] == [("payment-service", "PostgreSQL")]
+    got = verify([st("用户", "数据库", "PostgreSQL")], [user("补充一下 payment-service用的是Go 数据库PostgreSQL")])
+    assert not got.kept and got.rejected[0].reason == "the words say it of payment-service"

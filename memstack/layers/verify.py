@@ -84,8 +84,15 @@ _ENDS_WITH_KIN = re.compile(rf"(?:{_KIN})$")
 _PRONOUN = re.compile(r"他|她|它|佢|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\bher\b|\bits\b|\btheir\b")
 #: what ends a clause: Chinese and English punctuation, an English full stop before a space ("I also
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
+#: a space between two Chinese characters, or after a Latin word written onto Chinese ("总监Vivian
+#: 以前是老周"; not "在 Google 工作", spaced on both sides): the comma of voice input and chat
+_CHAT_COMMA = "|".join(
+    [r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])"]
+    + [rf"(?<=[\u3400-\u9fff][A-Za-z0-9]{{{n}}})\s+(?=[\u3400-\u9fff])" for n in range(1, 16)]
+)
 _CLAUSE = re.compile(
-    r"[，,；;：:。！？!?\n]|(?<!\b[a-z])(?<!\bst)(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bjr)(?<!\bsr)(?<!\bvs)(?<!\bmrs)(?<!\betc)(?<!\binc)(?<!\bltd)(?<!\bco)(?<!\bprof)\.(?=\s|$)",
+    r"[，,；;：:。！？!?\n]|" + _CHAT_COMMA + "|"
+    r"(?<!\b[a-z])(?<!\bst)(?<!\bdr)(?<!\bmr)(?<!\bms)(?<!\bjr)(?<!\bsr)(?<!\bvs)(?<!\bmrs)(?<!\betc)(?<!\binc)(?<!\bltd)(?<!\bco)(?<!\bprof)\.(?=\s|$)",
     re.IGNORECASE,
 )
 
@@ -1308,6 +1315,8 @@ def _possessive(text: str, at: int) -> bool:
 #: names a sentence gives things without capitals: "星图项目", "天枢系统", "the Atlas project"
 _NAMED = re.compile(
     r"[\u3400-\u9fffA-Za-z0-9]{2,6}(?:项目|系统|平台|公司|集团|服务|模块|网站|应用|小程序)|\bthe \w+ (?:project|system|platform|company|service|app|website)\b"
+    # a service's identifier ("order-service", "payment_gateway", "auth-api")
+    r"|(?<![A-Za-z0-9])[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*[-_](?:service|svc|api|server|gateway|worker|backend|frontend|app|web|sdk|bot|platform|engine|center|hub)(?![A-Za-z0-9])"
 )
 
 
