@@ -23,7 +23,7 @@ from chats import statements, system, turns_from
 from memstack import Memory
 from memstack.layers.attributes import attribute_values
 from memstack.layers.attributes import update_attribute as _update_attribute
-from memstack.layers.supersede import canonical, replaced, says_change
+from memstack.layers.supersede import canonical, change_cue, replaced, says_change
 from memstack.layers.verify import Rejected, cessations, check, ends_value, goes_with, shape, verify
 from memstack.llm.extract import Statement
 from memstack.testing import ScriptedModel
@@ -1149,3 +1149,21 @@ def test_a_space_between_chinese_words_is_a_comma_of_chat():
     assert [(k.subject, k.object) for k in got.kept] == [("payment-service", "PostgreSQL")]
     got = verify([st("用户", "数据库", "PostgreSQL")], [user("补充一下 payment-service用的是Go 数据库PostgreSQL")])
     assert not got.kept and got.rejected[0].reason == "the words say it of payment-service"
+
+
+def test_traditional_characters_are_read_as_simplified_ones(tmp_path):
+    # a 台北 user: "我又換工作了" was not read as a change (換, 現在), the old job stayed current
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [statements(("用户", "人物", "职位", "行銷專員")), statements(("用户", "人物", "职位", "產品經理"))],
+    )
+    said(
+        mem,
+        (["我在一家電商公司當行銷專員，公司在內湖。", "好的"], T0),
+        (["我又換工作了，現在當產品經理，不再做行銷了。", "恭喜"], T0 + timedelta(days=60)),
+    )
+    assert values(me(mem)["职业"]) == (["產品經理"], ["行銷專員"])
+    assert change_cue("我又換工作了，現在當產品經理") and change_cue("我又换工作了，现在当产品经理")
+    got = verify([st("用户", "住在", "板橋")], [user("我以前住在板橋，現在住汐止。")])
+    assert got.kept and got.kept[0].past  # 以前 read in either script

@@ -8,9 +8,11 @@ The matching turns become the item's source message ids, at no cost in model tok
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import Any
 
 from ..types import Message
 
@@ -20,8 +22,26 @@ SENTENCE_OVERLAP = 0.5
 
 
 def normalize(text: str) -> str:
-    """Case-folded, NFKC (full-width to half-width), inner whitespace collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    """Case-folded, NFKC (full-width to half-width), inner whitespace collapsed, and Traditional
+    Chinese characters read as Simplified ones (OpenCC's t2s): a rule or a name written once
+    matches "我又換工作了" as "我又换工作了". Character for character: a conversion that would
+    change the length is not made, so positions in the normalised text are positions in it."""
+    return _simplified(" ".join(unicodedata.normalize("NFKC", text).casefold().split()))
+
+
+@functools.lru_cache(maxsize=65536)
+def _simplified(text: str) -> str:
+    if text.isascii():
+        return text
+    converted = _t2s().convert(text)
+    return converted if len(converted) == len(text) else text
+
+
+@functools.cache
+def _t2s() -> Any:
+    from opencc_purepy import OpenCC  # type: ignore[import-untyped]
+
+    return OpenCC("t2s")
 
 
 def _tokens(text: str) -> list[str]:
