@@ -86,9 +86,10 @@ _PRONOUN = re.compile(r"他|她|它|佢|\bhe\b|\bshe\b|\bit\b|\bthey\b|\bhis\b|\
 #: left nursing. I'm now a data analyst": the cessation is the sentence before's, not this one's)
 #: a space between two Chinese characters, or after a Latin word written onto Chinese ("总监Vivian
 #: 以前是老周"; not "在 Google 工作", spaced on both sides): the comma of voice input and chat
-_CHAT_COMMA = "|".join(
-    [r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])"]
-    + [rf"(?<=[\u3400-\u9fff][A-Za-z0-9]{{{n}}})\s+(?=[\u3400-\u9fff])" for n in range(1, 16)]
+_CHAT_COMMA = (
+    r"(?=\s)(?:"
+    + "|".join([r"(?<=[\u3400-\u9fff])"] + [rf"(?<=[\u3400-\u9fff][A-Za-z0-9]{{{n}}})" for n in range(1, 16)])
+    + r")\s+(?=[\u3400-\u9fff])"
 )
 _CLAUSE = re.compile(
     r"[，,；;：:。！？!?\n]|" + _CHAT_COMMA + "|"

@@ -23,25 +23,29 @@ SENTENCE_OVERLAP = 0.5
 
 def normalize(text: str) -> str:
     """Case-folded, NFKC (full-width to half-width), inner whitespace collapsed, and Traditional
-    Chinese characters read as Simplified ones (OpenCC's t2s): a rule or a name written once
-    matches "我又換工作了" as "我又换工作了". Character for character: a conversion that would
-    change the length is not made, so positions in the normalised text are positions in it."""
+    Chinese characters read as Simplified ones (OpenCC's t2s, character for character, so
+    positions in the normalised text are positions in it): a rule or a name written once matches
+    "我又換工作了" as "我又换工作了"."""
     return _simplified(" ".join(unicodedata.normalize("NFKC", text).casefold().split()))
 
 
-@functools.lru_cache(maxsize=65536)
 def _simplified(text: str) -> str:
     if text.isascii():
         return text
-    converted = _t2s().convert(text)
-    return converted if len(converted) == len(text) else text
+    find, table = _t2s()
+    return text.translate(table) if find.search(text) else text
 
 
 @functools.cache
-def _t2s() -> Any:
+def _t2s() -> tuple[re.Pattern[str], dict[int, str]]:
+    """OpenCC's t2s as a character table (built once, ~0.25 s): the Traditional characters of the
+    CJK blocks and their Simplified ones; a text with none of them is left as it is, fast."""
     from opencc_purepy import OpenCC  # type: ignore[import-untyped]
 
-    return OpenCC("t2s")
+    block = "".join(chr(i) for i in range(0x3400, 0xA000))
+    out = OpenCC("t2s").convert(block)
+    pairs = {a: b for a, b in zip(block, out, strict=False) if a != b and len(b) == 1} if len(out) == len(block) else {}
+    return re.compile("[" + "".join(pairs) + "]"), {ord(a): b for a, b in pairs.items()}
 
 
 def _tokens(text: str) -> list[str]:
