@@ -12,7 +12,6 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
 
 from ..types import Message
 
