@@ -54,6 +54,7 @@ from ..llm.grounding import normalize, overlap
 from ..text import SURNAMES, chinese_word_classes, english_word_classes, person_names, place_names, word_spans
 from ..types import Message
 from .names import SELF_KEY, entity_key, is_alias, stem
+from .relevance import translations
 from .supersede import SYNONYMS, canonical, change_cue
 
 #: words that name the speaker
@@ -225,8 +226,6 @@ def _kin_subjects(subject: str, kin: Sequence[tuple[str, str]]) -> list[str]:
     spoken of by, in either language (老公, husband, 丈夫), where no other person was named by
     them. (What the words say of "my husband" is not moved from the user to the husband: "我妈做
     的红烧肉我最爱吃", "我爸让我考公务员" are the user's, or nobody's.)"""
-    from .relevance import translations
-
     out: list[str] = []
     for word in sorted({k.lower() for k, n in kin if normalize(n) == normalize(subject)}):
         same = {word} | translations({word})
