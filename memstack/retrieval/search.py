@@ -13,6 +13,7 @@ whole text the hits before it already show.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -518,11 +519,16 @@ def subject_terms(unit: Unit) -> set[str]:
     """The content words of a unit's own text (search terms of two characters or more), without
     its lead-in and without the speakers' names and labels ("Caroline" is in every round of a
     conversation with Caroline and says nothing of its subject)."""
-    names = {t for span in unit.metadata.get("spans") or [] for t in segment(str(span[2]))} | _LABEL_TERMS
+    names = {t for span in unit.metadata.get("spans") or [] for t in segment(str(span[2]))} | _label_terms()
     return {t for t in segment(own_text(unit)) if len(t) >= 2 and t not in names}
 
 
-_LABEL_TERMS = frozenset(t for labels in LABELS.values() for label in labels.values() for t in segment(label))
+@functools.cache
+def _label_terms() -> frozenset[str]:
+    """The speaker labels' search terms, segmented on first use: at import the segmenter's
+    dictionary (about a second to load) would be paid by every process, even one that never
+    searches (a CLI ``add``)."""
+    return frozenset(t for labels in LABELS.values() for label in labels.values() for t in segment(label))
 
 
 def assistant_only(unit: Unit) -> bool:
