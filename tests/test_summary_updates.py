@@ -263,6 +263,15 @@ def test_an_english_cessation_ends_the_users_note(tmp_path):
     assert "(past: no longer so since 2026-04-01)" in "\n".join(summary_lines(mem))
 
 
+def test_a_job_change_said_without_the_new_job_ends_the_users_job_note(tmp_path):
+    model = ScriptedModel([out(("User", "person", "works as", "nurse"), ("User", "person", "lives in", "Denver")), out()])
+    mem = Memory(f"sqlite:///{tmp_path / 'm.db'}", layers=["summary"], options={"model": model, "batch_messages": 2})
+    say(mem, "I work as a nurse and I live in Denver.", datetime(2026, 3, 1, 9, tzinfo=timezone.utc).isoformat(), "Noted.")
+    say(mem, "I changed jobs last month, much calmer now.", datetime(2026, 6, 1, 9, tzinfo=timezone.utc).isoformat(), "Noted.")
+    state = {i["object"]: i.get("superseded_at", "")[:10] for i in _items(mem) if i.get("object")}
+    assert state == {"nurse": "2026-06-01", "Denver": ""}  # a job change is no move
+
+
 def test_a_change_said_in_another_thread_ends_a_note_about_something_else_too(tmp_path):
     # 支付服务's own attributes, written by every thread, end the first thread's note about it
     model = ScriptedModel([out(("支付服务", "服务", "使用", "Memcached")), out(("支付服务", "服务", "缓存", "Redis"))])

@@ -1167,3 +1167,73 @@ def test_traditional_characters_are_read_as_simplified_ones(tmp_path):
     assert change_cue("我又換工作了，現在當產品經理") and change_cue("我又换工作了，现在当产品经理")
     got = verify([st("用户", "住在", "板橋")], [user("我以前住在板橋，現在住汐止。")])
     assert got.kept and got.kept[0].past  # 以前 read in either script
+
+
+# ---- a change of job or home said without its new value ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kinds"),
+    [
+        ("我又换工作了，这次离家近多了。", ["job"]),
+        ("上个月辞职了，先休息一阵。", ["job"]),
+        ("I changed jobs in March, the commute is shorter.", ["job"]),
+        ("My new job starts at nine.", ["job"]),
+        ("我们搬家了，离地铁站更近。", ["home"]),
+        ("We've moved, the new place has a garden.", ["home"]),
+        ("We shifted last month, the flat is bigger.", ["home"]),
+        # a plan, a wish, a question, a denial, someone else: no change of the user's
+        ("我打算明年换工作。", []),
+        ("要不要换工作？", []),
+        ("没换工作，还在原来那家。", []),
+        ("我老公换工作了。", []),
+        ("I need a new job.", []),
+        ("I'm thinking about changing jobs.", []),
+        ("We moved on from that idea.", []),
+        ("I moved the meeting to Friday.", []),
+        ("我妈搬家了。", []),
+    ],
+)
+def test_a_change_of_job_or_home_is_read_from_the_users_words(sentence, kinds):
+    from memstack.layers.switched import switches
+
+    assert [s.kind for s in switches([user(sentence)])] == kinds
+
+
+def test_a_job_change_said_without_the_new_job_ends_the_old_job_and_salary(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile", "graph"],
+        [
+            statements(("用户", "人物", "职位", "客户经理"), ("用户", "人物", "月薪", "一万二"), ("用户", "人物", "住在", "河西")),
+            statements(),
+        ],
+    )
+    said(
+        mem,
+        (["我在银行做客户经理，月薪一万二，住在河西。", "好的"], T0),
+        (["我又换工作了，这次去了一家券商，每天都很忙。", "辛苦了"], T0 + timedelta(days=90)),
+    )
+    attributes = me(mem)
+    assert values(attributes["职业"]) == ([], ["客户经理"])  # (职位 is stored as 职业)
+    assert values(attributes["月薪"]) == ([], ["一万二"])
+    assert values(attributes["住在"]) == (["河西"], [])  # a job change is no move
+
+
+def test_a_move_said_without_the_new_place_ends_the_old_one_and_the_new_value_said_with_it_stays(tmp_path):
+    mem = memory(
+        tmp_path,
+        ["profile"],
+        [
+            statements(("User", "person", "lives in", "Leeds"), ("User", "person", "works at", "a bakery")),
+            statements(("User", "person", "works at", "a bookshop")),
+        ],
+    )
+    said(
+        mem,
+        (["I live in Leeds and I work at a bakery.", "ok"], T0),
+        (["We've moved, the new place has a garden. I changed jobs too: I work at a bookshop now.", "nice"], T0 + timedelta(days=60)),
+    )
+    attributes = me(mem)
+    assert values(attributes["lives in"]) == ([], ["Leeds"])
+    assert values(attributes["works at"]) == (["a bookshop"], ["a bakery"])

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ..llm.grounding import normalize
 from ..types import Message
-from .verify import _FUTURE, _PLAN, _owner, said_clauses
+from .verify import _FUTURE, _PLAN, owner_before, said_clauses
 
 #: the key a done plan's past value carries (with the day it came true in "until")
 DONE = "done"
@@ -119,7 +119,7 @@ def completions(messages: Sequence[Message]) -> list[Completion]:
             hit = said.search(clause)
             if hit and not _NOT_YET.search(clause[: hit.start()]) and not (kind == "new post" and _SEEKING.search(clause)):
                 place = next((g for g in (hit.groupdict().get("place"), hit.groupdict().get("place_en")) if g), "")
-                out.append(Completion(kind, place, sentence.strip()[:200], m, _owner(text[: start + hit.start()])))
+                out.append(Completion(kind, place, sentence.strip()[:200], m, owner_before(text[: start + hit.start()])))
                 break
     return out
 

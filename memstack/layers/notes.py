@@ -36,6 +36,7 @@ from .attributes import later, settled_attributes
 from .base import short_quote
 from .fulfil import DONE
 from .supersede import kind, replaced_items
+from .switched import switches
 from .verify import cessations, ends_value
 
 #: the share of a user turn's words (Chinese: characters) the notes must hold to carry it
@@ -184,7 +185,8 @@ def end_ceased(items: Sequence[dict[str, Any]], messages: Sequence[Message]) -> 
     MySQL, "已经不去健身房了" ends 用户 去 健身房) marked past from when it was said, with nothing in
     its place: the profile and the graph end the same values (``resolve.ended_changes``). A note is
     ended only by its owner's cessation (the user's, or the one the words name: "订单服务…"), and
-    only when it was written no later than the words that end it."""
+    only when it was written no later than the words that end it. A change of job or home said
+    without its new value ends the user's notes of that kind written before it (``switched``)."""
     out = [dict(i) for i in items]
     for c in cessations(messages):
         at = c.message.timestamp.isoformat()
@@ -196,6 +198,18 @@ def end_ceased(items: Sequence[dict[str, Any]], messages: Sequence[Message]) -> 
             # the user's when the words name no one else; else the one they name ("订单服务的数据库…")
             owner = subject == whose if whose else subject == "user" or (len(subject) >= 2 and subject in normalize(c.quote))
             if owner and not later(item.get("at"), at) and ends_value(c, str(item["predicate"]), str(item["object"])):
+                item["superseded_at"], item["superseded_by"] = at, ""
+    for s in switches(messages):  # "我又换工作了": the user's job noted before it ends (``switched``)
+        at = s.message.timestamp.isoformat()
+        from_then = [m.text for m in messages if m.role == "user" and m.timestamp >= s.message.timestamp]
+        for item in out:
+            if item.get("superseded_at") or item.get("past") or not (item.get("predicate") and item.get("object")):
+                continue
+            if (
+                _subject(item) == "user"
+                and later(at, item.get("at"))
+                and s.ends(str(item["predicate"]), str(item["object"]), str(item.get("text", "")), from_then)
+            ):
                 item["superseded_at"], item["superseded_by"] = at, ""
     return out
 

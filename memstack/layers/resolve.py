@@ -22,6 +22,7 @@ from .fulfil import DONE, completes, completions
 from .moves import said_moves
 from .names import ASSISTANT_NAMES, SELF_KEY, display_name, entity_key, is_alias, relation_label, self_introduced, stem
 from .supersede import canonical, instant, kind, replaced_items, said_as_old, says_change
+from .switched import switches
 from .verify import RESIGNED, cessations, ends_value, goes_with
 
 # ---- entities ----------------------------------------------------------------------------
@@ -194,10 +195,12 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
     a statement for it. Values said after the cessation stay as they are. So does what was said as
     a part of an ended value, in the sentence that said it ("…游泳馆的卡，每周去两次，主要练蛙泳":
     练=蛙泳 ends with 游泳馆, ``verify.goes_with``); a clause with a subject or a setting of its own
-    stays."""
+    stays. A change of job or home said without its new value ("我又换工作了", "we've moved") ends
+    the user's values of that kind said before it (``switched``)."""
     ended = cessations(batch.messages)
     came_true = completions(batch.messages)
-    if not ended and not came_true:
+    switched = switches(batch.messages)
+    if not ended and not came_true and not switched:
         return pending
     changes = {(c.kind, c.key): c for c in pending}
     entities = {
@@ -231,6 +234,9 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
                 )
             ),
         )
+    for s in switched:  # "我又换工作了": the job said before ends, whether or not the new one was written
+        from_then = [m.text for m in batch.messages if m.role == "user" and m.timestamp >= s.message.timestamp]
+        _end(s, batch, entities, relations, changes, lambda name, value, evidence, s=s, t=from_then: s.ends(name, value, evidence, t))
     for done in came_true:  # a plan that came true ends, done ("搬好啦": fulfil)
         plans = _end(
             done, batch, entities, relations, changes, lambda name, value, evidence, d=done: completes(d, name, value, evidence), True

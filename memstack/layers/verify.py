@@ -1636,14 +1636,14 @@ def cessations(messages: Sequence[Message]) -> list[Cessation]:
     for m, sentence, text, clause, start in said_clauses(messages):
         for obj, phrase, where in _ended_in(clause, text):
             parts = [x.strip() for x in _list_parts(obj) if x.strip()]
-            owner = _owner(text[: start + where])
+            owner = owner_before(text[: start + where])
             for part in parts:
                 if not _WHEN.match(part):
                     out.append(Cessation(part, phrase if len(parts) == 1 else part, sentence.strip()[:200], m, owner))
     return out
 
 
-def _owner(before: str) -> str:
+def owner_before(before: str) -> str:
     """Whose value a cessation after ``before`` ends: "" for the user's (the last one named is
     "我/I", or no one: a dropped subject), else the words of the last other one named."""
     anchors = [(x.end(), "") for x in _SELF.finditer(before) if not _possessive(before, x.start())]
