@@ -320,6 +320,11 @@ def test_a_one_character_thing_ended_ends_its_kinds(said_text, predicate, value,
         (st("用户", "游泳时间", "每天"), None),  # a predicate that names a time takes one
         (st("User", "swims at", "the YMCA"), None),
         (st("User", "doesn't swim in", "either"), "the object is a time word, not a value"),
+        # a one-character predicate that is a word of place, a measure word or a particle
+        (st("用户", "底", "入职"), "the predicate is no verb or relation"),
+        (st("用户", "的", "书店"), "the predicate is no verb or relation"),
+        (st("用户", "开", "书店"), None),
+        (st("用户", "家", "河西"), None),
     ],
 )
 def test_a_statement_with_no_relation_or_no_value_is_dropped(statement, reason):
@@ -327,6 +332,7 @@ def test_a_statement_with_no_relation_or_no_value_is_dropped(statement, reason):
         user(
             "I live next to the library, beside the library. Everything is ready. I never swim. "
             "I swim every morning at the YMCA. 我不再游泳了。我每天游泳，游泳时间每天。"
+            "我是上个月底入职的，开的书店。我晚上上夜校。我家河西。"
         )
     ]
     shaped = shape(statement, words)

@@ -495,7 +495,7 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is a time word, not a relation")
     if _NEGATION_ONLY.fullmatch(p):
         return Rejected(s, "the predicate is only a negation, not a relation")  # "User|no longer|drive"
-    if _NO_RELATION.fullmatch(p):
+    if _NO_RELATION.fullmatch(p) or _no_verb_zh(p):
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
     if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
         return Rejected(s, "the object is a time or a frequency, not a value")  # "User|work|every day"
@@ -557,6 +557,19 @@ _NEGATION_ONLY = re.compile(r"no longer|not|never|don't|doesn't|didn't|no|不再
 _NO_RELATION = re.compile(
     r"near|at|in|on|to|with|for|from|by|of|about|into|nothing|something|anything|everything|it|this|that|there|here", re.IGNORECASE
 )
+#: what a one-character Chinese predicate is when it is no verb: a word of place or direction (底 of
+#: "上个月底报到的" gave "用户|底|报到"), a measure word, a particle, a conjunction
+_NO_VERB_FLAGS = frozenset({"f", "q", "uj", "ul", "uz", "ug", "uv", "ud", "c", "y", "e", "o"})
+
+
+def _no_verb_zh(predicate: str) -> bool:
+    """A predicate of one Chinese character that jieba reads as no verb (上 and 下 are verbs too:
+    "上大学", "下围棋")."""
+    if len(predicate) != 1 or predicate.isascii() or predicate in "上下家":  # "家|杭州": where home is
+        return False
+    return any(flag in _NO_VERB_FLAGS for _, flag in chinese_word_classes(predicate))
+
+
 #: predicates whose value may be a time or a frequency ("健身频率=每周三次", "birthday")
 _TIMELY = re.compile(r"时间|日期|频率|次数|多久|几点|生日|time|date|when|often|frequen|schedule|since|until|birthday|day", re.IGNORECASE)
 #: predicates that are only a time word ("next" of "next Tuesday", "下" of "下周二")
