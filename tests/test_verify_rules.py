@@ -1243,3 +1243,26 @@ def test_a_move_said_without_the_new_place_ends_the_old_one_and_the_new_value_sa
     attributes = me(mem)
     assert values(attributes["lives in"]) == ([], ["Leeds"])
     assert values(attributes["works at"]) == (["a bookshop"], ["a bakery"])
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "kept"),
+    [
+        # undecided: no fact and no plan
+        (st("用户", "纠结", "两款车"), "我在两款车之间纠结，预算十五万。", False),
+        (st("用户", "计划", "成都还没想好要不要去"), "先去重庆，成都还没想好要不要去。", False),
+        (st("用户", "去", "成都"), "先去重庆，我还在想要不要去成都。", False),
+        (st("User", "is", "torn between two flats"), "I'm torn between two flats in Leith.", False),
+        (st("用户", "去", "重庆"), "先去重庆，成都还没想好要不要去。", True),
+        # a request to the assistant
+        (st("用户", "计划", "减脂食谱"), "帮我做个减脂食谱吧。", False),
+        (st("用户", "需要", "行程"), "你帮我排一个三天的行程。", False),
+        (st("用户", "做", "晚饭"), "我老公上班，平时我帮他做晚饭。", True),
+        # a preposition is no relation
+        (st("User", "under", "two hours"), "I ran it under two hours.", False),
+        (st("User", "after", "lunch"), "I swim after lunch.", False),
+    ],
+)
+def test_what_is_undecided_asked_for_or_only_a_preposition_is_dropped(statement, text, kept):
+    got = verify([statement], [user(text)])
+    assert bool(got.kept) is kept, got

@@ -495,6 +495,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the predicate is a time word, not a relation")
     if _NEGATION_ONLY.fullmatch(p):
         return Rejected(s, "the predicate is only a negation, not a relation")  # "User|no longer|drive"
+    if _UNDECIDED.search(p) or _UNDECIDED.search(normalize(s.object)):
+        return Rejected(s, "the words say it is undecided, not a fact or a plan")  # "用户|纠结|秦L和Model 3"
     if _NO_RELATION.fullmatch(p) or _no_verb_zh(p):
         return Rejected(s, "the predicate is no verb or relation")  # "User|near|university", "User|nothing|decided"
     if _QUANTITY.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
@@ -555,7 +557,15 @@ _NEGATION_ONLY = re.compile(r"no longer|not|never|don't|doesn't|didn't|no|不再
 #: predicates that name no relation: a preposition or a pronoun alone ("a coffee shop near the
 #: university" gave "User|near|university"; "nothing is decided" gave "User|nothing|decided")
 _NO_RELATION = re.compile(
-    r"near|at|in|on|to|with|for|from|by|of|about|into|nothing|something|anything|everything|it|this|that|there|here", re.IGNORECASE
+    r"near|at|in|on|to|with|for|from|by|of|about|into|under|over|around|between|after|before|than|during|within|without|through|"
+    r"across|behind|above|below|via|per|as|nothing|something|anything|everything|it|this|that|there|here",
+    re.IGNORECASE,
+)
+#: words that say the user has not decided: no fact and no plan ("在秦L和Model 3之间纠结",
+#: "东京还没想好要不要加", "torn between the two")
+_UNDECIDED = re.compile(
+    r"纠结|犹豫|还没想好|没想好|想不好|要不要|该不该|拿不定|不确定|\b(?:torn between|can't decide|cannot decide|undecided|not sure|unsure|on the fence)\b",
+    re.IGNORECASE,
 )
 #: what a one-character Chinese predicate is when it is no verb: a word of place or direction (底 of
 #: "上个月底报到的" gave "用户|底|报到"), a measure word, a particle, a conjunction
@@ -873,6 +883,9 @@ def check(
         if is_self and _REQUEST.search(_clause_tail(before)):
             reasons.append("the words ask the assistant for it, not a fact")
             continue
+        if _UNDECIDED.search(_clause_tail(before)) and not _asked(clause):
+            reasons.append("the words say it is undecided, not a fact or a plan")  # "还在考虑要不要去东京"
+            continue
         if is_self and _POSSESSED.search(before) and not _HAS.search(normalize(s.predicate)):
             reasons.append("the words name something of the user's, not what the user is or does")
             continue
@@ -912,7 +925,7 @@ _REPORTS = re.compile(
 _REQUEST = re.compile(
     r"^\W*(?:(?:so|and|also|then|now)\s+)?(?:please|pls|plz|kindly|can you|could you|would you|will you|can u|could u|"
     r"help me (?:find|pick|choose|plan|write|with)|tell me|give me|suggest|recommend|let me know)\b|"
-    r"^\W*(?:那|就|再|也)?(?:请(?![了过假客])|麻烦你?|能不能|能否|可不可以|你能|你可以|求|给我|帮我(?=推荐|找|查|看看|想想|列|写|规划|安排|算|选))",
+    r"^\W*(?:那|就|再|也)?(?:请(?![了过假客])|麻烦你?|能不能|能否|可不可以|你能|你可以|求|给我|你帮我|能帮我|可以帮我|帮我(?!们))",
     re.IGNORECASE,
 )
 #: a predicate that reports words or a belief: what follows is someone's saying, no fact
