@@ -45,7 +45,7 @@ T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 # ---- the development set -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["facts_fresh", *(f"facts_fresh{n}" for n in range(2, 9))])
+@pytest.mark.parametrize("name", ["facts_fresh", *(f"facts_fresh{n}" for n in range(2, 10))])
 def test_the_fresh_sets_load_with_their_questions(name):
     convs = load_facts(DEFAULT_DATA.parent / name)  # every field of every line checked
     assert len(convs) >= 6 and all(c.gold and c.questions for c in convs)
