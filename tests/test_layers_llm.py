@@ -273,6 +273,21 @@ def test_a_batch_whose_names_are_clauses_is_split_at_a_round():
     assert [u.error for u in usage] == ["the model wrote clauses for names", None, None]
 
 
+def test_a_batch_whose_only_statement_has_a_clause_for_a_name_is_split_at_a_round():
+    clause = out(("I remember writing to my manager to move our one-to-ones to", "人物", "Wednesday", "from Mondays"))
+    model = ScriptedModel([clause, out(("User", "person", "lives in", "Cork")), out()])
+    mem = memory(["entities"], model, batch_messages=4)
+    mem.add(
+        turns(["I live in Cork and I work in insurance.", "Nice.", "I moved our one-to-ones to Wednesday.", "Good."]),
+        user_id="u",
+        thread_id="t",
+    )
+    assert mem.run_jobs().failed == 0
+    assert len(model.calls) == 3  # the whole batch, then one round each
+    me = mem.store.records.current(mem.scope("u"), "entity", ["user"])[0].value["attributes"]
+    assert set(me) == {"lives in"}
+
+
 def test_a_rerun_batch_writes_nothing_twice():
     extraction = out(("李四", "人物", "是", "用户"))
     model = ScriptedModel([extraction, extraction])

@@ -57,10 +57,12 @@ _PERSON_TYPE = re.compile(
 
 
 def _clauses_for_names(batch: Batch) -> bool:
-    """Whether most of the model's statements (two at least) have a clause for their subject."""
+    """Whether half or more of the model's statements (one at least) have a clause for their
+    subject (a batch of two long English rounds gave one statement only, "I remember writing a
+    short email to my manager asking to move our one-to-ones to|Wednesday|from Mondays")."""
     statements = getattr(batch.result.value, "memories", None) or []
     clauses = sum(1 for s in statements if clause_for_name(s.subject))
-    return clauses >= 2 and clauses * 2 >= len(statements)
+    return clauses >= 1 and clauses * 2 >= len(statements)
 
 
 #: which extraction parts each model-backed layer needs
