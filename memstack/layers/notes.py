@@ -201,14 +201,13 @@ def end_ceased(items: Sequence[dict[str, Any]], messages: Sequence[Message]) -> 
                 item["superseded_at"], item["superseded_by"] = at, ""
     for s in switches(messages):  # "我又换工作了": the user's job noted before it ends (``switched``)
         at = s.message.timestamp.isoformat()
-        from_then = [m.text for m in messages if m.role == "user" and m.timestamp >= s.message.timestamp]
         for item in out:
             if item.get("superseded_at") or item.get("past") or not (item.get("predicate") and item.get("object")):
                 continue
             if (
                 _subject(item) == "user"
                 and later(at, item.get("at"))
-                and s.ends(str(item["predicate"]), str(item["object"]), str(item.get("text", "")), from_then)
+                and s.ends(str(item["predicate"]), str(item["object"]), str(item.get("text", "")))
             ):
                 item["superseded_at"], item["superseded_by"] = at, ""
     return out

@@ -235,8 +235,7 @@ def ended_changes(records: RecordStore, user: Scope, batch: Batch, pending: list
             ),
         )
     for s in switched:  # "我又换工作了": the job said before ends, whether or not the new one was written
-        from_then = [m.text for m in batch.messages if m.role == "user" and m.timestamp >= s.message.timestamp]
-        _end(s, batch, entities, relations, changes, lambda name, value, evidence, s=s, t=from_then: s.ends(name, value, evidence, t))
+        _end(s, batch, entities, relations, changes, lambda name, value, evidence, s=s: s.ends(name, value, evidence))
     for done in came_true:  # a plan that came true ends, done ("搬好啦": fulfil)
         plans = _end(
             done, batch, entities, relations, changes, lambda name, value, evidence, d=done: completes(d, name, value, evidence), True

@@ -80,18 +80,19 @@ class Switch:
     kind: str
     quote: str
     message: Message
-    object: str = ""
+    #: the user's turns from the change's round on: what they say is current
+    from_then: tuple[str, ...] = ()
     whose: str = ""
 
-    def ends(self, name: str, value: str, evidence: str, later_texts: Sequence[str]) -> bool:
+    def ends(self, name: str, value: str, evidence: str) -> bool:
         """Whether the value ``name``=``value`` (said in ``evidence``) is one this change ends: of its
         kind, said before the change's round, and not said again in that round or after it."""
         if not _of_kind(self.kind, name):
             return False
         said = normalize(evidence)[:40]
-        if not said or any(said in normalize(t) for t in later_texts):
+        if not said or any(said in normalize(t) for t in self.from_then):
             return False  # said in the change's own round or later: it is what the round says
-        return not any(overlap(value, t) >= 0.5 for t in later_texts)
+        return not any(overlap(value, t) >= 0.5 for t in self.from_then)
 
 
 def _of_kind(which: str, name: str) -> bool:
@@ -114,5 +115,6 @@ def switches(messages: Sequence[Message]) -> list[Switch]:
             before = clause[: hit.start()]
             if _NOT_DONE.search(before) or owner_before(text[: start + hit.start()]):
                 continue
-            out.append(Switch(label, sentence.strip()[:200], m))
+            from_then = tuple(x.text for x in messages if x.role == "user" and x.timestamp >= m.timestamp)
+            out.append(Switch(label, sentence.strip()[:200], m, from_then))
     return out
