@@ -1266,3 +1266,30 @@ def test_a_move_said_without_the_new_place_ends_the_old_one_and_the_new_value_sa
 def test_what_is_undecided_asked_for_or_only_a_preposition_is_dropped(statement, text, kept):
     got = verify([statement], [user(text)])
     assert bool(got.kept) is kept, got
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "kept"),
+    [
+        # a plan whose doer is someone else is not the user's plan
+        (st("用户", "计划", "成都分公司"), "领导打算下个月调我去成都分公司。", False),
+        (st("User", "plans to move to", "Boston"), "My company wants to move me to Boston next year.", False),
+        (st("用户", "计划", "学钢琴"), "明年我打算学钢琴。", True),
+        (st("用户", "计划", "学钢琴"), "过完年打算学钢琴。", True),
+        (st("用户", "计划", "去厦门"), "我和老婆打算国庆去厦门。", True),
+        # a plan the next clause says is undecided ("…，还在犹豫要不要去")
+        (st("用户", "计划", "换一辆电车"), "我打算换一辆电车，不过还没想好要不要换。", False),
+        (st("用户", "计划", "换一辆电车"), "我打算换一辆电车，还想问问你哪款好。", True),
+        # the subject said after the object is no subject of it ("准备调剂去南大": 南大 does not 调剂)
+        (st("南大", "计划", "调剂"), "小周差了两分，打算调剂去南大。", False),
+        (st("订单服务", "使用", "Kafka"), "订单服务使用Kafka。", True),
+        # an object said as the topic with "我" after it is the user's ("蛋糕我打算自己烤")
+        (st("老公", "计划", "蛋糕"), "我老公负责买菜。蛋糕我打算自己烤。", False),
+        # a word said inside a noun phrase ("the coffee shop") is no verb of the user's
+        (st("User", "shop", "customer support"), "I left the coffee shop, now I do customer support.", False),
+        (st("User", "shop at", "Aldi"), "I shop at Aldi every week.", True),
+    ],
+)
+def test_whose_plan_it_is_and_who_does_it_follow_the_words(statement, text, kept):
+    got = verify([statement], [user(text)])
+    assert bool(got.kept) is kept, got

@@ -567,6 +567,56 @@ _UNDECIDED = re.compile(
     r"纠结|犹豫|还没想好|没想好|想不好|要不要|该不该|拿不定|不确定|\b(?:torn between|can't decide|cannot decide|undecided|not sure|unsure|on the fence)\b",
     re.IGNORECASE,
 )
+#: a next clause that says the plan before it is undecided, its object left out ("我打算换辆电车，
+#: 不过还没想好要不要换", "…, but I'm not sure yet")
+_UNDECIDED_NEXT = re.compile(
+    r"^\W*(?:不过|但是?|可是|只是|就是)?(?:我|俺|咱)?们?(?:现在|目前)?(?:还|也|都)?(?:在|是)?(?:考虑|犹豫|纠结|没想好|想不好|拿不定主意|不确定|没决定)?"
+    r"(?:要不要|该不该|[\u4e00-\u9fff]不[\u4e00-\u9fff])[\u4e00-\u9fff]{0,2}(?:呢|啊|哈)?\W*$"
+    r"|^\W*(?:but|though|although)?\s*(?:i'm|i am|we're|we are|i|we)?\s*(?:still\s+)?(?:not sure|unsure|undecided|deciding|on the fence|haven't decided|can't decide)"
+    r"(?:\s+(?:yet|about it|about that|though))*\W*$",
+    re.IGNORECASE,
+)
+
+
+def _undecided_next(sentence: str, clause: str) -> bool:
+    text = normalize(sentence)
+    at = text.find(clause)
+    if at < 0:
+        return False
+    rest = text[at + len(clause) :]
+    following = _CLAUSE.split(rest, maxsplit=1)[0] if rest else ""
+    return bool(following.strip()) and bool(_UNDECIDED_NEXT.match(following.strip()))
+
+
+#: the words before a plan word that name its doer ("领导打算调我去…", "my company wants to move me")
+_PLAN_WORD = re.compile(
+    r"打算|计划|准备|想要|想让|想派|要派|要调|希望|\b(?:plans? to|planning to|wants? to|wanted to|intends? to|hopes? to|would like to|(?:is|are) going to)\b",
+    re.IGNORECASE,
+)
+_ORG = r"公司|单位|学校|部门|团队|领导|老板|上面|厂里|家里|医院|银行|集团|总部|组里|院里|系里|\b(?:company|employer|firm|office|school|team|boss|manager|department|work)\b"
+_MINE_BEFORE = re.compile(rf"(?:我们|我|咱们|咱|俺)的?(?=(?:{_KIN}|{_ORG}))|\b(?:my|our)\s+(?=\w)", re.IGNORECASE)
+_SELF_DOER = re.compile(r"我|俺|咱|\b(?:i|i'm|i've|we|we're|we've)\b", re.IGNORECASE)
+_OTHER_DOER = re.compile(rf"{_KIN}|{_ORG}|他|她|它|大家|别人|人家|\b(?:he|she|they|he's|she's|they're|it)\b", re.IGNORECASE)
+
+
+def _plan_of_another(tail: str) -> bool:
+    """Whether the first plan word of the object's clause is someone else's: the words before it
+    name another person or an organisation and not the user as a doer ("公司打算明年派我去东京",
+    "My company wants to move me to Boston"; not "我和老婆打算…", "明年我打算…")."""
+    plan = _PLAN_WORD.search(tail)
+    if not plan:
+        return False
+    doer = tail[: plan.start()]
+    mine_gone = _MINE_BEFORE.sub(" ", doer)  # "我老公", "our boss": the other is the doer
+    if _SELF_DOER.search(mine_gone):
+        return False
+    return bool(_OTHER_DOER.search(doer) or person_names(doer) or _nicknames(doer))
+
+
+#: the user as the doer right after an object said as the topic ("蛋糕我打算自己烤")
+_SELF_AFTER_TOPIC = re.compile(r"^(?:我|俺|咱)们?(?:也|还|都|就)?(?:打算|准备|计划|想|要|会|自己)")
+
+
 #: what a one-character Chinese predicate is when it is no verb: a word of place or direction (底 of
 #: "上个月底报到的" gave "用户|底|报到"), a measure word, a particle, a conjunction
 _NO_VERB_FLAGS = frozenset({"f", "q", "uj", "ul", "uz", "ug", "uv", "ud", "c", "y", "e", "o"})
@@ -764,13 +814,16 @@ _DETERMINER = frozenset(
 )
 #: the word classes of an English word that can only name a thing (or describe one)
 _NOMINAL = frozenset({"NOUN", "PROPN", "ADJ", "NUM"})
+_EN_PERSONAL = frozenset({"i", "we", "you", "he", "she", "they", "it", "me", "us", "him", "them"})
+_COMPOUND_STOP = _EN_PERSONAL | _DETERMINER | {"my", "our"}
 _EN_TOKEN = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[^\sA-Za-z0-9]")
 
 
 def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
     """Whether an English predicate that is no known relation is a noun phrase of the user's words
     rather than a verb of theirs: everywhere the user says it, it follows an article, a
-    demonstrative or another's possessive ("I've given up the pub quiz on Thursdays" gave
+    demonstrative or another's possessive, or a noun after one ("I quit the coffee shop" gave
+    "User|shop|customer"; "I've given up the pub quiz on Thursdays" gave
     "User|pub quiz|Thursdays", "the new quizmaster asks …" gave "User|quizmaster|TikTok"), or it
     starts with a word that can never be a verb ("college three days a week" gave
     "User|college|three days a week"). Said after "my" or "our" it is a label of the user's own
@@ -795,7 +848,16 @@ def _noun_of_the_words(predicate: str, messages: Sequence[Message]) -> bool:
             if tokens[i][:1].isupper() and i and tokens[i - 1] not in ".!?":
                 return False  # a name
             said = True
-            before = lowered[i - 1] if i else ""
+            j = i - 1  # a noun of a compound before it ("the coffee shop"): the determiner is before that
+            while (
+                j > 0
+                and i - j <= 2
+                and lowered[j].isalpha()
+                and lowered[j] not in _COMPOUND_STOP
+                and (english_word_classes(lowered[j]) or {"X"}) <= _NOMINAL
+            ):
+                j -= 1
+            before = lowered[j] if j >= 0 else ""
             if before in ("my", "our"):
                 return False  # the user's own: a label ("my sister Anna", "my hobby is …")
             if before not in _DETERMINER and verbal:
@@ -883,13 +945,19 @@ def check(
         if is_self and _REQUEST.search(_clause_tail(before)):
             reasons.append("the words ask the assistant for it, not a fact")
             continue
-        if _UNDECIDED.search(_clause_tail(before)) and not _asked(clause):
+        if (_UNDECIDED.search(_clause_tail(before)) or _undecided_next(_sentence, clause)) and not _asked(clause):
             reasons.append("the words say it is undecided, not a fact or a plan")  # "还在考虑要不要去东京"
+            continue
+        if is_self and _plan_of_another(_clause_tail(before)):
+            reasons.append("the words give it as someone else's plan, not the user's")  # "公司打算派我去东京"
+            continue
+        if not is_self and _SELF_AFTER_TOPIC.match(clause[clause.find(obj) + len(obj) :] if obj in clause else ""):
+            reasons.append("the words say it of the user")  # "酱牛肉我打算去稻香村买": not 老公's
             continue
         if is_self and _POSSESSED.search(before) and not _HAS.search(normalize(s.predicate)):
             reasons.append("the words name something of the user's, not what the user is or does")
             continue
-        if not is_self and _names_own(s.subject, clause):
+        if not is_self and _names_own(s.subject, clause, obj):
             reason = None  # said of it in the same clause ("缓存使用Redis", "redis（雷迪斯）只做缓存")
         else:
             reason = _about_subject(s.subject, is_self, earlier, before, names - {obj, normalize(s.subject)}, self_names)
@@ -1327,9 +1395,13 @@ _INDEFINITE = re.compile(r"一[家个所间座款]|的(?:项目|系统|平台|�
 _WITH = frozenset("和跟与同陪给对帮找让叫是请带替向被把像的")
 
 
-def _names_own(subject: str, clause: str) -> bool:
+def _names_own(subject: str, clause: str, obj: str = "") -> bool:
+    """Whether the clause names the subject before the object: a name said only after it is
+    another verb's object ("打算调剂去南大": 南大 does not 调剂)."""
     n = normalize(subject)
-    return any(x and x in clause for x in (n, _bare(n)))
+    at = clause.find(obj) if obj else -1
+    said = clause[:at] if at > 0 else clause
+    return any(x and x in said for x in (n, _bare(n)))
 
 
 def _possessive(text: str, at: int) -> bool:
