@@ -1293,3 +1293,13 @@ def test_what_is_undecided_asked_for_or_only_a_preposition_is_dropped(statement,
 def test_whose_plan_it_is_and_who_does_it_follow_the_words(statement, text, kept):
     got = verify([statement], [user(text)])
     assert bool(got.kept) is kept, got
+
+
+def test_a_kin_word_and_a_name_written_as_a_predicate_is_the_relation_said():
+    # "我妹妹陈晨在上海读研" gave 陈静|妹妹陈晨|上海: the user's relation to 陈晨 is what the words say
+    got = verify([st("用户", "妹妹周雪", "杭州")], [user("我妹妹周雪在杭州读大学，学的是法律。")])
+    assert [(k.subject, k.predicate, k.object) for k in got.kept] == [("用户", "妹妹", "周雪")]
+    got = verify([st("User", "sister Anna", "Leeds")], [user("My sister Anna studies law in Leeds.")])
+    assert [(k.subject, k.predicate, k.object) for k in got.kept] == [("User", "sister", "Anna")]
+    # unless the words do not say it of the user
+    assert not verify([st("用户", "妹妹周雪", "杭州")], [user("老王的妹妹周雪在杭州读大学。")]).kept

@@ -468,6 +468,11 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the subject is its own object")
     if clause_for_name(s.subject):
         return Rejected(s, "the subject is a clause, not a name")  # "好，我挺喜欢的", "I have no spine"
+    named = _KIN_AND_NAME.fullmatch(s.predicate.strip())
+    if named and _a_name(named.group(2)) and named.group(2) not in normalize(s.object):
+        # "陈静|妹妹陈晨|上海" of "我妹妹陈晨在上海读研": the relation said is 妹妹 陈晨; the value is
+        # the sister's, under no predicate of hers, and goes
+        return [s.model_copy(update={"predicate": named.group(1).strip(), "object": named.group(2)})]
     if _a_name(s.predicate.strip()) and not kin_word(s.predicate) and not is_alias(s.predicate):
         return Rejected(s, "the predicate is a name, not a relation")  # "User|Aditya|5th std"
     if _PRONOUN_ONLY.fullmatch(normalize(s.object)) and s.object.strip() != "IT":  # "IT": a department
@@ -539,6 +544,12 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a verb phrase, not a value")  # "User|handed|notice in at call centre"
     return [s]
 
+
+#: a kin word and the person's name written as a predicate ("妹妹陈晨", "sister Anna")
+_ZH_KIN = sorted((k for k in _KIN.split("|") if k and not k.isascii()), key=len, reverse=True)
+_KIN_AND_NAME = re.compile(
+    rf"((?:{'|'.join(_ZH_KIN)})|(?:wife|husband|sister|brother|son|daughter|mom|dad|boss|friend|partner)\s)\s*(\S.*)", re.IGNORECASE
+)
 
 #: an object that only points at someone: no value
 _PRONOUN_ONLY = re.compile(
