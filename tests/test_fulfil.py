@@ -38,6 +38,9 @@ def user(text: str) -> Message:
         ("I started at Stripe last week", "start", ""),
         ("新学校上了两个礼拜课了，班主任终于不当了。", "new post", ""),
         ("my new job is way less stressful", "new post", ""),
+        ("我们回来啦！海边晒黑了一圈。", "return", ""),
+        ("旅游回来了，腿都走细了。", "return", ""),
+        ("we got back from Porto on Sunday, still tired", "return", ""),
     ],
 )
 def test_the_words_that_say_a_change_is_done(text, kind, whose):
@@ -80,6 +83,12 @@ def test_a_completion_completes_only_a_plan_of_its_kind():
     (post,) = completions([user("新学校上了两个礼拜课了")])
     assert completes(post, "计划", "滨江区的一所高中", "下学期我要调到滨江区的一所高中去了")
     assert not completes(post, "计划", "搬到雨花区", "下个月搬到雨花区")
+    # coming back, with no place named, completes a trip, not a move or a return elsewhere
+    (home,) = completions([user("我们回来啦！海边晒黑了一圈。")])
+    assert completes(home, "计划", "去三亚玩一周", "我们打算国庆去三亚玩一周。")
+    assert not completes(home, "计划", "搬到雨花区", "下个月搬到雨花区")
+    (porto,) = completions([user("we got back from Porto on Sunday")])
+    assert completes(porto, "plans", "a trip to Porto", "We're planning a trip to Porto in May.")
 
 
 def memory(tmp_path, layers, answers):

@@ -11,6 +11,8 @@ must hold to be the one it completes:
 
 - a move: "搬完了", "搬好啦", "已经搬过去了", "we moved", "we're all moved in" (the plan says 搬/move);
 - a return: "回沈阳了", "I'm back in Leeds" (the plan says 回/back/return, and the place when named);
+  one that names no place ("我们回来啦", "we got back from…", "旅游回来了") also completes a trip
+  (the plan says 玩/旅游/旅行/度假/trip/vacation/visit);
 - a transfer: "调过来了", "已经调过去了" (the plan says 调);
 - a start: "入职了", "上岗了", "started at", "first week at" (the plan says 入职/上班/offer/join/start);
 - a new post: "新学校上了两个礼拜课了", "my new job is fine" (the plan says 调/入职/跳槽/join/start/
@@ -56,7 +58,9 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
         "return",
         re.compile(
             r"(?:^|我们?|俺|咱们?|已经|终于|总算|又|也)(?:回(?:到|来|去)?(?P<place>[\u4e00-\u9fff]{2,4}?)|回来|回去)(?:了|啦)(?![\u4e00-\u9fff]{0,2}吗)|"
-            r"\b(?:i'm|i am|we're|we are)\s+(?:finally\s+)?back\b(?:\s+(?:in|home in)\s+(?P<place_en>[A-Z][\w-]+))?",
+            r"(?:玩|旅游|旅行|度假|自驾|蜜月)回来(?:了|啦)?(?![\u4e00-\u9fff]{0,2}吗)|"
+            r"\b(?:i'm|i am|we're|we are)\s+(?:finally\s+|just\s+)?back\b(?:\s+(?:in|home in)\s+(?P<place_en>[A-Z][\w-]+))?|"
+            r"\b(?:i|we)\s+(?:just\s+)?(?:got|came|flew)\s+back\s+(?:from|home)\b",
             re.IGNORECASE,
         ),
         re.compile(r"回|\bback\b|\breturn", re.IGNORECASE),
@@ -90,6 +94,8 @@ _KINDS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = (
 )
 #: the words a plan of each kind holds
 _PLAN_WORDS = {kind: plan for kind, _said, plan in _KINDS}
+#: the words of a trip: coming back from one (a return that names no place) says it happened
+_TRIP = re.compile(r"玩|旅游|旅行|度假|出游|自驾游|蜜月|\b(?:trip|vacation|holiday|travel\w*|visit\w*)\b", re.IGNORECASE)
 #: a clause about looking for the new place, not being there ("在找新工作", "looking for a new job")
 _SEEKING = re.compile(r"找|面试|投简历|应聘|看房|\b(?:looking|search|hunting|apply|applying|interview)", re.IGNORECASE)
 #: a negation right before a completion ("还没搬完", "haven't moved")
@@ -131,6 +137,7 @@ def completes(c: Completion, name: str, value: str, evidence: str) -> bool:
         return False
     words = normalize(f"{name} {value} {evidence}")
     plan = _PLAN_WORDS[c.kind]
-    if not plan.search(words) or normalize(evidence) == normalize(c.quote):
+    trip = c.kind == "return" and not c.place and _TRIP.search(words)  # "我们回来啦!" after "打算去日本玩"
+    if not (plan.search(words) or trip) or normalize(evidence) == normalize(c.quote):
         return False
     return not c.place or normalize(c.place) in words
