@@ -1303,3 +1303,21 @@ def test_a_kin_word_and_a_name_written_as_a_predicate_is_the_relation_said():
     assert [(k.subject, k.predicate, k.object) for k in got.kept] == [("User", "sister", "Anna")]
     # unless the words do not say it of the user
     assert not verify([st("用户", "妹妹周雪", "杭州")], [user("老王的妹妹周雪在杭州读大学。")]).kept
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "kept"),
+    [
+        # a piece of a longer word is no value
+        (st("用户", "计划", "寿面"), "长寿面肯定要有，蛋糕我来订。", False),
+        (st("用户", "要", "长寿面"), "长寿面肯定要有，蛋糕我来订。", True),
+        (st("用户", "做", "产品经理"), "我在腾讯做产品经理。", True),
+        # an English object that only says when or how long
+        (st("User", "is vegetarian", "for about six years"), "I've been vegetarian for about six years.", False),
+        (st("User", "thinking about marathon", "October"), "Thinking about the Chicago marathon in October.", False),
+        (st("User", "moved to", "Denver"), "We moved to Denver last year.", True),
+    ],
+)
+def test_a_piece_of_a_word_or_a_time_is_no_value(statement, text, kept):
+    got = verify([statement], [user(text)])
+    assert bool(got.kept) is kept, got

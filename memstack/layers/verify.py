@@ -535,6 +535,10 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")
     if _ADVERB_OBJECT.fullmatch(normalize(s.object)):
         return Rejected(s, "the object is a time word, not a value")
+    if _EN_WHEN_OBJECT.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
+        return Rejected(s, "the object is a time, not a value")  # "User|is vegetarian|for about six years"
+    if _inside_a_word(s.object, s.predicate, messages):
+        return Rejected(s, "the object is part of a longer word")  # "用户|计划|寿面" of "长寿面肯定要有"
     if _INTERJECTION.fullmatch(normalize(s.object)):
         return Rejected(s, "the object is an interjection, not a value")
     if s.object.isascii() and (
@@ -543,6 +547,38 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     ):
         return Rejected(s, "the object is a verb phrase, not a value")  # "User|handed|notice in at call centre"
     return [s]
+
+
+#: an English object that only says when or how long ("for about six years", "October", "next Friday")
+_EN_WHEN_OBJECT = re.compile(
+    r"(?:(?:for|since|in|on|by|until|from|over|about|around|almost|nearly|roughly|the|past|last|next|this|coming|early|late|mid|a few|several|"
+    r"a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)[\s-]+)*"
+    r"(?:years?|months?|weeks?|days?|hours?|decades?|january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekends?|spring|summer|autumn|fall|winter)"
+    r"(?:\s+(?:ago|now|or so|\d{1,2}(?:st|nd|rd|th)?|\d{4}))*",
+    re.IGNORECASE,
+)
+
+
+def _inside_a_word(obj: str, predicate: str, messages: Sequence[Message]) -> bool:
+    """Whether a Chinese object, wherever the user says it, starts or ends inside a word of theirs
+    (jieba's dictionary words): a piece of another word, not a value ("寿面" of "长寿面"). A word
+    that is a verb and its object ("吃火锅") starts with the predicate's verb: the object is whole."""
+    obj, p = obj.strip(), normalize(predicate)
+    if obj.isascii() or len(obj) < 2:
+        return False
+    seen = False
+    for m in messages:
+        if m.role != "user" or obj not in m.text:
+            continue
+        spans = word_spans(m.text)
+        for hit in re.finditer(re.escape(obj), m.text):
+            seen = True
+            a, b = hit.start(), hit.end()
+            verb_before = [m.text[start:a] for start, end in spans if start < a < end]
+            if all(v in _OWN_VERBS or p.endswith(v) for v in verb_before) and not any(start < b < end for start, end in spans):
+                return False
+    return seen
 
 
 #: a kin word and the person's name written as a predicate ("妹妹陈晨", "sister Anna")
