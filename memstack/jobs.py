@@ -26,6 +26,11 @@ from .types import Job, Scope
 
 log = logging.getLogger("memstack")
 
+#: how long a thread stays quiet before the turns held back for a fuller batch run without a flush:
+#: long enough that a conversation going on fills its batch (one model call per batch), short
+#: enough that a session's facts reach the summary and the profile soon after it ends
+IDLE_SECONDS = 300.0
+
 #: ``progress(done, total, job)``: called after each job a run claimed
 Progress = Callable[[int, int, str], None]
 
@@ -52,8 +57,12 @@ class JobRunner:
         lease_seconds: float,
         ceiling: Ceiling | None = None,
         maintain: Callable[[], object] | None = None,
+        idle_seconds: float | None = IDLE_SECONDS,
     ) -> None:
         self.store = store
+        #: a thread quiet this long has the turns its layers held back for a fuller batch run, as
+        #: at a flush (a short session is summarised and profiled without one); None: only a flush
+        self.idle_seconds = idle_seconds
         #: the tenants' cost ceilings: a model-backed job that does not fit waits (``memstack.ceiling``)
         self.ceiling = ceiling or Ceiling(store)
         #: called by the background worker before each look at the queue (the retention pass,
@@ -85,10 +94,16 @@ class JobRunner:
         total = self.store.jobs.pending(scope) if progress else 0
         self._leases.start()
         while max_jobs is None or ran + failed < max_jobs:
-            job = self.store.jobs.claim(worker=worker, lease_seconds=self.lease_seconds, scope=scope, waiting=final)
+            job = self.store.jobs.claim(
+                worker=worker,
+                lease_seconds=self.lease_seconds,
+                scope=scope,
+                waiting=final,
+                idle_seconds=None if final else self.idle_seconds,
+            )
             if job is None:
                 break
-            error = self.run_one(job, final)
+            error = self.run_one(job, final or job.final)
             if isinstance(error, Wait):
                 waited += 1
                 if (job.scope.key, job.layer) in put_off:

@@ -36,8 +36,8 @@ from .budget import pack, trim
 from .ceiling import Ceiling
 from .costs import Budget
 from .errors import BudgetError, InvalidInput, UsageError
+from .jobs import IDLE_SECONDS, JobRunner
 from .jobs import JobReport as JobReport
-from .jobs import JobRunner
 from .layers.base import Layer, LayerOutput, ReadRequest, Writer
 from .llm.base import ChatModel
 from .profile import REFUSAL, Profile, ProfileMismatch, default_layers, mismatch, stored_options, vectors_mismatch
@@ -104,6 +104,9 @@ class Memory:
     the store's profile. ``extract()`` runs one extraction in any schema, outside the layers.
     ``ceiling``: the cost ceilings the write queue keeps (``memstack.ceiling``; tests pass one with
     their own clock), else one on the real clock.
+    ``idle_seconds``: a thread quiet this long (its last turn that old) has the turns its
+    model-backed layers held back for a fuller batch run by the worker as at a flush, so a short
+    session reaches the summary and the profile without one; None: only ``flush()`` does.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class Memory:
         entity_schema: type[BaseModel] | None = None,
         state_schema: type[BaseModel] | Mapping[str, Any] | None = None,
         ceiling: Ceiling | None = None,
+        idle_seconds: float | None = IDLE_SECONDS,
     ) -> None:
         options = _with_schemas(options, entity_schema, state_schema)
         self.store: Store = store if store is not None and not isinstance(store, (str, os.PathLike)) else open_store(store)
@@ -144,7 +148,9 @@ class Memory:
         self.lease_seconds = lease_seconds
         self._built: dict[tuple[str, tuple[tuple[str, str], ...]], Layer] = {}
         #: the write queue's runner and background worker (``memstack.jobs``)
-        self._jobs = JobRunner(self.store, lambda name: self._layer(name, {}), lease_seconds, ceiling, maintain=self.retention_pass)
+        self._jobs = JobRunner(
+            self.store, lambda name: self._layer(name, {}), lease_seconds, ceiling, maintain=self.retention_pass, idle_seconds=idle_seconds
+        )
         #: the tenants' cost ceilings over this store (``memstack.ceiling``): ``ceiling.spends(tenant)``, ``ceiling.waiting(tenant)``
         self.ceiling = self._jobs.ceiling
         #: the worker's retention pass (``retention_pass``): how often per tenant, and when this process last looked

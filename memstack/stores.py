@@ -141,10 +141,20 @@ class JobQueue(Protocol):
     worker killed mid-job leaves part of its writes, which the rerun writes again).
     """
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+    def claim(
+        self,
+        *,
+        worker: str,
+        lease_seconds: float = 300.0,
+        scope: Scope | None = None,
+        waiting: bool = False,
+        idle_seconds: float | None = None,
+    ) -> Job | None:
         """Lease one ready job (of the scope's tenant and user if given); the SQL backends take the
         longest-waiting first. ``waiting`` also leases jobs whose layer is holding turns back for a
-        fuller batch (a flush)."""
+        fuller batch (a flush); ``idle_seconds`` leases such a job once its thread's last request
+        is that old (a quiet thread: a short session is not held back for ever). A job leased with
+        no request pending has ``final`` set: its layer runs what it held back."""
         ...
 
     def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:

@@ -431,6 +431,9 @@ class Job:
     attempts: int
     worker: str
     last_error: str | None = None
+    #: claimed with no request pending: the turns its layer held back for a fuller batch, taken by a
+    #: flush or because the thread went quiet; the layer runs them now, as at a flush
+    final: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,32 @@ def test_flush_takes_a_partial_batch():
     assert mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"][0]["text"] == "用户叫李四"
 
 
+def test_a_quiet_threads_partial_batch_runs_without_a_flush():
+    # a short session through the service: the background worker runs its held-back turns once the
+    # thread has been quiet for idle_seconds, not only at a flush
+    model = ScriptedModel([out(("用户", "人物", "叫", "李四"))])
+    mem = Memory("memory://", layers=["summary"], options={"model": model, "batch_messages": 50}, idle_seconds=0.5)
+    mem.add(turns(["我叫李四", "你好李四"]), user_id="u", thread_id="t")
+    mem.run_jobs()
+    assert model.calls == []  # not quiet yet: the batch waits for more turns
+    mem.start_worker(poll_seconds=0.05)
+    try:
+        deadline = time.monotonic() + 10
+        while not model.calls and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        mem.stop_worker()
+    assert len(model.calls) == 1
+    assert mem.store.records.current(mem.scope("u", "t"), "summary")[0].value["items"][0]["text"] == "用户叫李四"
+    mem.run_jobs()
+    assert len(model.calls) == 1  # done: not run again
+    held = Memory("memory://", layers=["summary"], options={"model": model, "batch_messages": 50}, idle_seconds=None)
+    held.add(turns(["我叫王五", "你好王五"]), user_id="u", thread_id="t")
+    time.sleep(0.1)
+    held.run_jobs()
+    assert len(model.calls) == 1  # None: only a flush takes a partial batch
+
+
 def test_one_call_per_batch_feeds_every_layer():
     extraction = out(
         ("用户", "人物", "正在开发", "知识中台"), ("知识中台", "项目", "后端使用", "SpringBoot"), state=[("当前项目", "知识中台")]

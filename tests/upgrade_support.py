@@ -398,6 +398,11 @@ def _jobs_dump(store: Any) -> dict[str, Any]:
     for waiting in (False, True):
         claimed = []
         while (job := jobs.claim(worker="upgrade-test", waiting=waiting)) is not None:
-            claimed.append(plain(job))
+            row = plain(job)
+            # ``final`` (a job taken with no request pending) is read from the rows, not stored: a
+            # waiting job is final, a pending one is not; the fixtures' dumps predate the field
+            if "final" in row:
+                assert row.pop("final") is waiting, job
+            claimed.append(row)
         out["waiting" if waiting else "claimable"] = sorted(claimed, key=repr)
     return out

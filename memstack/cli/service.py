@@ -14,6 +14,7 @@ from typing import Any
 
 from ..backends import open_store
 from ..errors import UsageError
+from ..jobs import IDLE_SECONDS
 from ..memory import Memory
 from ..views import plural
 from .common import PRESET_NAMES, _emit, _memory
@@ -39,12 +40,22 @@ def declare_worker(sub: Any) -> None:
         default=300.0,
         help="seconds a claimed job stays this worker's, renewed while it runs; a worker that dies loses it after that (default: %(default)s)",
     )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=IDLE_SECONDS,
+        help="seconds a thread stays quiet before the turns its model-backed layers hold back for a fuller batch are run as at a flush; 0 at once, -1 only by a flush (default: %(default)s)",
+    )
     p.set_defaults(run=cmd_worker)
+
+
+def _idle(seconds: float) -> float | None:
+    return None if seconds < 0 else seconds
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
     options = {k: v for k, v in (("model", args.model), ("embedder", args.embedder)) if v}
-    with _memory(args, options=options, lease_seconds=args.lease) as mem:
+    with _memory(args, options=options, lease_seconds=args.lease, idle_seconds=_idle(args.idle)) as mem:
         if args.once:
             # redrawn on a terminal; piped (a log, cron), only the summary below
             if sys.stderr.isatty() and not args.json:
@@ -192,6 +203,12 @@ def declare_serve(sub: Any) -> None:
         default=300.0,
         help="seconds a job claimed by the service's write-queue worker stays its own, renewed while it runs; a killed process's job reruns elsewhere after that (default: %(default)s)",
     )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=IDLE_SECONDS,
+        help="seconds a thread stays quiet before the turns its model-backed layers hold back for a fuller batch are run as at a flush; 0 at once, -1 only by a flush (default: %(default)s)",
+    )
     p.set_defaults(run=cmd_serve)
 
 
@@ -228,6 +245,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         vectors=args.vectors,
         worker=not args.no_worker,
         lease_seconds=args.lease,
+        idle_seconds=_idle(args.idle),
     )
     if args.workers != 1:
         _serve_workers(args, config, store)

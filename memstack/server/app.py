@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request, Response
 from .. import __version__
 from ..aio import AsyncMemory
 from ..errors import MissingDependency
+from ..jobs import IDLE_SECONDS
 from ..memory import Memory
 from ..stores import Store, VectorIndex
 from . import api, dify, errors, proxy, tools_api, ui
@@ -92,6 +93,8 @@ class ServerConfig:
     #: seconds a job claimed by this process's worker stays its own while the process lives (its
     #: heartbeat renews it); a killed process's job reruns elsewhere after that
     lease_seconds: float = 300.0
+    #: seconds a thread stays quiet before its held-back turns run as at a flush (None: only a flush)
+    idle_seconds: float | None = IDLE_SECONDS
     #: with API keys configured, ``/metrics`` needs a key like every ``/v1`` route (closed by
     #: default: the counts by route and status tell a stranger how the service is used); True lets
     #: a Prometheus scraper that sends no key read it (``memstack serve --public-metrics``)
@@ -175,6 +178,7 @@ def memory_for(config: ServerConfig) -> Memory:
         options=options,
         vectors=config.vectors,
         lease_seconds=config.lease_seconds,
+        idle_seconds=config.idle_seconds,
     )
 
 

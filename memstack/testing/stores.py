@@ -327,7 +327,7 @@ class StoreContract(StoreFixture):
         store.jobs.complete(job, cursor=0, waiting=True)  # the layer holds the turn for a fuller batch
         assert store.jobs.pending() == 0 and store.jobs.claim(worker="w1") is None
         flushed = present(store.jobs.claim(worker="w1", waiting=True))
-        assert flushed is not None and flushed.cursor == 0
+        assert flushed.cursor == 0 and flushed.final
         store.jobs.complete(flushed, cursor=1)
         assert store.jobs.claim(worker="w1", waiting=True) is None  # done: no longer waiting
         store.history.append(A, [msg("user", "y")], enqueue=["probe"])
@@ -335,6 +335,19 @@ class StoreContract(StoreFixture):
         store.jobs.complete(job, cursor=1, waiting=True)
         store.history.append(A, [msg("user", "z")], enqueue=["probe"])
         assert present(store.jobs.claim(worker="w1")).cursor == 1  # a new request takes it as usual
+
+    def test_a_waiting_job_of_a_quiet_thread_is_taken_as_a_flush(self, store: Store) -> None:
+        store.history.append(A, [msg("user", "x")], enqueue=["probe"])
+        job = present(store.jobs.claim(worker="w1", idle_seconds=0))
+        assert not job.final  # a request pending: an ordinary run
+        store.jobs.complete(job, cursor=0, waiting=True)  # the layer holds the turn for a fuller batch
+        assert store.jobs.claim(worker="w1", idle_seconds=3600) is None  # not quiet for an hour yet
+        quiet = present(store.jobs.claim(worker="w1", idle_seconds=0))
+        assert quiet.final and quiet.cursor == 0  # its layer runs what it held back
+        assert store.jobs.claim(worker="w2", idle_seconds=0) is None  # leased
+        store.jobs.complete(quiet, cursor=1)
+        assert store.jobs.claim(worker="w1", idle_seconds=0) is None  # done: no longer waiting
+        assert store.jobs.claim(worker="w1", waiting=True) is None  # nothing left to flush
 
     def test_job_cursors_are_read_and_restored(self, store: Store) -> None:
         store.history.append(A, [msg("user", "你好"), msg("assistant", "你好！")], enqueue=["probe"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,15 @@ def find_row(rows: list[JobRow], scope: Scope, layer: str) -> JobRow | None:
     return next((row for row in rows if is_row_of(row, scope) and row["layer"] == layer), None)
 
 
-def is_claimable(row: JobRow, now: datetime, *, waiting: bool = False) -> bool:
+def is_claimable(row: JobRow, now: datetime, *, waiting: bool = False, idle_seconds: float | None = None) -> bool:
     if is_later(row["lease_until"], now):
         return False
     if is_later(row["not_before"], now):
         return False
-    return row["requested"] > row["done"] or (waiting and bool(row.get("waiting")))
+    if row["requested"] > row["done"]:
+        return True
+    quiet = idle_seconds is not None and not is_later(row.get("since"), now - timedelta(seconds=idle_seconds))
+    return bool(row.get("waiting")) and (waiting or quiet)
 
 
 def is_later(stamp: str | None, now: datetime) -> bool:
@@ -53,4 +56,5 @@ def job_of(user_dir: Path, row: JobRow) -> Job:
     scope = Scope(
         tenant=decode_name(user_dir.parent.name), user_id=decode_name(user_dir.name), agent_id=row["agent_id"], thread_id=row["thread_id"]
     )
-    return Job(scope, row["layer"], row["requested"], row["cursor"], row["attempts"], row["owner"], row["last_error"])
+    held = row["requested"] <= row["done"]
+    return Job(scope, row["layer"], row["requested"], row["cursor"], row["attempts"], row["owner"], row["last_error"], held)

@@ -138,6 +138,8 @@ class JsonlStore:
             if row is None:
                 row = new_job_row(scope, layer)
                 rows.append(row)
+            if row["requested"] <= row["done"]:
+                row["since"] = utcnow().isoformat()  # when undone work last appeared: a quiet thread's batch runs
             row["requested"] += 1
         write_document(path, rows)
 
@@ -352,12 +354,20 @@ class _Jobs:
     def __init__(self, store: JsonlStore) -> None:
         self._s = store
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+    def claim(
+        self,
+        *,
+        worker: str,
+        lease_seconds: float = 300.0,
+        scope: Scope | None = None,
+        waiting: bool = False,
+        idle_seconds: float | None = None,
+    ) -> Job | None:
         now = utcnow()
         with self._s.locked():
             for user_dir in self._s.user_dirs(scope):
                 rows = read_document(user_dir / JOBS_FILE) or []
-                row = next((row for row in rows if is_claimable(row, now, waiting=waiting)), None)
+                row = next((row for row in rows if is_claimable(row, now, waiting=waiting, idle_seconds=idle_seconds)), None)
                 if row is not None:
                     row.update(owner=worker, lease_until=(now + timedelta(seconds=lease_seconds)).isoformat())
                     write_document(user_dir / JOBS_FILE, rows)

@@ -315,8 +315,17 @@ class _Jobs:
     def __init__(self, store: MemoryStore) -> None:
         self._s = store
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+    def claim(
+        self,
+        *,
+        worker: str,
+        lease_seconds: float = 300.0,
+        scope: Scope | None = None,
+        waiting: bool = False,
+        idle_seconds: float | None = None,
+    ) -> Job | None:
         now = utcnow()
+        quiet = now - timedelta(seconds=idle_seconds) if idle_seconds is not None else None
         with self._s._lock:
             ready = [
                 (row.since or now, key, layer, row)
@@ -324,14 +333,14 @@ class _Jobs:
                 if (scope is None or _user_match(key, scope))
                 and (row.lease_until is None or row.lease_until <= now)
                 and (row.not_before is None or row.not_before <= now)
-                and (row.requested > row.done or (waiting and row.waiting))
+                and (row.requested > row.done or (row.waiting and (waiting or (quiet is not None and (row.since or now) <= quiet))))
             ]
             if not ready:
                 return None
             _, key, layer, row = min(ready, key=lambda r: r[0])
             row.owner, row.lease_until = worker, now + timedelta(seconds=lease_seconds)
             sc = Scope(tenant=key[0], user_id=key[1], agent_id=key[2] or None, thread_id=key[3] or None)
-            return Job(sc, layer, row.requested, row.cursor, row.attempts, worker, row.last_error)
+            return Job(sc, layer, row.requested, row.cursor, row.attempts, worker, row.last_error, row.requested <= row.done)
 
     def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         with self._s._lock:

@@ -22,7 +22,15 @@ class PostgresJobs:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+    def claim(
+        self,
+        *,
+        worker: str,
+        lease_seconds: float = 300.0,
+        scope: Scope | None = None,
+        waiting: bool = False,
+        idle_seconds: float | None = None,
+    ) -> Job | None:
         """Lease the longest-waiting claimable job (in the scope's user, if given) to ``worker``."""
         user_filter, params = ("", []) if scope is None else (f"AND {USER_MATCH}", [scope.tenant, scope.user_id])
         with self._db.transaction("claiming a job") as cur:
@@ -31,20 +39,21 @@ class PostgresJobs:
                         SELECT {KEY_COLUMNS}, layer FROM memstack_jobs
                         WHERE (lease_until IS NULL OR lease_until <= now())
                           AND (not_before IS NULL OR not_before <= now())
-                          AND (requested > done OR (%s AND waiting)) {user_filter}
+                          AND (requested > done OR (waiting AND (%s OR pending_since <= now() - make_interval(secs => %s::float8)))) {user_filter}
                         ORDER BY pending_since LIMIT 1 FOR UPDATE SKIP LOCKED)
                     UPDATE memstack_jobs AS j SET owner = %s, lease_until = now() + make_interval(secs => %s)
                     FROM picked
                     WHERE (j.tenant, j.user_id, j.agent_id, j.thread_id, j.layer)
                         = (picked.tenant, picked.user_id, picked.agent_id, picked.thread_id, picked.layer)
-                    RETURNING j.tenant, j.user_id, j.agent_id, j.thread_id, j.layer, j.requested, j.cursor, j.attempts, j.last_error""",
-                (waiting, *params, worker, lease_seconds),
+                    RETURNING j.tenant, j.user_id, j.agent_id, j.thread_id, j.layer, j.requested, j.cursor, j.attempts, j.last_error,
+                        j.requested <= j.done""",
+                (waiting, idle_seconds, *params, worker, lease_seconds),
             )
             row = cur.fetchone()
         if row is None:
             return None
-        tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error = row
-        return Job(scope_from_key(tenant, user_id, agent_id, thread_id), layer, requested, cursor, attempts, worker, last_error)
+        tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error, held = row
+        return Job(scope_from_key(tenant, user_id, agent_id, thread_id), layer, requested, cursor, attempts, worker, last_error, held)
 
     def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         """Record the version done and the cursor, if the job is still this worker's; a row

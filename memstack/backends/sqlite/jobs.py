@@ -22,13 +22,23 @@ class SQLiteJobs:
     def __init__(self, db: Database) -> None:
         self._s = db
 
-    def claim(self, *, worker: str, lease_seconds: float = 300.0, scope: Scope | None = None, waiting: bool = False) -> Job | None:
+    def claim(
+        self,
+        *,
+        worker: str,
+        lease_seconds: float = 300.0,
+        scope: Scope | None = None,
+        waiting: bool = False,
+        idle_seconds: float | None = None,
+    ) -> Job | None:
         now = epoch_us(utcnow())
+        quiet = now - int(idle_seconds * 1_000_000) if idle_seconds is not None else -1
         sql = (
-            "SELECT tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error FROM jobs "
-            "WHERE (lease_us IS NULL OR lease_us <= ?) AND (not_before_us IS NULL OR not_before_us <= ?) AND (requested > done OR (? AND waiting = 1))"
+            "SELECT tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error, requested <= done FROM jobs "
+            "WHERE (lease_us IS NULL OR lease_us <= ?) AND (not_before_us IS NULL OR not_before_us <= ?) "
+            "AND (requested > done OR (waiting = 1 AND (? OR pending_since_us <= ?)))"
         )
-        params: list[Any] = [now, now, int(waiting)]
+        params: list[Any] = [now, now, int(waiting), quiet]
         if scope is not None:
             sql += f" AND {USER}"
             params += [scope.tenant, scope.user_id]
@@ -36,13 +46,13 @@ class SQLiteJobs:
             row = db.execute(sql + " ORDER BY pending_since_us LIMIT 1", params).fetchone()
             if row is None:
                 return None
-            tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error = row
+            tenant, user_id, agent_id, thread_id, layer, requested, cursor, attempts, last_error, held = row
             db.execute(
                 f"UPDATE jobs SET owner = ?, lease_us = ? WHERE {KEY} AND layer = ?",
                 (worker, now + int(lease_seconds * 1_000_000), tenant, user_id, agent_id, thread_id, layer),
             )
         sc = Scope(tenant=tenant, user_id=user_id, agent_id=agent_id or None, thread_id=thread_id or None)
-        return Job(sc, layer, requested, cursor, attempts, worker, last_error)
+        return Job(sc, layer, requested, cursor, attempts, worker, last_error, bool(held))
 
     def complete(self, job: Job, *, cursor: int, waiting: bool = False) -> bool:
         with self._s.write() as db:
