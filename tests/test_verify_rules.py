@@ -1321,3 +1321,11 @@ def test_a_kin_word_and_a_name_written_as_a_predicate_is_the_relation_said():
 def test_a_piece_of_a_word_or_a_time_is_no_value(statement, text, kept):
     got = verify([statement], [user(text)])
     assert bool(got.kept) is kept, got
+
+
+def test_a_name_before_a_noun_is_no_value_and_a_plan_word_is_not_said_twice():
+    text = "Thinking about the Chicago marathon in October. We moved to Chicago last year."
+    assert not verify([st("User", "think", "Chicago")], [user("Thinking about the Chicago marathon in October.")]).kept
+    assert verify([st("User", "moved to", "Chicago")], [user(text)]).kept  # said as the value once
+    got = verify([st("User", "think", "marathon")], [user("Thinking about a marathon in the spring.")])
+    assert [k.predicate for k in got.kept] == ["thinking about"]

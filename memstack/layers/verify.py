@@ -537,6 +537,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a time word, not a value")
     if _EN_WHEN_OBJECT.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
         return Rejected(s, "the object is a time, not a value")  # "User|is vegetarian|for about six years"
+    if _modifier_of_a_noun(s.object, messages):
+        return Rejected(s, "the object names what a noun after it is, not a value")  # "the Denver marathon": Denver
     if _inside_a_word(s.object, s.predicate, messages):
         return Rejected(s, "the object is part of a longer word")  # "用户|计划|寿面" of "长寿面肯定要有"
     if _INTERJECTION.fullmatch(normalize(s.object)):
@@ -558,6 +560,34 @@ _EN_WHEN_OBJECT = re.compile(
     r"(?:\s+(?:ago|now|or so|\d{1,2}(?:st|nd|rd|th)?|\d{4}))*",
     re.IGNORECASE,
 )
+
+
+def _modifier_of_a_noun(obj: str, messages: Sequence[Message]) -> bool:
+    """Whether an English name as an object, wherever the user says it, comes between an article
+    and a noun ("the Denver marathon", "a Python job"): it says what kind the noun is, and the
+    value is the noun phrase, not it."""
+    if not obj.isascii() or not obj.strip():
+        return False
+    words = obj.split()
+    if not all(w[:1].isupper() for w in words):
+        return False  # a name only: "my degree working …" is a noun and what follows it
+    seen = False
+    for m in messages:
+        if m.role != "user":
+            continue
+        tokens = _EN_TOKEN.findall(m.text)
+        lowered = [t.lower() for t in tokens]
+        n = len(words)
+        for i in range(len(tokens) - n + 1):
+            if lowered[i : i + n] != [w.lower() for w in words]:
+                continue
+            seen = True
+            before = lowered[i - 1] if i else ""
+            after = lowered[i + n] if i + n < len(tokens) else ""
+            noun = after.isalpha() and "NOUN" in english_word_classes(after)
+            if not (before in {"the", "a", "an", "this", "that"} and noun):
+                return False
+    return seen
 
 
 def _inside_a_word(obj: str, predicate: str, messages: Sequence[Message]) -> bool:
@@ -1021,10 +1051,19 @@ def check(
                 return s.model_copy(update={"past": True})
             if reason is None:
                 if plan:
-                    return s.model_copy(update={"predicate": (plan + s.predicate)[:60], "past": past})
+                    return s.model_copy(update={"predicate": _with_plan(plan, s.predicate), "past": past})
                 return s.model_copy(update={"past": past}) if past else s
         reasons.append(reason)
     return Rejected(s, reasons[0], found[0][0].strip()[:120])
+
+
+def _with_plan(plan: str, predicate: str) -> str:
+    """The predicate with the clause's plan word before it; a predicate that is that plan word's
+    own verb ("think" of "thinking about …") is the plan word alone, not "thinking about think"."""
+    words = re.findall(r"[a-z]+", normalize(predicate))
+    if plan.isascii() and words and all(_en_stem(w) in {_en_stem(x) for x in re.findall(r"[a-z]+", plan.lower())} for w in words):
+        return plan.strip()
+    return (plan + predicate)[:60]
 
 
 #: a clause that reports what someone thinks or says of a person ("my mom thinks I wasted my master's",
