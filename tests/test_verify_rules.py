@@ -1329,3 +1329,9 @@ def test_a_name_before_a_noun_is_no_value_and_a_plan_word_is_not_said_twice():
     assert verify([st("User", "moved to", "Chicago")], [user(text)]).kept  # said as the value once
     got = verify([st("User", "think", "marathon")], [user("Thinking about a marathon in the spring.")])
     assert [k.predicate for k in got.kept] == ["thinking about"]
+
+
+def test_when_a_thing_was_done_is_its_value_but_not_how_long_nor_when_a_plan_is():
+    assert verify([st("User", "quit smoking", "March")], [user("I quit smoking in March, it was hard.")]).kept
+    assert not verify([st("User", "plans to visit", "March")], [user("I plan to visit Oslo in March.")]).kept
+    assert not verify([st("User", "has lived in Oslo", "six years")], [user("I have lived in Oslo for six years.")]).kept

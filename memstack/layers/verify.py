@@ -535,8 +535,11 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a clause, not a value")
     if _ADVERB_OBJECT.fullmatch(normalize(s.object)):
         return Rejected(s, "the object is a time word, not a value")
-    if _EN_WHEN_OBJECT.fullmatch(normalize(s.object)) and not _TIMELY.search(p):
-        return Rejected(s, "the object is a time, not a value")  # "User|is vegetarian|for about six years"
+    when = _EN_WHEN_OBJECT.fullmatch(normalize(s.object))
+    if when and not _TIMELY.search(p) and (when.group("unit") or _PLAN_IN_PREDICATE.search(p) or _PLAN.search(p)):
+        # how long ("User|is vegetarian|for about six years"), or when a plan is ("thinking about
+        # marathon|October"); when a thing was done stays ("User|quit smoking|February")
+        return Rejected(s, "the object is a time, not a value")
     if _modifier_of_a_noun(s.object, messages):
         return Rejected(s, "the object names what a noun after it is, not a value")  # "the Denver marathon": Denver
     if _inside_a_word(s.object, s.predicate, messages):
@@ -551,11 +554,12 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     return [s]
 
 
-#: an English object that only says when or how long ("for about six years", "October", "next Friday")
+#: an English object that only says when or how long ("for about six years", "October", "next Friday";
+#: group "unit": how long)
 _EN_WHEN_OBJECT = re.compile(
     r"(?:(?:for|since|in|on|by|until|from|over|about|around|almost|nearly|roughly|the|past|last|next|this|coming|early|late|mid|a few|several|"
     r"a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)[\s-]+)*"
-    r"(?:years?|months?|weeks?|days?|hours?|decades?|january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"(?:(?P<unit>years?|months?|weeks?|days?|hours?|decades?)|january|february|march|april|may|june|july|august|september|october|november|december|"
     r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekends?|spring|summer|autumn|fall|winter)"
     r"(?:\s+(?:ago|now|or so|\d{1,2}(?:st|nd|rd|th)?|\d{4}))*",
     re.IGNORECASE,
