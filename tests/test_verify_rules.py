@@ -1335,3 +1335,27 @@ def test_when_a_thing_was_done_is_its_value_but_not_how_long_nor_when_a_plan_is(
     assert verify([st("User", "quit smoking", "March")], [user("I quit smoking in March, it was hard.")]).kept
     assert not verify([st("User", "plans to visit", "March")], [user("I plan to visit Oslo in March.")]).kept
     assert not verify([st("User", "has lived in Oslo", "six years")], [user("I have lived in Oslo for six years.")]).kept
+
+
+@pytest.mark.parametrize(
+    ("statement", "text", "kept"),
+    [
+        # a name said before the verb with "跟我" between is the one who does it, to the user
+        (st("用户", "求婚", "刘洋"), "好消息，刘洋上周跟我求婚了！", False),
+        (st("用户", "表白", "小林"), "小林昨天向我表白了。", False),
+        (st("用户", "求婚", "刘洋"), "我上周跟刘洋求婚了，他答应了！", True),
+        # a time is no subject
+        (st("下周三", "参加", "面试"), "下周三去杭州参加面试。", False),
+        # a name said lower-case by the model, as a modifier in one sentence and a value in another
+        (st("User", "thinking about", "boston"), "I live in Boston now. Thinking about the Boston marathon.", False),
+        (st("User", "live in", "boston"), "I live in Boston now. Thinking about the Boston marathon.", True),
+    ],
+)
+def test_who_does_it_and_a_name_before_a_noun_follow_each_sentence(statement, text, kept):
+    got = verify([statement], [user(text)])
+    assert bool(got.kept) is kept, got
+
+
+def test_a_thing_of_someones_is_no_predicate():
+    assert not verify([st("王老师", "网课", "有用")], [user("王老师的网课真的有用，我推荐给同学了。")]).kept
+    assert verify([st("用户", "职业", "护士")], [user("我的职业是护士。")]).kept

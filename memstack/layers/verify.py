@@ -428,14 +428,22 @@ _KIN_OBJECT = re.compile(rf"(?:我的?|俺的?|咱的?)?(?:{_KIN})")
 
 def _object_does_it(s: Statement, messages: Sequence[Message]) -> bool:
     """Whether a Chinese object that is a person (a kin word, a name) is said right before the
-    predicate's verb, as its subject: "女儿毕业了" is 女儿's graduation, not the user's of 女儿."""
+    predicate's verb, as its subject: "女儿毕业了" is 女儿's graduation, not the user's of 女儿;
+    "陈昊上个月跟我求婚了" is 陈昊's proposal to the user, not the user's to 陈昊."""
     obj, verb = normalize(s.object), (normalize(s.predicate).rstrip("了过着") or normalize(s.predicate))
     if not obj or not verb or obj.isascii() or verb.isascii():
         return False
     person = _KIN_OBJECT.fullmatch(obj) or any(name == obj for _start, _end, name in person_names(obj))
     if not person:
         return False
-    pattern = re.compile(re.escape(obj) + r"(?:也|都|已经|刚|才|终于|今年|去年|早就|就)?" + re.escape(verb))
+    # a time word and "to me" may come between ("陈昊上个月跟我求婚了": 陈昊 proposed, to the user)
+    pattern = re.compile(
+        r"(?<![跟和与向对给同找陪帮])"  # "跟刘洋求婚": 刘洋 is whom, the user does it
+        + re.escape(obj)
+        + r"(?:也|都|已经|刚|才|终于|今年|去年|早就|就|上个?月|上周|昨天|前天|今天|刚刚|前几天|那天)*"
+        + r"(?:跟我|和我|对我|向我|给我|找我|帮我|陪我|同我)?(?:也|都|已经|刚|才|终于|就)?"
+        + re.escape(verb)
+    )
     return any(m.role == "user" and pattern.search(normalize(m.text)) for m in messages)
 
 
@@ -479,6 +487,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         return Rejected(s, "the object is a pronoun, not a value")  # "…|是|我"
     if not s.subject.isascii() and _TIME_WORDS.match(normalize(s.subject)) and len(normalize(s.subject)) > 4:
         return Rejected(s, "the subject is a clause, not a name")  # "下周找个大课间拍"
+    if _TIME_SUBJECT.fullmatch(normalize(s.subject)):
+        return Rejected(s, "the subject is a time, not a name")  # "下周六|参加|复试"
     if normalize(s.predicate) == normalize(s.object):
         return Rejected(s, "the predicate is its own object")  # "俺这个月|工资少了一千|工资少了一千"
     if not s.object.isascii() and re.search(r"[\u3400-\u9fff]了$", normalize(_DATE_NOTE.sub("", s.object))):
@@ -512,6 +522,8 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
             return Rejected(s, unsaid)  # "User|is|vancouver" of "I moved to Vancouver", "User|is|working"
     if _en_topic(s, messages):
         return Rejected(s, "the predicate is the topic of a clause, not a relation")  # "User|new organiser|plays"
+    if _thing_of_someone(p, messages):
+        return Rejected(s, "the predicate is a thing of someone's, not a relation")  # "徐涛|政治课|有用" of "徐涛的政治课真的有用"
     if _topic_of_a_clause(s, messages):
         return Rejected(s, "the predicate is the topic of a clause, not a relation")  # "用户|嗓子|冒烟" of "嗓子都快冒烟咧"
     if _CLOCK.fullmatch(normalize(s.object)) and not _TIMELY.search(p) and not _AT_TIME.search(p):
@@ -540,8 +552,6 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
         # how long ("User|is vegetarian|for about six years"), or when a plan is ("thinking about
         # marathon|October"); when a thing was done stays ("User|quit smoking|February")
         return Rejected(s, "the object is a time, not a value")
-    if _modifier_of_a_noun(s.object, messages):
-        return Rejected(s, "the object names what a noun after it is, not a value")  # "the Denver marathon": Denver
     if _inside_a_word(s.object, s.predicate, messages):
         return Rejected(s, "the object is part of a longer word")  # "用户|计划|寿面" of "长寿面肯定要有"
     if _INTERJECTION.fullmatch(normalize(s.object)):
@@ -554,6 +564,13 @@ def shape(s: Statement, messages: Sequence[Message]) -> list[Statement] | Reject
     return [s]
 
 
+#: a subject that is only a time ("下周六", "明天上午", "next Friday")
+_TIME_SUBJECT = re.compile(
+    r"(?:上|下|这|本)?(?:个)?(?:周|星期|礼拜)[一二三四五六日天末]?|(?:上|下|这|本)个?月(?:初|底|中)?|(?:今|明|后|昨|前)天(?:上午|下午|晚上|早上)?|"
+    r"(?:去|今|明|前)年(?:底|初)?|(?:next|last|this|coming) (?:week|month|year|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"today|tomorrow|yesterday|tonight",
+    re.IGNORECASE,
+)
 #: an English object that only says when or how long ("for about six years", "October", "next Friday";
 #: group "unit": how long)
 _EN_WHEN_OBJECT = re.compile(
@@ -566,32 +583,40 @@ _EN_WHEN_OBJECT = re.compile(
 )
 
 
-def _modifier_of_a_noun(obj: str, messages: Sequence[Message]) -> bool:
-    """Whether an English name as an object, wherever the user says it, comes between an article
-    and a noun ("the Denver marathon", "a Python job"): it says what kind the noun is, and the
-    value is the noun phrase, not it."""
-    if not obj.isascii() or not obj.strip():
-        return False
+def _modifier_in(sentence: str, obj: str) -> bool:
+    """Whether an English name as the object comes, where this sentence says it, between an
+    article and a noun ("the Denver marathon", "a Python job"): it says what kind the noun is,
+    and the value is the noun phrase, not it ("downtown Denver now" says it as a value)."""
     words = obj.split()
-    if not all(w[:1].isupper() for w in words):
-        return False  # a name only: "my degree working …" is a noun and what follows it
-    seen = False
-    for m in messages:
-        if m.role != "user":
-            continue
-        tokens = _EN_TOKEN.findall(m.text)
-        lowered = [t.lower() for t in tokens]
-        n = len(words)
-        for i in range(len(tokens) - n + 1):
-            if lowered[i : i + n] != [w.lower() for w in words]:
-                continue
-            seen = True
+    if not obj.isascii() or not words:
+        return False
+    tokens = _EN_TOKEN.findall(sentence)
+    lowered = [t.lower() for t in tokens]
+    n = len(words)
+    for i in range(len(tokens) - n + 1):
+        if lowered[i : i + n] == [w.lower() for w in words]:
             before = lowered[i - 1] if i else ""
             after = lowered[i + n] if i + n < len(tokens) else ""
-            noun = after.isalpha() and "NOUN" in english_word_classes(after)
-            if not (before in {"the", "a", "an", "this", "that"} and noun):
-                return False
-    return seen
+            name = all(t[:1].isupper() for t in tokens[i : i + n])
+            return name and before in {"the", "a", "an", "this", "that"} and after.isalpha() and "NOUN" in english_word_classes(after)
+    return False
+
+
+def _thing_of_someone(predicate: str, messages: Sequence[Message]) -> bool:
+    """Whether a Chinese predicate is a noun (jieba's classes: nouns only) that the user says
+    only after 的, as a thing someone has ("徐涛的政治课真的有用"): no relation. A label of the
+    profile (职业, 老婆) or a kin word is a relation as the user names it."""
+    if predicate.isascii() or len(predicate) < 2 or predicate in SYNONYMS or canonical(predicate) != predicate or kin_word(predicate):
+        return False
+    classes = chinese_word_classes(predicate)
+    if not classes or not all(flag.startswith("n") and flag not in ("nr", "ns") for _, flag in classes):
+        return False
+    said = [m.text for m in messages if m.role == "user" and predicate in normalize(m.text)]
+    return bool(said) and all(all(t[max(0, i - 1) : i] == "的" for i in _finds(normalize(t), predicate)) for t in said)
+
+
+def _finds(text: str, word: str) -> list[int]:
+    return [m.start() for m in re.finditer(re.escape(word), text)]
 
 
 def _inside_a_word(obj: str, predicate: str, messages: Sequence[Message]) -> bool:
@@ -1028,6 +1053,9 @@ def check(
             continue
         if (_UNDECIDED.search(_clause_tail(before)) or _undecided_next(_sentence, clause)) and not _asked(clause):
             reasons.append("the words say it is undecided, not a fact or a plan")  # "还在考虑要不要去东京"
+            continue
+        if _modifier_in(_sentence, s.object.strip()):
+            reasons.append("the object names what a noun after it is, not a value")  # "the Denver marathon": Denver
             continue
         if is_self and _plan_of_another(_clause_tail(before)):
             reasons.append("the words give it as someone else's plan, not the user's")  # "公司打算派我去东京"
