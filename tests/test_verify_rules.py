@@ -1359,3 +1359,8 @@ def test_who_does_it_and_a_name_before_a_noun_follow_each_sentence(statement, te
 def test_a_thing_of_someones_is_no_predicate():
     assert not verify([st("王老师", "网课", "有用")], [user("王老师的网课真的有用，我推荐给同学了。")]).kept
     assert verify([st("用户", "职业", "护士")], [user("我的职业是护士。")]).kept
+
+
+def test_when_a_plan_is_and_a_distance_are_no_values():
+    assert not verify([st("User", "marathon", "October")], [user("Thinking about the Chicago marathon in October.")]).kept
+    assert not verify([st("用户", "跑了", "十二万公里")], [user("现在开的是一辆老帕萨特，跑了十二万公里。")]).kept

@@ -787,7 +787,7 @@ _AT_TIME = re.compile(r"(?:到|至|前|后|之前|以后|之后|以前|\b(?:at|a
 _DE_WORDS = ("觉得", "记得", "获得", "取得", "懂得", "晓得", "舍得", "值得", "显得", "使得", "免得", "难得", "赢得", "认得", "博得", "习得")
 #: a number, a count or a frequency in a predicate ("每周去三次", "goes three times a week"): not a relation's name
 _QUANTITY = re.compile(
-    r"[0-9０-９]|[一二两三四五六七八九十几半]+\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
+    r"[0-9０-９]|[一二两三四五六七八九十百千万几半]+\s*(?:次|杯|个|天|周|年|月|小时|公里|本|瓶|罐|根|支|包|遍|趟|回|口|斤|元|块|岁|顿|节|场|份|只|条|头|辆|套|台|部|张|件|位|名|家|门)|每(?:周|天|日|月|年|次|晚|早|星期)"
     r"|\b(?:once|twice|(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) (?:times?|days?|cups?|cans?|hours?|miles?|km|glasses|bottles|packs?))\b|\b(?:every|per|a) (?:day|week|month|year|morning|night)\b",
     re.IGNORECASE,
 )
@@ -1082,6 +1082,9 @@ def check(
             if reason == "past" or (reason is None and not plan and _said_of_before(clause, before, obj, s.subject)):
                 return s.model_copy(update={"past": True})
             if reason is None:
+                if plan and _EN_WHEN_OBJECT.fullmatch(obj) and not _TIMELY.search(normalize(s.predicate)):
+                    reasons.append("the object is when a plan is, not a value")  # "Thinking about the marathon in October"
+                    continue
                 if plan:
                     return s.model_copy(update={"predicate": _with_plan(plan, s.predicate), "past": past})
                 return s.model_copy(update={"past": past}) if past else s
