@@ -1364,3 +1364,10 @@ def test_a_thing_of_someones_is_no_predicate():
 def test_when_a_plan_is_and_a_distance_are_no_values():
     assert not verify([st("User", "marathon", "October")], [user("Thinking about the Chicago marathon in October.")]).kept
     assert not verify([st("用户", "跑了", "十二万公里")], [user("现在开的是一辆老帕萨特，跑了十二万公里。")]).kept
+
+
+def test_a_cessation_said_after_its_object_ends_the_objects_own_verb():
+    got = verify([st("用户", "戒了", "奶茶")], [user("我以前每天喝一杯奶茶，去年戒了，现在只喝白水。")])
+    assert [(k.predicate, k.object, k.past) for k in got.kept] == [("喝", "奶茶", True)]
+    # a cessation with its own object ends that one, not this
+    assert not verify([st("用户", "戒了", "奶茶")], [user("我每天喝一杯奶茶，去年戒了烟。")]).kept

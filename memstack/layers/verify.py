@@ -891,6 +891,9 @@ def _said_predicate(s: Statement, messages: Sequence[Message]) -> Statement | Re
             rest = [c.replace(obj, " ") for c in clauses if obj in c and core not in c]
             verbs = {v for c in rest for v in _OWN_VERBS if v in c}
             if rest and verbs:
+                if core.rstrip("了掉") == "戒" and len(verbs) == 1 and _ended_in_one_message(obj, core, messages):
+                    # "我以前每天喝两杯咖啡，上个月戒了" gave 戒了|咖啡: what ended is 喝|咖啡
+                    return s.model_copy(update={"predicate": next(iter(verbs)), "past": True})
                 return (
                     s.model_copy(update={"predicate": core[0]}) if core[0] in verbs else Rejected(s, "the object is said with another verb")
                 )
@@ -1128,6 +1131,20 @@ _REPORTED = re.compile(
 _EN_CLAUSE = re.compile(r"\b(?:I|I'm|I've|I'd|we|he|she|they|you|it)\b")
 
 
+def _ended_in_one_message(obj: str, cessation: str, messages: Sequence[Message]) -> bool:
+    """Whether a user turn says the object and, after it, the cessation with nothing after it in
+    its clause ("…喝两杯咖啡，上个月戒了"): the cessation ends that object."""
+    for m in messages:
+        text = normalize(m.text)
+        at = text.find(obj)
+        if m.role != "user" or at < 0:
+            continue
+        for clause in _CLAUSE.split(text[at + len(obj) :]):
+            if cessation in clause:
+                return _VERB_END_ZH.match(clause[clause.find(cessation) + len(cessation) :]) is not None
+    return False
+
+
 #: synonym groups whose name is a category a model may give a value said with another verb
 #: ("在腾讯做产品经理" -> 职业=产品经理): their spellings need not be said
 _LABEL_GROUPS = frozenset({"职业", "工作单位", "名字", "年龄", "时间"})
@@ -1177,6 +1194,10 @@ _SPELLINGS: dict[str, frozenset[str]] = {name: frozenset(k for k, v in SYNONYMS.
 _VERB_BESIDE = set("了过着在正也还都又就")
 
 
+#: a count after a verb that jieba's dictionary writes with it ("喝一杯", "吃两碗")
+_COUNT_AFTER = re.compile(r"[了过]?[一二两三四五六七八九十几半]+[个杯口碗瓶次顿趟遍下本根支包张只件条块份盒罐听]")
+
+
 def _word_in(word: str, clause: str) -> bool:
     """Whether ``clause`` says ``word`` as a word of its own: somewhere not strictly inside one of
     its words (aspect particles and light adverbs aside: "开" in "开了")."""
@@ -1187,7 +1208,11 @@ def _word_in(word: str, clause: str) -> bool:
         inside = [
             (s, e)
             for s, e in spans
-            if s <= at and end <= e and (s, e) != (at, end) and not set(clause[s:at] + clause[end:e]) <= _VERB_BESIDE
+            if s <= at
+            and end <= e
+            and (s, e) != (at, end)
+            and not set(clause[s:at] + clause[end:e]) <= _VERB_BESIDE
+            and not (s == at and _COUNT_AFTER.fullmatch(clause[end:e]))  # "喝一杯": 喝 and a count
         ]
         if not inside:
             return True
