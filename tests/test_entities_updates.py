@@ -258,6 +258,8 @@ def test_a_question_about_now_gets_no_value_that_ended_with_nothing_in_its_place
     assert "住在=苏州" in facts("我现在住在哪里？")  # a current value stays
     still = facts("我还在练抱石吗？")  # whether it still holds: the ended value answers it
     assert "抱石" in still and "已不成立" in still
+    still = facts("我现在还练抱石吗？")  # 还 before the verb of a yes-no question: still, not now only
+    assert "抱石" in still and "已不成立" in still
 
 
 def test_a_user_who_writes_in_both_languages_has_one_city(tmp_path):

@@ -21,10 +21,11 @@ IDENTITY_KEY_CHARS = 6
 _UNSPECIFIC = frozenset({"现在", "目前", "如今", "以前", "之前", "最近", "时候", "now", "currently", "still"})
 
 
-#: words of a question about now, about before, and about whether something still holds
+#: words of a question about now, about before, and about whether something still holds ("还" before
+#: a verb in a yes-no question: "我现在还喝咖啡吗？"; not "还有什么…")
 _NOW_WORDS = r"现在|目前|眼下|如今|当前|最新|\b(?:now|currently|current|these days|nowadays|latest)\b"
 _BEFORE_WORDS = r"以前|之前|原来|原先|过去|曾经|\b(?:before|previously|used to|formerly)\b"
-_STILL_WORDS = r"还在|还是|仍然|依然|\b(?:still|anymore|any more)\b"
+_STILL_WORDS = r"还在|还是|仍然|依然|还(?!有什么|有哪些|有别的|要什么|可以|能不能|需要)(?=[\u4e00-\u9fff][^？?]*(?:吗|嘛|(?<![什怎那这多])么)[？?]?\s*$)|\b(?:still|anymore|any more)\b"
 _NOW = re.compile(_NOW_WORDS, re.IGNORECASE)
 _BEFORE = re.compile(_BEFORE_WORDS, re.IGNORECASE)
 #: a question about how things stand now or stood before: where what changed is worth showing
