@@ -611,12 +611,9 @@ def _thing_of_someone(predicate: str, messages: Sequence[Message]) -> bool:
     classes = chinese_word_classes(predicate)
     if not classes or not all(flag.startswith("n") and flag not in ("nr", "ns") for _, flag in classes):
         return False
-    said = [m.text for m in messages if m.role == "user" and predicate in normalize(m.text)]
-    return bool(said) and all(all(t[max(0, i - 1) : i] == "的" for i in _finds(normalize(t), predicate)) for t in said)
-
-
-def _finds(text: str, word: str) -> list[int]:
-    return [m.start() for m in re.finditer(re.escape(word), text)]
+    said = [normalize(m.text) for m in messages if m.role == "user" and predicate in normalize(m.text)]
+    not_after_de = re.compile(rf"(?<!的){re.escape(predicate)}")
+    return bool(said) and not any(not_after_de.search(t) for t in said)
 
 
 def _inside_a_word(obj: str, predicate: str, messages: Sequence[Message]) -> bool:
